@@ -1,0 +1,123 @@
+/* kindex C ABI: the kernels of libkindex.so.
+ *
+ * Every function returns a kindex_status; on failure kindex_last_error() returns a message for the calling
+ * thread that names the offending field and value. All pointers are device pointers unless a field says
+ * otherwise; tensors are dense row-major (C-contiguous). Calls enqueue work on the given CUDA stream and
+ * never copy from device to host, so they can be captured in a CUDA graph. */
+#ifndef KINDEX_KINDEX_H
+#define KINDEX_KINDEX_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(_WIN32)
+#define KINDEX_API __declspec(dllexport)
+#else
+#define KINDEX_API __attribute__((visibility("default")))
+#endif
+
+typedef enum kindex_status {
+  KINDEX_STATUS_OK = 0,
+  KINDEX_STATUS_INVALID_ARGUMENT = 1, /* a field is out of range; see kindex_last_error() */
+  KINDEX_STATUS_NOT_SUPPORTED = 2,    /* a configuration this build cannot run (or no CUDA in this build) */
+  KINDEX_STATUS_WORKSPACE_TOO_SMALL = 3,
+  KINDEX_STATUS_CUDA_ERROR = 4,       /* a CUDA runtime error; the message carries cudaGetErrorString */
+  KINDEX_STATUS_INVALID_INPUT = 5     /* validation mode found a bad index array entry on the device */
+} kindex_status;
+
+typedef enum kindex_dtype {
+  KINDEX_DTYPE_BF16 = 0,
+  KINDEX_DTYPE_FP16 = 1,
+  KINDEX_DTYPE_FP32 = 2,
+  KINDEX_DTYPE_INT32 = 3
+} kindex_dtype;
+
+/* The message of the calling thread's last failed call ("" if none). Valid until the thread's next call. */
+KINDEX_API const char* kindex_last_error(void);
+KINDEX_API const char* kindex_status_name(kindex_status status);
+/* "0.1.0+cuda" or "0.1.0+nocuda". */
+KINDEX_API const char* kindex_version(void);
+
+/* ---------------------------------------------------------------------------------------------------------
+ * Batched GQA decode over a paged KV cache (FlashInfer-Bench gqa_paged_decode_*).
+ *   q          [batch_size, num_qo_heads, head_dim]            dtype
+ *   k_cache    [num_pages, page_size, num_kv_heads, head_dim]  dtype (NHD)
+ *   v_cache    [num_pages, page_size, num_kv_heads, head_dim]  dtype
+ *   kv_indptr  [batch_size + 1] int32, kv_indptr[0] == 0, non-decreasing, kv_indptr[batch_size] == num_kv_indices
+ *   kv_indices [num_kv_indices] int32 page ids in [0, num_pages), any order, may repeat
+ *   kv_last_page_len [batch_size] int32 in [1, page_size], or NULL: every last page is full
+ *   output     [batch_size, num_qo_heads, head_dim]            dtype
+ *   lse        [batch_size, num_qo_heads] fp32, base-2 log-sum-exp of sm_scale * q.k (NULL: not written)
+ * Query head h reads KV head h / (num_qo_heads / num_kv_heads). An empty sequence gives zeros and -inf.
+ * ------------------------------------------------------------------------------------------------------- */
+typedef struct kindex_paged_decode_params {
+  kindex_dtype dtype; /* BF16 or FP16 */
+  int32_t batch_size;
+  int32_t num_qo_heads;
+  int32_t num_kv_heads;
+  int32_t head_dim;   /* 64, 128 or 256 */
+  int32_t page_size;  /* 1..128 */
+  int64_t num_pages;
+  int64_t num_kv_indices; /* host-known length of kv_indices (== kv_indptr[batch_size]) */
+  const void* q;
+  const void* k_cache;
+  const void* v_cache;
+  const int32_t* kv_indptr;
+  const int32_t* kv_indices;
+  const int32_t* kv_last_page_len;
+  float sm_scale;
+  void* output;
+  float* lse;
+  int32_t validate; /* non-zero: check indptr/indices/last_page_len on the device first (adds a sync) */
+} kindex_paged_decode_params;
+
+/* Bytes of device workspace kindex_paged_decode needs for these bounds (0 is possible). */
+KINDEX_API kindex_status kindex_paged_decode_workspace_size(const kindex_paged_decode_params* params,
+                                                            size_t* bytes);
+KINDEX_API kindex_status kindex_paged_decode(const kindex_paged_decode_params* params, void* workspace,
+                                             size_t workspace_bytes, void* stream /* cudaStream_t */);
+
+/* ---------------------------------------------------------------------------------------------------------
+ * GQA attention-layer backward with RoPE (SOL-ExecBench L2/003), bf16, destination passing.
+ * hidden = 5120, 32 query heads, 8 KV heads, head_dim 128 are fixed by the definition; shapes as there.
+ * ------------------------------------------------------------------------------------------------------- */
+typedef struct kindex_gqa_rope_backward_params {
+  int32_t batch_size;
+  int32_t seq_len;
+  /* inputs (bf16) */
+  const void* grad_output;    /* [B, S, 5120] */
+  const void* hidden_states;  /* [B, S, 5120] */
+  const void* cos;            /* [B, S, 128] */
+  const void* sin;            /* [B, S, 128] */
+  const void* q_weight;       /* [4096, 5120] */
+  const void* k_weight;       /* [1024, 5120] */
+  const void* v_weight;       /* [1024, 5120] */
+  const void* o_weight;       /* [5120, 4096] */
+  const void* query_states;   /* [B, 32, S, 128] */
+  const void* key_states;     /* [B, 32, S, 128] */
+  const void* value_states;   /* [B, 32, S, 128] */
+  const void* attn_weights;   /* [B, 32, S, S] */
+  const void* attn_output;    /* [B, S, 4096] */
+  float scaling;
+  /* outputs (bf16) */
+  void* grad_hidden_states;   /* [B, S, 5120] */
+  void* grad_q_weight;        /* [4096, 5120] */
+  void* grad_k_weight;        /* [1024, 5120] */
+  void* grad_v_weight;        /* [1024, 5120] */
+  void* grad_o_weight;        /* [5120, 4096] */
+} kindex_gqa_rope_backward_params;
+
+KINDEX_API kindex_status kindex_gqa_rope_backward_workspace_size(const kindex_gqa_rope_backward_params* params,
+                                                                 size_t* bytes);
+KINDEX_API kindex_status kindex_gqa_rope_backward(const kindex_gqa_rope_backward_params* params, void* workspace,
+                                                  size_t workspace_bytes, void* stream /* cudaStream_t */);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* KINDEX_KINDEX_H */

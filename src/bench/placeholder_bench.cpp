@@ -1,0 +1,1 @@
+// placeholder: replaced by the bench component's first real source file

@@ -1,0 +1,18 @@
+#pragma once
+#include <functional>
+
+namespace CLI { class App; }
+
+namespace kindex::cli {
+
+// A subcommand's parse callback stores what to run here; main() runs it after parsing.
+struct Registry {
+  std::function<int()> selected;
+};
+
+// One function per subcommand file; add_all_commands (commands.cpp) calls each.
+void add_all_commands(CLI::App& app, Registry& registry);
+// `kindex` with no subcommand: the main job (bench the bundled problems; CPU path without a GPU).
+int run_default();
+
+}  // namespace kindex::cli

@@ -1,0 +1,1 @@
+// placeholder: replaced by the compare component's first real source file

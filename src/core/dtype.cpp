@@ -1,0 +1,64 @@
+#include "core/dtype.hpp"
+
+namespace kindex {
+
+size_t dtype_size(DType t) {
+  switch (t) {
+    case DType::bf16: case DType::f16: return 2;
+    case DType::f32: case DType::i32: return 4;
+    case DType::f64: case DType::i64: return 8;
+    case DType::u8: case DType::boolean: return 1;
+  }
+  return 0;
+}
+
+std::string_view dtype_name(DType t) {
+  switch (t) {
+    case DType::bf16: return "bfloat16";
+    case DType::f16: return "float16";
+    case DType::f32: return "float32";
+    case DType::f64: return "float64";
+    case DType::i32: return "int32";
+    case DType::i64: return "int64";
+    case DType::u8: return "uint8";
+    case DType::boolean: return "bool";
+  }
+  return "?";
+}
+
+std::optional<DType> parse_dtype(std::string_view n) {
+  if (n == "bfloat16" || n == "bf16") return DType::bf16;
+  if (n == "float16" || n == "fp16" || n == "f16" || n == "half") return DType::f16;
+  if (n == "float32" || n == "fp32" || n == "f32" || n == "float") return DType::f32;
+  if (n == "float64" || n == "fp64" || n == "f64" || n == "double") return DType::f64;
+  if (n == "int32" || n == "i32") return DType::i32;
+  if (n == "int64" || n == "i64") return DType::i64;
+  if (n == "uint8" || n == "u8") return DType::u8;
+  if (n == "bool" || n == "boolean") return DType::boolean;
+  return std::nullopt;
+}
+
+std::string_view dtype_safetensors_name(DType t) {
+  switch (t) {
+    case DType::bf16: return "BF16";
+    case DType::f16: return "F16";
+    case DType::f32: return "F32";
+    case DType::f64: return "F64";
+    case DType::i32: return "I32";
+    case DType::i64: return "I64";
+    case DType::u8: return "U8";
+    case DType::boolean: return "BOOL";
+  }
+  return "?";
+}
+
+std::optional<DType> parse_safetensors_dtype(std::string_view n) {
+  for (DType t : {DType::bf16, DType::f16, DType::f32, DType::f64, DType::i32, DType::i64, DType::u8,
+                  DType::boolean})
+    if (dtype_safetensors_name(t) == n) return t;
+  return std::nullopt;
+}
+
+bool is_floating(DType t) { return t == DType::bf16 || t == DType::f16 || t == DType::f32 || t == DType::f64; }
+
+}  // namespace kindex

@@ -1,0 +1,1 @@
+// placeholder: replaced by the evidence component's first real source file

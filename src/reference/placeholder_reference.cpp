@@ -1,0 +1,1 @@
+// placeholder: replaced by the reference component's first real source file

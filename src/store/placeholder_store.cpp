@@ -1,0 +1,1 @@
+// placeholder: replaced by the store component's first real source file

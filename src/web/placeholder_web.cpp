@@ -1,0 +1,1 @@
+// placeholder: replaced by the web component's first real source file

@@ -1,0 +1,83 @@
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <cmath>
+#include <limits>
+
+#include "core/dtype.hpp"
+#include "core/error.hpp"
+#include "core/half.hpp"
+#include "core/parallel.hpp"
+#include "core/random.hpp"
+#include "core/tensor.hpp"
+
+using namespace kindex;
+
+TEST(Half, Bf16RoundsToNearestEven) {
+  EXPECT_EQ(float_to_bf16(1.0f), 0x3f80);
+  // 1 + 2^-8 is exactly half way between 1 and 1 + 2^-7: ties go to the even mantissa (1.0).
+  EXPECT_EQ(float_to_bf16(1.0f + 1.0f / 256), 0x3f80);
+  EXPECT_EQ(float_to_bf16(1.0f + 3.0f / 256), 0x3f82);
+  EXPECT_TRUE(std::isnan(bf16_to_float(float_to_bf16(std::numeric_limits<float>::quiet_NaN()))));
+  EXPECT_EQ(bf16_to_float(float_to_bf16(-2.5f)), -2.5f);
+}
+
+TEST(Half, Fp16RoundTripsEveryValue) {
+  for (uint32_t h = 0; h < 0x10000; ++h) {
+    uint16_t x = uint16_t(h);
+    float f = f16_to_float(x);
+    if (std::isnan(f)) continue;
+    ASSERT_EQ(float_to_f16(f), x) << std::hex << h;
+  }
+  EXPECT_EQ(float_to_f16(65520.0f), 0x7c00);  // rounds to inf
+  EXPECT_EQ(f16_to_float(float_to_f16(1e-7f)), f16_to_float(2));  // subnormal rounding
+}
+
+TEST(DType, ParsesBothSpellings) {
+  EXPECT_EQ(parse_dtype("bfloat16"), DType::bf16);
+  EXPECT_EQ(parse_dtype("int32"), DType::i32);
+  EXPECT_FALSE(parse_dtype("bfloat17").has_value());
+  EXPECT_EQ(parse_safetensors_dtype("I32"), DType::i32);
+  EXPECT_EQ(dtype_size(DType::bf16), 2u);
+}
+
+TEST(Tensor, ViewsAndConversions) {
+  Tensor t(DType::bf16, {2, 3});
+  EXPECT_EQ(t.numel(), 6);
+  EXPECT_EQ(t.view().strides, (std::vector<int64_t>{3, 1}));
+  t.set(4, 1.5);
+  EXPECT_EQ(t.get(4), 1.5);
+  EXPECT_EQ(t.get(0), 0.0);
+  EXPECT_THROW(Tensor(DType::f32, {-1}), std::invalid_argument);
+}
+
+TEST(Parallel, CoversEveryIndexOnceAndRethrows) {
+  std::vector<std::atomic<int>> hits(10007);
+  parallel_for(10007, [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) hits[i]++;
+  });
+  for (auto& h : hits) ASSERT_EQ(h.load(), 1);
+  EXPECT_THROW(parallel_for(100, [](int64_t, int64_t) { throw std::runtime_error("x"); }), std::runtime_error);
+}
+
+TEST(Random, ReproducibleAndNormal) {
+  Tensor a(DType::f32, {100000}), b(DType::f32, {100000});
+  fill_normal(a, 7, stream_id("q"));
+  fill_normal(b, 7, stream_id("q"));
+  double sum = 0, sq = 0;
+  for (int64_t i = 0; i < a.numel(); ++i) {
+    ASSERT_EQ(a.get(i), b.get(i));
+    sum += a.get(i);
+    sq += a.get(i) * a.get(i);
+  }
+  double mean = sum / a.numel(), var = sq / a.numel() - mean * mean;
+  EXPECT_NEAR(mean, 0.0, 0.02);
+  EXPECT_NEAR(var, 1.0, 0.02);
+  fill_normal(b, 8, stream_id("q"));
+  EXPECT_NE(a.get(0), b.get(0));
+}
+
+TEST(Error, NamesWhereFieldAndValue) {
+  Error e("defs/x.json", "axes.page_size.value", "-3", "must be positive");
+  EXPECT_STREQ(e.what(), "defs/x.json: axes.page_size.value = -3: must be positive");
+}

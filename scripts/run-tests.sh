@@ -6,7 +6,7 @@ cd "$(dirname "$0")/.."
 bash scripts/build.sh
 jobs=$(nproc)
 (cd build && ctest --output-on-failure -j "$jobs" --timeout 900)
-if [ -f fuzz/targets.cmake ] || ls fuzz/*.cpp >/dev/null 2>&1; then
+if ls fuzz/*.cmake >/dev/null 2>&1; then
   CC=clang CXX=clang++ cmake -S . -B build-fuzz -G Ninja -DKINDEX_CUDA=OFF -DKINDEX_FUZZ=ON -DKINDEX_POSTGRES=OFF \
     -DBUILD_TESTING=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
   cmake --build build-fuzz -j "$jobs" --target kindex_fuzz_targets

@@ -13,7 +13,8 @@ cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DKINDEX_CUDA=ON -DKI
 cmake --build "$build" -j "${KINDEX_JOBS:-2}" --target "$@"
 mkdir -p ".devcarry/$tag"
 for t in "$@"; do
-  f=$(find "$build" -maxdepth 3 -type f \( -name "$t" -o -name "lib$t.so" \) -perm -u+x | head -n1)
+  name=$t; [ "$t" = kindex_cli ] && name=kindex; [ "$t" = kindex_shared ] && name=kindex
+  f=$(find "$build" -maxdepth 3 -type f \( -name "$name" -o -name "lib$name.so" \) -perm -u+x | head -n1)
   [ -n "$f" ] || { echo "device-build: no binary for target $t" >&2; exit 1; }
   cp "$f" ".devcarry/$tag/"
   strip -g ".devcarry/$tag/$(basename "$f")"

@@ -54,7 +54,7 @@ struct Definition {
 struct InputSpec {
   enum class Kind { random, scalar, safetensors } kind = Kind::random;
   double value = 0;          // scalar
-  std::string path;          // safetensors, relative to the workload file's directory unless absolute
+  std::string path;          // safetensors, relative to Workload::base_dir unless absolute
   std::string tensor_key;    // safetensors
 };
 
@@ -73,5 +73,10 @@ struct Workload {
   std::string base_dir;  // directory that relative safetensors paths resolve against
   nlohmann::json raw;
 };
+
+// Whether two definitions describe the same computation's signature: the same axes (name, kind, value,
+// expression; order and descriptions aside), constraints, and inputs and outputs (names, order, shapes,
+// dtypes). On a difference, `difference` (if given) says what differs.
+bool same_signature(const Definition& a, const Definition& b, std::string* difference = nullptr);
 
 }  // namespace kindex::catalog

@@ -1,0 +1,69 @@
+#pragma once
+// Lower bounds on a kernel's latency, and the SOL-ExecBench score.
+//   headroom-v1 (KernelIndex, exactly): max(bytes of every declared input tensor / datasheet DRAM bandwidth,
+//     FLOPs / datasheet dense peak); FLOPs only for the GEMM (2MNK) and attention (4*B*H*Lq*Lk*D) families.
+//     The gqa-paged-attention and rope families have no arithmetic formula: bandwidth floor only.
+//   kindex floor (tighter): bytes a call must actually move (for decode only the KV tokens it reads, plus q,
+//     output, lse and the index arrays) over the MEASURED copy bandwidth, FLOPs over the MEASURED tensor rate.
+//   SOL score (L2/003): S = 1 / (1 + (T_k - T_SOL) / (T_b - T_SOL)), T_SOL = max(2*MACs / 989.4e12,
+//     compulsory bytes / 4.8e12), T_b the optimized-PyTorch baseline of the same GPU.
+#include <cstdint>
+#include <optional>
+#include <string>
+
+namespace kindex::bench {
+
+// Datasheet peaks of a GPU (protocols.md section 3).
+struct Datasheet {
+  std::string product;           // "NVIDIA H200"
+  double dram_bytes_per_s = 0;   // 4.8e12
+  double dense_flops_per_s = 0;  // bf16 dense tensor peak, 989e12
+};
+// By device name ("NVIDIA H200", "NVIDIA H100 80GB HBM3", "NVIDIA B200"); nullopt for an unknown GPU.
+std::optional<Datasheet> datasheet_for(const std::string& device_name);
+
+// Rates measured on a real device, with where they come from.
+struct MeasuredRates {
+  double copy_bytes_per_s = 0;    // device-to-device copy, bytes read + written per second
+  double tensor_flops_per_s = 0;  // large bf16 GEMM
+  std::string provenance;
+};
+// protocols.md section 4 (H200, 2026-12-02): 4.28 TB/s and 784 TFLOP/s; nullopt for other GPUs.
+std::optional<MeasuredRates> published_measured_rates(const std::string& device_name);
+
+// What one call of a workload must do.
+struct WorkCount {
+  double declared_input_bytes = 0;  // every declared input tensor, whole (scalars excluded)
+  double compulsory_bytes = 0;      // every input read once + every output written once
+  double referenced_bytes = 0;      // bytes a call must actually move (decode: KV tokens read + q/out/lse/indices)
+  double flops = 0;                 // arithmetic of the kindex floor (0: none counted)
+  std::optional<double> headroom_flops;  // headroom-v1's formula, only for the gemm / attention families
+};
+
+struct Floor {
+  std::string method;        // "headroom-v1" | "kindex-referenced-v1"
+  double bytes = 0, flops = 0;
+  double memory_s = 0, compute_s = 0;
+  double floor_s = 0;        // max of the two
+  std::string bound;         // "bandwidth" | "compute"
+  std::string basis;         // which peaks, and their provenance
+};
+
+Floor headroom_v1_floor(const WorkCount& work, const Datasheet& sheet);
+Floor kindex_floor(const WorkCount& work, const MeasuredRates& rates);
+
+// headroom-v1 FLOP formulas.
+double gemm_flops(double m, double n, double k);                                       // 2MNK
+double attention_flops(double b, double h, double lq, double lk, double d);            // 4*B*H*Lq*Lk*D
+
+// SOL-ExecBench L2/003.
+double l2_003_macs(int64_t batch_size, int64_t seq_len);  // 104,857,600*B*S + 16,384*B*S^2
+double sol_t_sol_seconds(double macs, double compulsory_bytes);  // max(2*MACs/989.4e12, bytes/4.8e12)
+double sol_score(double t_kernel, double t_sol, double t_baseline);
+// T_b of L2/003 for (B, S) on a GPU: H200 from protocols.md section 4 (torch.compile, ms), B200 from the
+// published SOL-ExecBench values; nullopt when unknown.
+std::optional<double> l2_003_baseline_seconds(const std::string& device_name, int64_t batch_size, int64_t seq_len);
+// Published B200 T_SOL (SOLAR at 1.5 GHz), for context next to the H200 roofline.
+std::optional<double> l2_003_published_b200_sol_seconds(int64_t batch_size, int64_t seq_len);
+
+}  // namespace kindex::bench

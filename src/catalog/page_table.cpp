@@ -1,0 +1,197 @@
+// The page-table generator (docs/catalog.md, "Page tables"). Every draw comes from the counter-based RNG
+// keyed by (seed, stream, counter), so a table is a pure function of its arguments.
+#include "catalog/page_table.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <numeric>
+#include <string>
+#include <unordered_map>
+
+#include "catalog/constraints.hpp"
+#include "core/error.hpp"
+#include "core/random.hpp"
+
+namespace kindex::catalog {
+
+int64_t PageTable::tokens(int64_t page_size) const {
+  int64_t total = 0;
+  for (size_t b = 0; b + 1 < kv_indptr.size(); ++b) {
+    int64_t pages = kv_indptr[b + 1] - kv_indptr[b];
+    if (pages > 0) total += (pages - 1) * page_size + kv_last_page_len[b];
+  }
+  return total;
+}
+
+namespace {
+
+constexpr const char* kWhere = "page-table generator";
+
+// Draws from one named stream in sequence.
+class Draws {
+ public:
+  Draws(uint64_t seed, const char* stream) : seed_(seed), stream_(stream_id(stream)) {}
+  double uniform() { return uniform01(seed_, stream_, counter_++); }
+  int64_t below(int64_t n) { return std::min<int64_t>(n - 1, int64_t(uniform() * double(n))); }  // [0, n)
+
+ private:
+  uint64_t seed_, stream_, counter_ = 0;
+};
+
+// Splits `total` into `lengths.size()` parts of at least `min_len`, uneven: exponential weights, so a few
+// sequences are long and many are short, as in a serving batch.
+void uneven_split(std::vector<int64_t>& lengths, const std::vector<size_t>& which, int64_t total, int64_t min_len,
+                  Draws& draws) {
+  if (which.empty()) return;
+  int64_t rest = total - min_len * int64_t(which.size());
+  std::vector<double> w(which.size());
+  for (double& x : w) x = -std::log(draws.uniform());
+  double sum = std::accumulate(w.begin(), w.end(), 0.0);
+  int64_t given = 0;
+  for (size_t k = 0; k < which.size(); ++k) {
+    int64_t share = int64_t(std::floor(double(rest) * w[k] / sum));
+    lengths[which[k]] = min_len + share;
+    given += share;
+  }
+  for (int64_t r = rest - given, k = draws.below(int64_t(which.size())); r > 0; --r, ++k)
+    lengths[which[size_t(k) % which.size()]] += 1;
+}
+
+// k distinct values of [0, n) in random order (sparse Fisher-Yates: memory O(k), not O(n)).
+std::vector<int64_t> sample_distinct(int64_t n, int64_t k, Draws& draws) {
+  std::unordered_map<int64_t, int64_t> moved;
+  auto at = [&](int64_t i) {
+    auto it = moved.find(i);
+    return it == moved.end() ? i : it->second;
+  };
+  std::vector<int64_t> out(size_t(std::max<int64_t>(k, 0)));
+  for (int64_t i = 0; i < k; ++i) {
+    int64_t j = i + draws.below(n - i);
+    int64_t vi = at(i), vj = at(j);
+    moved[j] = vi;
+    out[size_t(i)] = vj;
+  }
+  return out;
+}
+
+enum class Role { normal, empty, one_token, full_one_page, repeats };
+
+}  // namespace
+
+PageTable generate_page_table(int64_t batch_size, int64_t num_pages, int64_t num_kv_indices, int64_t page_size,
+                              uint64_t seed, const PageTableOptions& options) {
+  constexpr int64_t kMax = std::numeric_limits<int32_t>::max();
+  if (batch_size < 1 || batch_size >= kMax) throw Error(kWhere, "batch_size", std::to_string(batch_size), "must be in [1, 2^31 - 1)");
+  if (num_pages < 1 || num_pages > kMax) throw Error(kWhere, "num_pages", std::to_string(num_pages), "must be in [1, 2^31 - 1]");
+  if (page_size < 1 || page_size > kMax) throw Error(kWhere, "page_size", std::to_string(page_size), "must be in [1, 2^31 - 1]");
+  if (num_kv_indices < 0 || num_kv_indices > kMax)
+    throw Error(kWhere, "num_kv_indices", std::to_string(num_kv_indices), "must be in [0, 2^31 - 1]");
+  if (num_kv_indices < batch_size && !options.allow_empty)
+    throw Error(kWhere, "num_kv_indices", std::to_string(num_kv_indices),
+                "fewer page ids than sequences (batch_size " + std::to_string(batch_size) +
+                    ") would leave a sequence empty; allow_empty permits that");
+
+  const size_t B = size_t(batch_size);
+  Draws length_draws(seed, "page_table.lengths"), id_draws(seed, "page_table.ids"),
+      last_draws(seed, "page_table.last"), role_draws(seed, "page_table.roles");
+
+  // 1. Sequence lengths in pages; in adversarial mode some sequences get fixed roles first.
+  std::vector<int64_t> lengths(B, 0);
+  std::vector<Role> roles(B, Role::normal);
+  const int64_t min_normal = options.allow_empty ? 0 : 1;
+  int64_t budget = num_kv_indices;
+  if (options.adversarial) {
+    std::vector<size_t> order(B);
+    std::iota(order.begin(), order.end(), 0);
+    for (size_t i = B; i > 1; --i) std::swap(order[i - 1], order[size_t(role_draws.below(int64_t(i)))]);
+    std::vector<std::pair<Role, int64_t>> wanted = {{Role::one_token, 1}, {Role::full_one_page, 1}, {Role::repeats, 4}};
+    if (options.allow_empty) wanted.insert(wanted.begin(), {Role::empty, 0});
+    size_t next = 0;
+    for (auto [role, pages] : wanted) {
+      if (next >= B) break;
+      int64_t others = int64_t(B - next - 1);
+      // Keep a page for every later sequence, and leave the last sequence to take the remainder if needed.
+      if (pages > budget - others * min_normal) continue;
+      if (role == Role::empty && others == 0 && budget > 0) continue;
+      roles[order[next]] = role;
+      lengths[order[next]] = pages;
+      budget -= pages;
+      ++next;
+    }
+  }
+  std::vector<size_t> normal;
+  for (size_t b = 0; b < B; ++b)
+    if (roles[b] == Role::normal) normal.push_back(b);
+  if (!normal.empty()) {
+    uneven_split(lengths, normal, budget, min_normal, length_draws);
+  } else if (budget > 0) {  // every sequence has a role: the longest-capable one takes the remainder
+    size_t taker = size_t(std::find(roles.begin(), roles.end(), Role::repeats) - roles.begin());
+    if (taker == B) taker = size_t(std::find_if(roles.begin(), roles.end(), [](Role r) { return r != Role::empty; }) - roles.begin());
+    if (roles[taker] != Role::repeats) roles[taker] = Role::normal;
+    lengths[taker] += budget;
+  }
+
+  // 2. Page ids. One shared prefix page starts every non-empty sequence; the last `recent` pages of each
+  // sequence are decode-step pages allocated in batch order (id = base + step * B + b); the rest are scattered
+  // distinct ids in random order, repeating only when num_kv_indices exceeds num_pages.
+  int64_t mean_len = num_kv_indices / batch_size;
+  int64_t steps = std::min<int64_t>({std::max<int64_t>(1, mean_len / 4), 256, (num_pages - 1) / batch_size});
+  steps = std::max<int64_t>(steps, 0);
+  const int64_t region = steps * batch_size;
+  const int64_t base = id_draws.below(num_pages - region);  // decode region [base, base + region)
+  int64_t k = id_draws.below(num_pages - region);            // prefix: any id outside the region
+  const int64_t prefix = k < base ? k : k + region;
+
+  std::vector<int64_t> recent(B, 0);
+  int64_t scattered_needed = 0;
+  for (size_t b = 0; b < B; ++b) {
+    if (lengths[b] == 0) continue;
+    recent[b] = std::min<int64_t>(lengths[b] - 1, steps);
+    scattered_needed += lengths[b] - 1 - recent[b];
+  }
+  // Ids outside the region and the prefix, mapped from a compressed range [0, available).
+  const int64_t available = num_pages - region - 1;
+  std::vector<std::pair<int64_t, int64_t>> excluded = {{prefix, 1}};  // (start, length), disjoint
+  if (region > 0) excluded.emplace_back(base, region);
+  std::sort(excluded.begin(), excluded.end());
+  auto expand = [&](int64_t j) {
+    for (auto [start, length] : excluded)
+      if (j >= start) j += length;
+    return j;
+  };
+  std::vector<int64_t> scattered = sample_distinct(available, std::min(scattered_needed, available), id_draws);
+  for (int64_t& id : scattered) id = expand(id);
+  while (int64_t(scattered.size()) < scattered_needed) scattered.push_back(id_draws.below(num_pages));
+
+  PageTable t;
+  t.shared_prefix_page = int32_t(prefix);
+  t.kv_indptr.assign(B + 1, 0);
+  t.kv_indices.reserve(size_t(num_kv_indices));
+  t.kv_last_page_len.assign(B, 1);
+  size_t next_scattered = 0;
+  for (size_t b = 0; b < B; ++b) {
+    size_t begin = t.kv_indices.size();
+    if (lengths[b] > 0) {
+      t.kv_indices.push_back(int32_t(prefix));
+      for (int64_t i = 0; i < lengths[b] - 1 - recent[b]; ++i) t.kv_indices.push_back(int32_t(scattered[next_scattered++]));
+      for (int64_t step = steps - recent[b]; step < steps; ++step)
+        t.kv_indices.push_back(int32_t(base + step * batch_size + int64_t(b)));
+    }
+    if (roles[b] == Role::repeats && lengths[b] >= 3) {
+      t.kv_indices[begin + 2] = t.kv_indices[begin + 1];                                  // adjacent repeat
+      if (lengths[b] >= 4) t.kv_indices[begin + size_t(lengths[b]) - 1] = int32_t(prefix);  // distant repeat
+    }
+    t.kv_indptr[b + 1] = int32_t(t.kv_indices.size());
+    // 3. Partial last pages: uniform in [1, page_size]; adversarial roles pin 1 or page_size.
+    int32_t last = int32_t(1 + last_draws.below(page_size));
+    if (roles[b] == Role::one_token) last = 1;
+    if (roles[b] == Role::full_one_page || roles[b] == Role::repeats) last = int32_t(page_size);
+    t.kv_last_page_len[b] = last;
+  }
+  check_page_table(t.kv_indptr.data(), int64_t(t.kv_indptr.size()), t.kv_indices.data(), int64_t(t.kv_indices.size()),
+                   t.kv_last_page_len.data(), num_pages, page_size, std::string(kWhere) + " (internal check)");
+  return t;
+}
+
+}  // namespace kindex::catalog

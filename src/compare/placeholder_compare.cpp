@@ -1,1 +1,0 @@
-// placeholder: replaced by the compare component's first real source file

@@ -1,0 +1,303 @@
+#include "evidence/manifest.hpp"
+
+#include <chrono>
+#include <ctime>
+
+#include "core/error.hpp"
+#include "evidence/digest.hpp"
+#include "evidence/schema.hpp"
+
+namespace kindex::evidence {
+namespace {
+
+using nlohmann::json;
+
+// Optional fields: empty strings, empty containers and unset optionals are omitted from the manifest.
+void put(json& o, const char* key, const std::string& v) {
+  if (!v.empty()) o[key] = v;
+}
+template <class T>
+void put(json& o, const char* key, const std::optional<T>& v) {
+  if (v) o[key] = *v;
+}
+template <class T>
+void put(json& o, const char* key, const std::vector<T>& v) {
+  if (!v.empty()) o[key] = v;
+}
+template <class K, class V>
+void put(json& o, const char* key, const std::map<K, V>& v) {
+  if (!v.empty()) o[key] = v;
+}
+void put(json& o, const char* key, json v) {
+  if (!(v.is_object() && v.empty())) o[key] = std::move(v);
+}
+
+json metadata_json(const Metadata& m) {
+  json o = json::object();
+  o["name"] = m.name;
+  put(o, "title", m.title);
+  put(o, "description", m.description);
+  put(o, "labels", m.labels);
+  if (!m.author_names.empty()) {
+    o["authors"] = json::array();
+    for (const auto& name : m.author_names) o["authors"].push_back({{"name", name}});
+  }
+  if (!m.source_urls.empty()) {
+    o["sourceRefs"] = json::array();
+    for (const auto& url : m.source_urls) o["sourceRefs"].push_back({{"url", url}});
+  }
+  return o;
+}
+
+// Adds the writer's extra spec fields; a field the model already set is a programming error worth reporting.
+json with_extra(json spec, const json& extra, const std::string& kind) {
+  for (const auto& [key, value] : extra.items()) {
+    if (spec.contains(key)) throw Error(kind, "/spec/" + key, "", "set both by the model and by extra");
+    spec[key] = value;
+  }
+  return spec;
+}
+
+json operation_tensor_json(const OperationTensor& t) {
+  json o = {{"name", t.name}};
+  if (t.scalar) {
+    o["scalar"] = {{"dtype", t.dtype}};
+    return o;
+  }
+  json shape = json::array();
+  for (const auto& dim : t.shape) std::visit([&](const auto& d) { shape.push_back(d); }, dim);
+  json tensor = {{"shape", shape}, {"dtype", t.dtype}};
+  put(tensor, "layout", t.layout);
+  o["tensor"] = tensor;
+  return o;
+}
+
+json correctness_json(const Correctness& c) {
+  json o = {{"comparator", c.comparator}};
+  put(o, "maxAbsoluteError", c.max_absolute_error);
+  put(o, "maxRelativeError", c.max_relative_error);
+  put(o, "requiredMatchedRatio", c.required_matched_ratio);
+  put(o, "nanPolicy", c.nan_policy);
+  put(o, "infinityPolicy", c.infinity_policy);
+  return o;
+}
+
+}  // namespace
+
+Manifest make_manifest(json document, const std::string& where) {
+  validate_manifest(document, where);
+  Manifest m;
+  m.document = normalize_manifest(document, where);
+  m.digest = manifest_digest(m.document, where);
+  return m;
+}
+
+Manifest make_manifest(const std::string& kind, const Metadata& metadata, json spec, const std::string& where) {
+  return make_manifest(json{{"apiVersion", kApiVersion}, {"kind", kind}, {"metadata", metadata_json(metadata)},
+                            {"spec", std::move(spec)}},
+                       where);
+}
+
+Manifest to_manifest(const OperationSpecModel& m) {
+  json spec = json::object();
+  spec["family"] = m.family;
+  spec["axes"] = json::object();
+  for (const auto& a : m.axes) {
+    json axis = {{"role", a.role}, {"type", "integer"}};
+    put(axis, "value", a.value);
+    put(axis, "minimum", a.minimum);
+    put(axis, "maximum", a.maximum);
+    put(axis, "expression", a.expression);
+    spec["axes"][a.name] = axis;
+  }
+  spec["inputs"] = json::array();
+  for (const auto& t : m.inputs) spec["inputs"].push_back(operation_tensor_json(t));
+  spec["outputs"] = json::array();
+  for (const auto& t : m.outputs) spec["outputs"].push_back(operation_tensor_json(t));
+  json semantics = {{"mutation", m.mutation}, {"determinism", m.determinism}};
+  put(semantics, "expression", m.expression);
+  spec["semantics"] = semantics;
+  return make_manifest("OperationSpec", m.metadata, with_extra(spec, m.extra, "OperationSpec"), "OperationSpec " + m.metadata.name);
+}
+
+Manifest to_manifest(const WorkloadCaseModel& m) {
+  json spec = json::object();
+  spec["operationSpecDigest"] = m.operation_spec_digest;
+  spec["axes"] = m.axes;
+  spec["tensors"] = json::object();
+  for (const auto& t : m.tensors) {
+    json tensor = {{"shape", t.shape}, {"dtype", t.dtype}};
+    put(tensor, "strides", t.strides);
+    if (!t.generator.empty()) {
+      json data = {{"generator", t.generator}};
+      put(data, "seed", t.seed);
+      put(data, "parameters", t.parameters);
+      tensor["data"] = data;
+    }
+    spec["tensors"][t.name] = tensor;
+  }
+  if (!m.scalars.empty()) {
+    spec["scalars"] = json::object();
+    for (const auto& s : m.scalars) spec["scalars"][s.name] = {{"dtype", s.dtype}, {"value", s.value}};
+  }
+  spec["correctness"] = correctness_json(m.correctness);
+  return make_manifest("WorkloadCase", m.metadata, with_extra(spec, m.extra, "WorkloadCase"), "WorkloadCase " + m.metadata.name);
+}
+
+Manifest to_manifest(const ImplementationRevisionModel& m) {
+  json spec = json::object();
+  json project = json::object();
+  put(project, "repository", m.repository);
+  put(project, "commit", m.commit);
+  put(project, "version", m.version);
+  spec["projectRevision"] = project;
+  spec["operation"] = {{"specDigest", m.operation_spec_digest}};
+  json callable = {{"language", m.language}};
+  put(callable, "path", m.path);
+  put(callable, "symbol", m.symbol);
+  put(callable, "interface", m.interface);
+  spec["callable"] = callable;
+  json support = {{"hardwareArchitectures", m.hardware_architectures}, {"dtypes", m.dtypes}};
+  put(support, "productsTested", m.products_tested);
+  put(support, "axes", m.axes);
+  put(support, "layouts", m.layouts);
+  spec["support"] = support;
+  if (!m.source_content_digest.empty()) {
+    json source = {{"contentDigest", m.source_content_digest}};
+    put(source, "fileName", m.source_file_name);
+    put(source, "sizeBytes", m.source_size_bytes);
+    spec["source"] = source;
+  }
+  json licensing = json::object();
+  put(licensing, "declared", m.license_declared);
+  put(licensing, "concluded", m.license_concluded);
+  spec["licensing"] = licensing;
+  return make_manifest("ImplementationRevision", m.metadata, with_extra(spec, m.extra, "ImplementationRevision"),
+                       "ImplementationRevision " + m.metadata.name);
+}
+
+Manifest to_manifest(const BenchmarkProtocolModel& m) {
+  json spec = json::object();
+  json harness = {{"name", m.harness_name}};
+  put(harness, "version", m.harness_version);
+  put(harness, "repository", m.harness_repository);
+  put(harness, "commit", m.harness_commit);
+  spec["harness"] = harness;
+  json measurement = {{"timer", m.timer}, {"primaryStatistic", m.primary_statistic}};
+  put(measurement, "synchronization", m.synchronization);
+  put(measurement, "compileIncluded", m.compile_included);
+  put(measurement, "setupIncluded", m.setup_included);
+  put(measurement, "warmupIterations", m.warmup_iterations);
+  put(measurement, "measuredIterations", m.measured_iterations);
+  put(measurement, "samples", m.samples);
+  put(measurement, "inputRegeneration", m.input_regeneration);
+  put(measurement, "outlierPolicy", m.outlier_policy);
+  spec["measurement"] = measurement;
+  if (!m.correctness_reference.empty() || !m.correctness_comparator.empty())
+    spec["correctness"] = {{"reference", m.correctness_reference}, {"comparator", m.correctness_comparator}};
+  json device = json::object();
+  put(device, "clocksLocked", m.clocks_locked);
+  put(device, "powerLimitWatts", m.power_limit_watts);
+  put(device, "persistenceMode", m.persistence_mode);
+  put(spec, "devicePolicy", device);
+  if (!m.comparability_family.empty()) {
+    json comparability = {{"family", m.comparability_family}};
+    put(comparability, "notes", m.comparability_notes);
+    spec["comparability"] = comparability;
+  }
+  return make_manifest("BenchmarkProtocol", m.metadata, with_extra(spec, m.extra, "BenchmarkProtocol"),
+                       "BenchmarkProtocol " + m.metadata.name);
+}
+
+Manifest to_manifest(const ExecutionEnvironmentModel& m) {
+  json spec = json::object();
+  json hardware = {{"vendor", m.vendor}, {"product", m.product}, {"architecture", m.architecture}};
+  put(hardware, "formFactor", m.form_factor);
+  put(hardware, "memoryBytes", m.memory_bytes);
+  put(hardware, "count", m.count);
+  put(hardware, "interconnect", m.interconnect);
+  spec["hardware"] = hardware;
+  json software = json::object();
+  put(software, "operatingSystem", m.operating_system);
+  put(software, "kernel", m.kernel);
+  put(software, "driver", m.driver);
+  put(software, "cudaToolkit", m.cuda_toolkit);
+  put(software, "compiler", m.compiler);
+  if (!m.framework_name.empty() || !m.framework_version.empty())
+    software["framework"] = {{"name", m.framework_name}, {"version", m.framework_version}};
+  put(software, "libraries", m.libraries);
+  spec["software"] = software;
+  json settings = json::object();
+  put(settings, "clocksLocked", m.clocks_locked);
+  put(settings, "powerLimitWatts", m.power_limit_watts);
+  put(settings, "persistenceMode", m.persistence_mode);
+  put(settings, "eccEnabled", m.ecc_enabled);
+  put(settings, "environmentVariables", m.environment_variables);
+  put(spec, "settings", settings);
+  return make_manifest("ExecutionEnvironment", m.metadata, with_extra(spec, m.extra, "ExecutionEnvironment"),
+                       "ExecutionEnvironment " + m.metadata.name);
+}
+
+Manifest to_manifest(const BenchmarkRunModel& m) {
+  json spec = json::object();
+  spec["implementationDigest"] = m.implementation_digest;
+  spec["workloadDigest"] = m.workload_digest;
+  spec["protocolDigest"] = m.protocol_digest;
+  spec["environmentDigest"] = m.environment_digest;
+  spec["status"] = m.status;
+  if (!m.comparator.empty()) {
+    json correctness = {{"comparator", m.comparator}};
+    put(correctness, "maximumAbsoluteError", m.maximum_absolute_error);
+    put(correctness, "maximumRelativeError", m.maximum_relative_error);
+    put(correctness, "matchedRatio", m.matched_ratio);
+    spec["correctness"] = correctness;
+  }
+  if (!m.primary_statistic.empty()) {
+    const LatencyNs& l = m.latency_ns;
+    json latency = json::object();
+    put(latency, "median", l.median);
+    put(latency, "mean", l.mean);
+    put(latency, "p05", l.p05);
+    put(latency, "p95", l.p95);
+    put(latency, "minimum", l.minimum);
+    put(latency, "maximum", l.maximum);
+    put(latency, "mad", l.mad);
+    if (l.confidence95) latency["confidence95"] = {l.confidence95->first, l.confidence95->second};
+    json timing = {{"primaryStatistic", m.primary_statistic}, {"latencyNs", latency}};
+    put(timing, "samples", m.samples);
+    if (!m.raw_samples_uri.empty() || !m.raw_samples_digest.empty())
+      timing["rawSamples"] = {{"uri", m.raw_samples_uri}, {"digest", m.raw_samples_digest}};
+    spec["timing"] = timing;
+  }
+  if (!m.measurements.empty()) {
+    spec["measurements"] = json::array();
+    for (const auto& x : m.measurements) {
+      json o = {{"metric", x.metric}, {"unit", x.unit}, {"statistic", x.statistic}, {"value", x.value}};
+      put(o, "sampleCount", x.sample_count);
+      spec["measurements"].push_back(o);
+    }
+  }
+  if (!m.source.empty()) {
+    json native = {{"source", m.source}};
+    put(native, "benchmark", m.benchmark);
+    put(native, "externalId", m.external_id);
+    put(native, "metrics", m.source_metrics);
+    spec["sourceNative"] = native;
+  }
+  spec["observedAt"] = m.observed_at;
+  return make_manifest("BenchmarkRun", m.metadata, with_extra(spec, m.extra, "BenchmarkRun"), "BenchmarkRun " + m.metadata.name);
+}
+
+std::string utc_timestamp_now() {
+  const auto now = std::chrono::system_clock::now();
+  const std::time_t t = std::chrono::system_clock::to_time_t(now);
+  const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(now.time_since_epoch()).count() % 1000;
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday,
+                tm.tm_hour, tm.tm_min, tm.tm_sec, static_cast<int>(ms));
+  return buf;
+}
+
+}  // namespace kindex::evidence

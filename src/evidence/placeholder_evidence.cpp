@@ -1,1 +1,0 @@
-// placeholder: replaced by the evidence component's first real source file

@@ -1,0 +1,604 @@
+// Tensor-core paged GQA decode (see paged_decode.hpp for the split-KV scheme).
+//
+// A CTA = one KV head x one segment of the global page list, 4 warps. The query-head group of the KV head is
+// packed as the 16 rows of mma.m16n8k16 (rows >= group are zero and never written). Each warp owns every 4th
+// 16-token chunk of a sequence piece and runs its own cp.async ring (K and V rows, 16 B per copy) with the
+// page ids of the next chunk loaded one chunk ahead, so page_size 1 streams like page_size 64. Per chunk:
+//   S = Q K^T (Q fragments in registers, K via ldmatrix), online softmax in fp32 with exp2 and the scale
+//   folded into log2 units, O += P V (P re-packed from the S accumulators as the A operand, V via
+//   ldmatrix.trans). At the end of a piece the 4 warps' (m, l, O) merge through shared memory in fixed order.
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdint>
+
+#include "kernels/decode/paged_decode.hpp"
+
+namespace kindex::decode::detail {
+namespace {
+
+constexpr int kWarps = 4;
+constexpr int kThreads = kWarps * 32;
+constexpr int kChunk = 16;  // tokens per warp per pipeline stage: one k-step of P V
+constexpr int kRows = 16;   // MMA rows
+constexpr int kTable = 64;  // sequence pieces staged in shared memory at a time
+
+struct Args {
+  const void* q;
+  const void* k;
+  const void* v;
+  const int* indptr;
+  const int* indices;
+  const int* last_len;  // may be null: every last page is full
+  void* out;
+  float* lse;           // may be null
+  float* part_o;        // [num_segments + batch][num_qo_heads][head_dim], normalised partial outputs
+  float* part_lse;      // [num_segments + batch][num_qo_heads]
+  int batch, num_qo_heads, num_kv_heads, group, page_size;
+  int num_kv_indices;   // N
+  int pages_per_segment, num_segments;
+  long long num_pages;
+  float scale_log2;     // sm_scale * log2(e)
+};
+
+struct Piece {
+  int b;           // sequence
+  int page_begin;  // first page position of the piece in kv_indices
+  int tokens;      // 0: an empty sequence this segment owns (write zeros and -inf)
+  int whole;       // the piece is the whole sequence: write the final output, not a partial
+};
+
+template <int D, int S>
+struct Layout {
+  static constexpr int kChunksPerRow = D / 8;  // 16-byte copies per token row
+  static constexpr int kTokPerPass = kChunksPerRow >= 32 ? 1 : 32 / kChunksPerRow;
+  static constexpr int kTokPerLane = kChunk / kTokPerPass;
+  static constexpr int kTileElems = kChunk * D;                       // one K or V chunk
+  static constexpr int kRingBytes = kWarps * S * 2 * kTileElems * 2;  // bf16/fp16
+  static constexpr int kMergeStride = D + 8;                          // floats; padding spreads the banks
+  static constexpr int kMergeBytes = kWarps * kRows * kMergeStride * 4;
+  static constexpr int kStatBytes = kWarps * kRows * 2 * 4;           // m and l
+  static constexpr int kTableBytes = kTable * int(sizeof(Piece));
+  static constexpr int kSmemBytes = kRingBytes + kMergeBytes + kStatBytes + kTableBytes;
+};
+
+template <class T> struct Traits;
+template <> struct Traits<__nv_bfloat16> {
+  static __device__ __forceinline__ uint32_t pack(float lo, float hi) {
+    __nv_bfloat162 h = __floats2bfloat162_rn(lo, hi);
+    return *reinterpret_cast<uint32_t*>(&h);
+  }
+  static __device__ __forceinline__ __nv_bfloat16 from_float(float x) { return __float2bfloat16_rn(x); }
+  static __device__ __forceinline__ void mma(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+        "{%0,%1,%2,%3};\n"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  }
+};
+template <> struct Traits<__half> {
+  static __device__ __forceinline__ uint32_t pack(float lo, float hi) {
+    __half2 h = __floats2half2_rn(lo, hi);
+    return *reinterpret_cast<uint32_t*>(&h);
+  }
+  static __device__ __forceinline__ __half from_float(float x) { return __float2half_rn(x); }
+  static __device__ __forceinline__ void mma(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+        "{%0,%1,%2,%3};\n"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  }
+};
+
+__device__ __forceinline__ float fast_exp2(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
+
+__device__ __forceinline__ void cp_async16(uint32_t dst, const void* src, bool valid) {
+  // src-size 0 zero-fills the 16 bytes: masked tokens read as zeros, never as stale or NaN shared memory.
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(valid ? 16 : 0));
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+}
+
+__device__ __forceinline__ void ldmatrix_x4(uint32_t addr, uint32_t& r0, uint32_t& r1, uint32_t& r2, uint32_t& r3) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3)
+               : "r"(addr));
+}
+__device__ __forceinline__ void ldmatrix_x4_trans(uint32_t addr, uint32_t& r0, uint32_t& r1, uint32_t& r2,
+                                                  uint32_t& r3) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3)
+               : "r"(addr));
+}
+
+// Element offset of (token row t, 16-byte chunk c) in a [16][D] tile: chunks XOR-swizzled by the row so the 8
+// row addresses of one ldmatrix hit 8 different bank groups.
+template <int D>
+__device__ __forceinline__ int tile_offset(int t, int c) {
+  return t * D + ((c ^ (t & 7)) << 3);
+}
+
+__device__ __forceinline__ int clampi(int x, int lo, int hi) { return min(max(x, lo), hi); }
+
+// Sequence b's page range [start, end) in kv_indices, clamped to [0, N] so that a malformed indptr can only
+// give wrong numbers, never an out-of-bounds read (validation mode reports it instead).
+__device__ __forceinline__ void seq_range(const Args& a, int b, int& start, int& end) {
+  start = clampi(__ldg(a.indptr + b), 0, a.num_kv_indices);
+  end = clampi(__ldg(a.indptr + b + 1), start, a.num_kv_indices);
+}
+
+// The per-warp producer: walks this warp's chunks (piece k, chunk c = warp, warp + 4, ...) and keeps the
+// page ids of the next chunk to issue in registers, loaded one chunk ahead.
+template <int D, int S, class T>
+struct Producer {
+  using L = Layout<D, S>;
+  int k, c;         // next chunk to issue
+  int id, off;      // lane (l & 15)'s token of that chunk: page id and offset in the page (off < 0: masked)
+  int stage;
+
+  __device__ __forceinline__ void find(const Piece* table, int n, int warp) {
+    while (k < n && c * kChunk >= table[k].tokens) {
+      ++k;
+      c = warp;
+    }
+  }
+  __device__ __forceinline__ void load_ids(const Args& a, const Piece* table, int n, int lane) {
+    off = -1;
+    id = 0;
+    if (k < n) {
+      const Piece& p = table[k];
+      int t = c * kChunk + (lane & 15);
+      if (t < p.tokens) {
+        int page = t / a.page_size;
+        off = t - page * a.page_size;
+        id = __ldg(a.indices + p.page_begin + page);
+      }
+    }
+  }
+  __device__ __forceinline__ void start(const Args& a, const Piece* table, int n, int warp, int lane) {
+    k = 0;
+    c = warp;
+    stage = 0;
+    find(table, n, warp);
+    load_ids(a, table, n, lane);
+  }
+  // Issues the next chunk into its ring stage (or nothing past the end) and commits one group either way.
+  __device__ __forceinline__ void issue(const Args& a, const Piece* table, int n, T* ring, int warp, int lane,
+                                        int kvh) {
+    if (k < n) {
+      T* kt = ring + ((warp * S + stage) * 2) * L::kTileElems;
+      T* vt = kt + L::kTileElems;
+      const uint32_t k_smem = uint32_t(__cvta_generic_to_shared(kt));
+      const uint32_t v_smem = uint32_t(__cvta_generic_to_shared(vt));
+      const int chunk = lane % L::kChunksPerRow;
+      const long long max_page = a.num_pages - 1;
+#pragma unroll
+      for (int i = 0; i < L::kTokPerLane; ++i) {
+        const int t = lane / L::kChunksPerRow + i * L::kTokPerPass;
+        const int tid = __shfl_sync(0xffffffffu, id, t);
+        const int toff = __shfl_sync(0xffffffffu, off, t);
+        const long long page = min(max((long long)tid, 0ll), max_page);  // out-of-range ids stay in bounds
+        const long long row = page * a.page_size + max(toff, 0);
+        const long long elem = (row * a.num_kv_heads + kvh) * D + chunk * 8;
+        const int so = tile_offset<D>(t, chunk) * 2;
+        cp_async16(k_smem + so, static_cast<const T*>(a.k) + elem, toff >= 0);
+        cp_async16(v_smem + so, static_cast<const T*>(a.v) + elem, toff >= 0);
+      }
+      stage = stage + 1 == S ? 0 : stage + 1;
+      c += kWarps;
+      find(table, n, warp);
+      load_ids(a, table, n, lane);
+    }
+    cp_async_commit();
+  }
+};
+
+template <int D, int S, class T>
+__global__ void __launch_bounds__(kThreads, 1) decode_kernel(const Args a) {
+  using L = Layout<D, S>;
+  using Tr = Traits<T>;
+  extern __shared__ __align__(128) unsigned char smem[];
+  T* ring = reinterpret_cast<T*>(smem);
+  float* merge_o = reinterpret_cast<float*>(smem + L::kRingBytes);  // [warp][row][kMergeStride]
+  float* merge_m = merge_o + kWarps * kRows * L::kMergeStride;      // [warp][row]
+  float* merge_l = merge_m + kWarps * kRows;
+  Piece* table = reinterpret_cast<Piece*>(merge_l + kWarps * kRows);
+  __shared__ int counts[2];
+
+  // The merge kernel may be scheduled now; it waits for this grid's completion before reading anything.
+  asm volatile("griddepcontrol.launch_dependents;");
+
+  const int seg = blockIdx.x, kvh = blockIdx.y;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int seg_begin = int(min((long long)seg * a.pages_per_segment, (long long)a.num_kv_indices));
+  const int seg_end = int(min((long long)seg_begin + a.pages_per_segment, (long long)a.num_kv_indices));
+  const bool last_seg = seg == a.num_segments - 1;
+
+  // Sequences touching this segment form the range [b_begin, b_end): those entirely before it are a prefix
+  // (ended by seg_begin, started before it); those starting at or after seg_end a suffix. Empty sequences are
+  // owned by the segment holding their position (the last segment owns position N). Counted in one pass of
+  // independent loads rather than a binary search of dependent ones.
+  if (threadIdx.x < 2) counts[threadIdx.x] = 0;
+  __syncthreads();
+  int before = 0, started = 0;
+  for (int b = threadIdx.x; b < a.batch; b += kThreads) {
+    int s = __ldg(a.indptr + b), e = __ldg(a.indptr + b + 1);
+    before += (e <= seg_begin && s < seg_begin);
+    started += s < seg_end;
+  }
+#pragma unroll
+  for (int o = 16; o; o >>= 1) {
+    before += __shfl_xor_sync(0xffffffffu, before, o);
+    started += __shfl_xor_sync(0xffffffffu, started, o);
+  }
+  if (lane == 0) {
+    atomicAdd(&counts[0], before);
+    atomicAdd(&counts[1], started);
+  }
+  __syncthreads();
+  const int b_begin = counts[0];
+  const int b_end = max(b_begin, last_seg ? a.batch : counts[1]);
+
+  const int g = lane / 4, t4 = lane % 4;  // MMA fragment coordinates: row g (and g + 8), column pair t4
+  const float neg_inf = -__int_as_float(0x7f800000);
+
+  for (int tb = b_begin; tb < b_end; tb += kTable) {
+    const int n = min(kTable, b_end - tb);
+    __syncthreads();  // the previous batch's table is no longer read
+    if (threadIdx.x < n) {
+      const int b = tb + threadIdx.x;
+      int start, end;
+      seq_range(a, b, start, end);
+      const int pb = max(start, seg_begin), pe = min(end, seg_end);
+      Piece p{b, pb, 0, start >= seg_begin && end <= seg_end};
+      if (pe > pb) {
+        const int last = a.last_len ? clampi(__ldg(a.last_len + b), 1, a.page_size) : a.page_size;
+        p.tokens = (pe - pb - 1) * a.page_size + (pe == end ? last : a.page_size);
+      } else if (start != end) {
+        p.whole = -1;  // malformed indptr: nothing of it lies here
+      }
+      table[threadIdx.x] = p;
+    }
+    __syncthreads();
+
+    Producer<D, S, T> prod;
+    prod.start(a, table, n, warp, lane);
+#pragma unroll
+    for (int s = 0; s < S - 1; ++s) prod.issue(a, table, n, ring, warp, lane, kvh);
+    int stage = 0;
+
+    for (int k = 0; k < n; ++k) {
+      const Piece piece = table[k];
+      float m[2] = {neg_inf, neg_inf}, l[2] = {0.f, 0.f};
+      float o[D / 8][4];
+#pragma unroll
+      for (int j = 0; j < D / 8; ++j) o[j][0] = o[j][1] = o[j][2] = o[j][3] = 0.f;
+
+      if (piece.tokens > warp * kChunk) {
+        // Q fragments of this sequence's group (rows >= group are zero).
+        uint32_t qf[D / 16][4];
+        const int h0 = kvh * a.group;
+        const uint32_t* q32 = static_cast<const uint32_t*>(a.q);
+        const long long qrow0 = ((long long)piece.b * a.num_qo_heads + h0 + g) * (D / 2);
+        const long long qrow1 = qrow0 + 8LL * (D / 2);
+        const bool r0 = g < a.group, r1 = g + 8 < a.group;
+#pragma unroll
+        for (int kk = 0; kk < D / 16; ++kk) {
+          qf[kk][0] = r0 ? __ldg(q32 + qrow0 + kk * 8 + t4) : 0u;
+          qf[kk][1] = r1 ? __ldg(q32 + qrow1 + kk * 8 + t4) : 0u;
+          qf[kk][2] = r0 ? __ldg(q32 + qrow0 + kk * 8 + 4 + t4) : 0u;
+          qf[kk][3] = r1 ? __ldg(q32 + qrow1 + kk * 8 + 4 + t4) : 0u;
+        }
+
+        for (int c = warp; c * kChunk < piece.tokens; c += kWarps) {
+          __syncwarp();  // every lane is done reading the stage the next issue overwrites
+          prod.issue(a, table, n, ring, warp, lane, kvh);
+          cp_async_wait<S - 1>();
+          __syncwarp();  // this chunk's copies, made by all lanes, are visible to all lanes
+
+          const T* kt = ring + ((warp * S + stage) * 2) * L::kTileElems;
+          const T* vt = kt + L::kTileElems;
+          stage = stage + 1 == S ? 0 : stage + 1;
+          const uint32_t k_smem = uint32_t(__cvta_generic_to_shared(kt));
+          const uint32_t v_smem = uint32_t(__cvta_generic_to_shared(vt));
+
+          // S = Q K^T over the chunk's 16 tokens (two n-blocks of 8).
+          float s[2][4] = {{0.f, 0.f, 0.f, 0.f}, {0.f, 0.f, 0.f, 0.f}};
+          {
+            const int tt = (lane >> 4) * 8 + (lane & 7), hi = (lane >> 3) & 1;
+#pragma unroll
+            for (int kk = 0; kk < D / 16; ++kk) {
+              uint32_t b0, b1, b2, b3;
+              ldmatrix_x4(k_smem + tile_offset<D>(tt, kk * 2 + hi) * 2, b0, b1, b2, b3);
+              Tr::mma(s[0], qf[kk], b0, b1);
+              Tr::mma(s[1], qf[kk], b2, b3);
+            }
+          }
+
+          // Online softmax in log2 units; tokens past the piece's end are masked.
+          const int valid = piece.tokens - c * kChunk;
+          float x[2][4];
+#pragma unroll
+          for (int nb = 0; nb < 2; ++nb)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) {
+              const int tok = nb * 8 + 2 * t4 + (e & 1);
+              x[nb][e] = tok < valid ? s[nb][e] * a.scale_log2 : neg_inf;
+            }
+          float mx0 = fmaxf(fmaxf(x[0][0], x[0][1]), fmaxf(x[1][0], x[1][1]));
+          float mx1 = fmaxf(fmaxf(x[0][2], x[0][3]), fmaxf(x[1][2], x[1][3]));
+          mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 1));
+          mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 2));
+          mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 1));
+          mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 2));
+          const float mn0 = fmaxf(m[0], mx0), mn1 = fmaxf(m[1], mx1);  // finite: a chunk has a valid token
+          const float al0 = fast_exp2(m[0] - mn0), al1 = fast_exp2(m[1] - mn1);
+          m[0] = mn0;
+          m[1] = mn1;
+          float p[2][4];
+#pragma unroll
+          for (int nb = 0; nb < 2; ++nb) {
+            p[nb][0] = fast_exp2(x[nb][0] - mn0);
+            p[nb][1] = fast_exp2(x[nb][1] - mn0);
+            p[nb][2] = fast_exp2(x[nb][2] - mn1);
+            p[nb][3] = fast_exp2(x[nb][3] - mn1);
+          }
+          l[0] = l[0] * al0 + (p[0][0] + p[0][1] + p[1][0] + p[1][1]);
+          l[1] = l[1] * al1 + (p[0][2] + p[0][3] + p[1][2] + p[1][3]);
+#pragma unroll
+          for (int j = 0; j < D / 8; ++j) {
+            o[j][0] *= al0;
+            o[j][1] *= al0;
+            o[j][2] *= al1;
+            o[j][3] *= al1;
+          }
+
+          // O += P V: P from the S accumulators is already the A fragment layout (k = token).
+          const uint32_t pa[4] = {Tr::pack(p[0][0], p[0][1]), Tr::pack(p[0][2], p[0][3]),
+                                  Tr::pack(p[1][0], p[1][1]), Tr::pack(p[1][2], p[1][3])};
+          {
+            const int tt = ((lane >> 3) & 1) * 8 + (lane & 7), hi = lane >> 4;
+#pragma unroll
+            for (int nn = 0; nn < D / 16; ++nn) {
+              uint32_t b0, b1, b2, b3;
+              ldmatrix_x4_trans(v_smem + tile_offset<D>(tt, nn * 2 + hi) * 2, b0, b1, b2, b3);
+              Tr::mma(o[2 * nn], pa, b0, b1);
+              Tr::mma(o[2 * nn + 1], pa, b2, b3);
+            }
+          }
+        }
+      }
+
+      // Publish this warp's state (rows < group) and merge the 4 warps in fixed order.
+      l[0] += __shfl_xor_sync(0xffffffffu, l[0], 1);
+      l[0] += __shfl_xor_sync(0xffffffffu, l[0], 2);
+      l[1] += __shfl_xor_sync(0xffffffffu, l[1], 1);
+      l[1] += __shfl_xor_sync(0xffffffffu, l[1], 2);
+      float* mo = merge_o + warp * kRows * L::kMergeStride;
+#pragma unroll
+      for (int j = 0; j < D / 8; ++j) {
+        if (g < a.group)
+          *reinterpret_cast<float2*>(mo + g * L::kMergeStride + j * 8 + 2 * t4) = make_float2(o[j][0], o[j][1]);
+        if (g + 8 < a.group)
+          *reinterpret_cast<float2*>(mo + (g + 8) * L::kMergeStride + j * 8 + 2 * t4) =
+              make_float2(o[j][2], o[j][3]);
+      }
+      if (t4 == 0) {
+        merge_m[warp * kRows + g] = m[0];
+        merge_l[warp * kRows + g] = l[0];
+        merge_m[warp * kRows + g + 8] = m[1];
+        merge_l[warp * kRows + g + 8] = l[1];
+      }
+      __syncthreads();
+      if (piece.whole >= 0) {
+        const int rows = a.group;
+        const long long head0 = (long long)piece.b * a.num_qo_heads + kvh * a.group;
+        const long long slot_head0 = ((long long)seg + piece.b) * a.num_qo_heads + kvh * a.group;
+        for (int i = threadIdx.x; i < rows * D; i += kThreads) {
+          const int r = i / D, d = i % D;
+          float mm = neg_inf;
+#pragma unroll
+          for (int w = 0; w < kWarps; ++w) mm = fmaxf(mm, merge_m[w * kRows + r]);
+          float acc = 0.f, sum = 0.f;
+          if (piece.tokens > 0) {
+#pragma unroll
+            for (int w = 0; w < kWarps; ++w) {
+              const float wt = fast_exp2(merge_m[w * kRows + r] - mm);
+              sum += merge_l[w * kRows + r] * wt;
+              acc += merge_o[(w * kRows + r) * L::kMergeStride + d] * wt;
+            }
+            acc /= sum;
+          }
+          const float lse = piece.tokens > 0 ? mm + __log2f(sum) : neg_inf;
+          if (piece.whole) {
+            static_cast<T*>(a.out)[(head0 + r) * D + d] = Tr::from_float(acc);
+            if (d == 0 && a.lse) a.lse[head0 + r] = lse;
+          } else {
+            a.part_o[(slot_head0 + r) * D + d] = acc;
+            if (d == 0) a.part_lse[slot_head0 + r] = lse;
+          }
+        }
+      }
+      __syncthreads();  // the merge area is free again
+    }
+    cp_async_wait<0>();  // nothing real is left in flight, but leave no group behind
+  }
+}
+
+// Combines the partials of each sequence that spans several segments, in segment order (deterministic).
+template <int D, class T>
+__global__ void __launch_bounds__(kThreads) merge_kernel(const Args a) {
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+  const int b = blockIdx.x, kvh = blockIdx.y;
+  int start, end;
+  seq_range(a, b, start, end);
+  if (end <= start) return;
+  const int s0 = start / a.pages_per_segment, s1 = (end - 1) / a.pages_per_segment;
+  if (s0 == s1) return;
+  const long long head0 = (long long)b * a.num_qo_heads + kvh * a.group;
+  for (int i = threadIdx.x; i < a.group * D; i += kThreads) {
+    const int r = i / D, d = i % D;
+    const int h = kvh * a.group + r;
+    float mm = -__int_as_float(0x7f800000);
+    for (int s = s0; s <= s1; ++s) mm = fmaxf(mm, a.part_lse[((long long)s + b) * a.num_qo_heads + h]);
+    float acc = 0.f, sum = 0.f;
+    for (int s = s0; s <= s1; ++s) {
+      const long long slot = ((long long)s + b) * a.num_qo_heads + h;
+      const float wt = exp2f(a.part_lse[slot] - mm);
+      sum += wt;
+      acc += wt * a.part_o[slot * D + d];
+    }
+    static_cast<T*>(a.out)[(head0 + r) * D + d] = Traits<T>::from_float(acc / sum);
+    if (d == 0 && a.lse) a.lse[head0 + r] = mm + log2f(sum);
+  }
+}
+
+// Marks the first bad entry: indptr (kind 0), then kv_indices (1), then kv_last_page_len (2).
+__global__ void validate_kernel(const int* indptr, const int* indices, const int* last_len, int batch,
+                                long long n, long long num_pages, int page_size,
+                                unsigned long long* first_bad) {
+  const long long total = max((long long)batch + 1, n);
+  for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < total;
+       i += (long long)gridDim.x * blockDim.x) {
+    if (i <= batch) {
+      const int v = indptr[i];
+      const bool bad = (i == 0 && v != 0) || (i > 0 && v < indptr[i - 1]) || (i == batch && v != n) ||
+                       v < 0 || v > n;
+      if (bad) atomicMin(first_bad, (0ull << 40) | (unsigned long long)i);
+    }
+    if (i < n) {
+      const int id = indices[i];
+      if (id < 0 || id >= num_pages) atomicMin(first_bad, (1ull << 40) | (unsigned long long)i);
+    }
+    if (i < batch && last_len) {
+      const int len = last_len[i];
+      if (len < 1 || len > page_size) atomicMin(first_bad, (2ull << 40) | (unsigned long long)i);
+    }
+  }
+}
+
+Args make_args(const kindex_paged_decode_params& p, const Plan& plan, void* workspace) {
+  Args a{};
+  a.q = p.q;
+  a.k = p.k_cache;
+  a.v = p.v_cache;
+  a.indptr = p.kv_indptr;
+  a.indices = p.kv_indices;
+  a.last_len = p.page_size == 1 ? nullptr : p.kv_last_page_len;
+  a.out = p.output;
+  a.lse = p.lse;
+  float* part = reinterpret_cast<float*>(static_cast<char*>(workspace) + plan.validate_bytes);
+  const long long slots = plan.num_segments + p.batch_size;
+  a.part_o = plan.partial_bytes ? part : nullptr;
+  a.part_lse = plan.partial_bytes ? part + slots * p.num_qo_heads * p.head_dim : nullptr;
+  a.batch = p.batch_size;
+  a.num_qo_heads = p.num_qo_heads;
+  a.num_kv_heads = p.num_kv_heads;
+  a.group = p.num_qo_heads / p.num_kv_heads;
+  a.page_size = p.page_size;
+  a.num_kv_indices = int(p.num_kv_indices);
+  a.pages_per_segment = int(plan.pages_per_segment);
+  a.num_segments = int(plan.num_segments);
+  a.num_pages = p.num_pages;
+  a.scale_log2 = p.sm_scale * 1.4426950408889634f;
+  return a;
+}
+
+template <int D, int S, class T>
+cudaError_t run(const Args& a, cudaStream_t stream) {
+  constexpr int smem = Layout<D, S>::kSmemBytes;
+  cudaError_t err = cudaFuncSetAttribute(decode_kernel<D, S, T>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+  if (err != cudaSuccess) return err;
+  decode_kernel<D, S, T><<<dim3(a.num_segments, a.num_kv_heads), kThreads, smem, stream>>>(a);
+  if ((err = cudaGetLastError()) != cudaSuccess || a.num_segments == 1) return err;
+
+  cudaLaunchConfig_t cfg{};
+  cfg.gridDim = dim3(a.batch, a.num_kv_heads);
+  cfg.blockDim = dim3(kThreads);
+  cfg.stream = stream;
+  cudaLaunchAttribute attr{};
+  attr.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr.val.programmaticStreamSerializationAllowed = 1;
+  cfg.attrs = &attr;
+  cfg.numAttrs = tuning().programmatic_merge ? 1 : 0;
+  return cudaLaunchKernelEx(&cfg, merge_kernel<D, T>, a);
+}
+
+template <int D, int S>
+cudaError_t run_dtype(const kindex_paged_decode_params& p, const Args& a, cudaStream_t stream) {
+  return p.dtype == KINDEX_DTYPE_BF16 ? run<D, S, __nv_bfloat16>(a, stream) : run<D, S, __half>(a, stream);
+}
+
+template <int D, int S, class T>
+int occupancy() {
+  constexpr int smem = Layout<D, S>::kSmemBytes;
+  if (cudaFuncSetAttribute(decode_kernel<D, S, T>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem) !=
+      cudaSuccess)
+    return 1;
+  int blocks = 0;
+  if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, decode_kernel<D, S, T>, kThreads, smem) !=
+      cudaSuccess)
+    return 1;
+  return blocks > 0 ? blocks : 1;
+}
+
+}  // namespace
+
+// Ring depths: 4 stages of 16 tokens per warp keep ~96 KB of K/V in flight per SM at head_dim 128; at 256 the
+// 16-token chunk doubles, and 2 stages are what fits beside the merge area.
+int default_stages(int head_dim) { return head_dim == 256 ? 2 : 4; }
+
+// Only head_dim 128 carries extra ring depths (for tuning runs); the others use their default.
+static bool valid_stages(int head_dim, int stages) {
+  return stages == default_stages(head_dim) || (head_dim == 128 && (stages == 2 || stages == 3));
+}
+
+int ctas_per_sm(kindex_dtype dtype, int head_dim, int stages) {
+  const bool bf = dtype == KINDEX_DTYPE_BF16;
+  if (!valid_stages(head_dim, stages)) stages = default_stages(head_dim);
+  switch (head_dim) {
+    case 64: return bf ? occupancy<64, 4, __nv_bfloat16>() : occupancy<64, 4, __half>();
+    case 128:
+      if (stages == 2) return bf ? occupancy<128, 2, __nv_bfloat16>() : occupancy<128, 2, __half>();
+      if (stages == 3) return bf ? occupancy<128, 3, __nv_bfloat16>() : occupancy<128, 3, __half>();
+      return bf ? occupancy<128, 4, __nv_bfloat16>() : occupancy<128, 4, __half>();
+    default: return bf ? occupancy<256, 2, __nv_bfloat16>() : occupancy<256, 2, __half>();
+  }
+}
+
+int launch_validate(const kindex_paged_decode_params& p, unsigned long long* first_bad, cudaStream_t stream) {
+  cudaError_t err = cudaMemsetAsync(first_bad, 0xff, sizeof(unsigned long long), stream);
+  if (err != cudaSuccess) return err;
+  const long long total = std::max<long long>(p.batch_size + 1LL, p.num_kv_indices);
+  const int blocks = int(std::min<long long>((total + 255) / 256, 1024));
+  validate_kernel<<<blocks, 256, 0, stream>>>(p.kv_indptr, p.kv_indices,
+                                              p.page_size == 1 ? nullptr : p.kv_last_page_len, p.batch_size,
+                                              p.num_kv_indices, p.num_pages, p.page_size, first_bad);
+  return cudaGetLastError();
+}
+
+int launch_decode(const kindex_paged_decode_params& p, const Plan& plan, void* workspace, cudaStream_t stream) {
+  const Args a = make_args(p, plan, workspace);
+  const int stages = valid_stages(p.head_dim, plan.stages) ? plan.stages : default_stages(p.head_dim);
+  switch (p.head_dim) {
+    case 64: return run_dtype<64, 4>(p, a, stream);
+    case 128:
+      if (stages == 2) return run_dtype<128, 2>(p, a, stream);
+      if (stages == 3) return run_dtype<128, 3>(p, a, stream);
+      return run_dtype<128, 4>(p, a, stream);
+    default: return run_dtype<256, 2>(p, a, stream);
+  }
+}
+
+}  // namespace kindex::decode::detail

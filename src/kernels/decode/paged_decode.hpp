@@ -1,0 +1,73 @@
+#pragma once
+// Batched GQA paged decode on the GPU (FlashInfer-Bench gqa_paged_decode_*): the C++ API behind the C ABI
+// kindex_paged_decode*. One call enqueues one main kernel (plus a small merge kernel when the KV list is
+// split over several segments) on the caller's stream; no device->host copy, so it can be captured in a
+// CUDA graph, and every reduction runs in a fixed order, so results are bit-identical run to run.
+//
+// Split-KV without planning: the GLOBAL page list [0, num_kv_indices) is cut into equal segments of
+// `pages_per_segment` pages, chosen on the host from num_kv_indices, page_size, the head counts and the SM
+// count. A CTA (segment, kv head) handles every piece of every sequence inside its segment; a sequence that
+// lies in one segment is written directly, the others leave a partial (o, lse) in the workspace for the merge.
+#include <cstddef>
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+
+#include "kindex/kindex.h"
+
+typedef struct CUstream_st* cudaStream_t;
+
+namespace kindex::decode {
+
+constexpr int kMaxGroup = 16;  // query heads per KV head: the MMA's 16 rows
+
+// A failure that is not a bad argument (those throw kindex::Error): its C ABI status and message.
+class Failure : public std::runtime_error {
+ public:
+  Failure(kindex_status status, const std::string& message) : std::runtime_error(message), status_(status) {}
+  kindex_status status() const { return status_; }
+
+ private:
+  kindex_status status_;
+};
+
+// Knobs for tuning runs (bench_decode); the defaults are what the library ships. Not thread-safe to change.
+struct Tuning {
+  int min_segment_tokens = 256;  // a segment is never cut shorter than this many tokens (page_size * pages)
+  int stages = 0;                // cp.async ring depth per warp; 0 = the default for the head_dim
+  bool programmatic_merge = true;  // launch the merge kernel with programmatic dependent launch
+};
+Tuning& tuning();
+
+struct Plan {
+  int64_t pages_per_segment = 1;
+  int64_t num_segments = 1;
+  int stages = 0;
+  size_t validate_bytes = 0;  // first bytes of the workspace: validation mode's first-bad-entry slot
+  size_t partial_bytes = 0;   // then (num_segments + batch_size) * num_qo_heads * (head_dim + 1) floats
+  size_t workspace_bytes() const { return validate_bytes + partial_bytes; }
+};
+
+// Checks every host-side field (throws kindex::Error naming the field and value) and sizes the split.
+Plan make_plan(const kindex_paged_decode_params& p);
+
+// Bytes of workspace paged_decode needs for these bounds.
+size_t workspace_size(const kindex_paged_decode_params& p);
+
+// Enqueues the decode on `stream`. Throws kindex::Error for bad arguments and Failure for a too-small
+// workspace, a CUDA error, or (validation mode) a bad index array entry.
+void paged_decode(const kindex_paged_decode_params& p, void* workspace, size_t workspace_bytes,
+                  cudaStream_t stream);
+
+// ---- implemented in paged_decode.cu ----
+namespace detail {
+int default_stages(int head_dim);
+// Resident CTAs per SM of the main kernel for this configuration (its shared memory decides).
+int ctas_per_sm(kindex_dtype dtype, int head_dim, int stages);
+// Enqueues the validation kernel; first_bad receives (kind << 40 | index) of the first bad entry, or ~0.
+int launch_validate(const kindex_paged_decode_params& p, unsigned long long* first_bad, cudaStream_t stream);
+// Enqueues the main kernel and, when there are several segments, the merge kernel. Returns a cudaError_t.
+int launch_decode(const kindex_paged_decode_params& p, const Plan& plan, void* workspace, cudaStream_t stream);
+}  // namespace detail
+
+}  // namespace kindex::decode

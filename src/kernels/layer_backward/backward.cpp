@@ -1,0 +1,236 @@
+// The L2/003 backward's orchestration (see backward.hpp for the plan) and its C ABI entry points.
+#include "kernels/layer_backward/backward.hpp"
+
+#include <cuda_runtime.h>
+
+#include <cmath>
+#include <cstdio>
+#include <map>
+#include <mutex>
+
+#include "core/error.hpp"
+#include "kernels/capi.hpp"
+#include "kernels/layer_backward/attention.hpp"
+#include "kernels/layer_backward/gemm.hpp"
+
+namespace kindex::kernels::backward {
+namespace {
+
+constexpr const char* kWhere = "kindex_gqa_rope_backward";
+constexpr size_t kAlign = 256;
+constexpr int64_t kMaxBatch = 65535;       // gridDim.z of the attention kernels
+constexpr int64_t kMaxSeqLen = int64_t(1) << 20;
+constexpr int64_t kMaxTokens = int64_t(1) << 24;  // keeps every GEMM dimension far inside int32
+
+size_t round_up(size_t x) { return (x + kAlign - 1) / kAlign * kAlign; }
+
+// Workspace carve-up; offsets from the 256-byte aligned start.
+struct Layout {
+  size_t grad_attn_output = 0, grad_qkv = 0, row_sums = 0, gemm_main = 0, gemm_side = 0, end = 0;
+};
+Layout layout(int64_t b, int64_t s) {
+  Layout l;
+  const size_t tokens = size_t(b) * size_t(s);
+  l.grad_qkv = round_up(tokens * kQProj * 2);
+  l.row_sums = l.grad_qkv + round_up(tokens * kQkvProj * 2);
+  l.gemm_main = l.row_sums + round_up(size_t(b) * kHeads * size_t(padded_seq_len(s)) * 4);
+  l.gemm_side = l.gemm_main + kGemmWorkspaceBytes;
+  l.end = l.gemm_side + kGemmWorkspaceBytes;
+  return l;
+}
+
+// The side stream and the fork/join events, one set per device. Calls are serialised by `mutex` so that each
+// cudaStreamWaitEvent sees its own call's record.
+struct SideStream {
+  cudaStream_t stream = nullptr;
+  cudaEvent_t fork = nullptr, qkv_ready = nullptr, join = nullptr;
+};
+struct Streams {
+  std::mutex mutex;
+  std::map<int, SideStream> per_device;
+};
+Streams& streams() {
+  static Streams s;
+  return s;
+}
+
+std::string cuda_message(const char* what, cudaError_t err) {
+  return format_error(kWhere, "", "", std::string(what) + ": " + cudaGetErrorName(err) + ": " + cudaGetErrorString(err));
+}
+
+std::string hex(const void* p) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%p", p);
+  return buf;
+}
+
+}  // namespace
+
+size_t workspace_bytes(int64_t batch_size, int64_t seq_len) { return layout(batch_size, seq_len).end + kAlign; }
+
+kindex_status validate_sizes(const kindex_gqa_rope_backward_params* p, std::string& message) {
+  if (!p) return message = format_error(kWhere, "params", "NULL", "is required"), KINDEX_STATUS_INVALID_ARGUMENT;
+  if (p->batch_size < 1 || p->batch_size > kMaxBatch)
+    return message = format_error(kWhere, "batch_size", std::to_string(p->batch_size),
+                                  "must be in [1, " + std::to_string(kMaxBatch) + "]"),
+           KINDEX_STATUS_INVALID_ARGUMENT;
+  if (p->seq_len < 1 || p->seq_len > kMaxSeqLen)
+    return message = format_error(kWhere, "seq_len", std::to_string(p->seq_len),
+                                  "must be in [1, " + std::to_string(kMaxSeqLen) + "]"),
+           KINDEX_STATUS_INVALID_ARGUMENT;
+  if (int64_t(p->batch_size) * p->seq_len > kMaxTokens)
+    return message = format_error(kWhere, "batch_size * seq_len",
+                                  std::to_string(int64_t(p->batch_size) * p->seq_len),
+                                  "must be at most " + std::to_string(kMaxTokens)),
+           KINDEX_STATUS_INVALID_ARGUMENT;
+  return KINDEX_STATUS_OK;
+}
+
+kindex_status validate(const kindex_gqa_rope_backward_params* p, const void* workspace, size_t bytes,
+                       std::string& message) {
+  if (kindex_status s = validate_sizes(p, message); s != KINDEX_STATUS_OK) return s;
+  const std::pair<const char*, const void*> pointers[] = {
+      {"grad_output", p->grad_output},     {"hidden_states", p->hidden_states}, {"cos", p->cos},
+      {"sin", p->sin},                     {"q_weight", p->q_weight},           {"k_weight", p->k_weight},
+      {"v_weight", p->v_weight},           {"o_weight", p->o_weight},           {"query_states", p->query_states},
+      {"key_states", p->key_states},       {"value_states", p->value_states},   {"attn_weights", p->attn_weights},
+      {"attn_output", p->attn_output},     {"grad_hidden_states", p->grad_hidden_states},
+      {"grad_q_weight", p->grad_q_weight}, {"grad_k_weight", p->grad_k_weight}, {"grad_v_weight", p->grad_v_weight},
+      {"grad_o_weight", p->grad_o_weight}};
+  for (auto [name, ptr] : pointers) {
+    if (!ptr) return message = format_error(kWhere, name, "NULL", "is required"), KINDEX_STATUS_INVALID_ARGUMENT;
+    // 16-byte vector loads and cuBLASLt's tensor-memory-access kernels need it; cudaMalloc gives 256.
+    if (reinterpret_cast<uintptr_t>(ptr) % 16 != 0)
+      return message = format_error(kWhere, name, hex(ptr), "must be 16-byte aligned"), KINDEX_STATUS_INVALID_ARGUMENT;
+  }
+  if (!std::isfinite(p->scaling))
+    return message = format_error(kWhere, "scaling", std::to_string(p->scaling), "must be finite"),
+           KINDEX_STATUS_INVALID_ARGUMENT;
+  const size_t needed = workspace_bytes(p->batch_size, p->seq_len);
+  if (bytes < needed)
+    return message = format_error(kWhere, "workspace_bytes", std::to_string(bytes),
+                                  "too small: needs at least " + std::to_string(needed) +
+                                      " (kindex_gqa_rope_backward_workspace_size)"),
+           KINDEX_STATUS_WORKSPACE_TOO_SMALL;
+  if (!workspace)
+    return message = format_error(kWhere, "workspace", "NULL", "is required"), KINDEX_STATUS_INVALID_ARGUMENT;
+  return KINDEX_STATUS_OK;
+}
+
+kindex_status run(const kindex_gqa_rope_backward_params& p, void* workspace, size_t, void* stream_ptr, Parts parts,
+                  std::string& message) {
+  const auto main = static_cast<cudaStream_t>(stream_ptr);
+  const int64_t B = p.batch_size, S = p.seq_len, N = B * S;
+  auto* ws = reinterpret_cast<uint8_t*>(round_up(reinterpret_cast<uintptr_t>(workspace)));
+  const Layout l = layout(B, S);
+  void* dO = ws + l.grad_attn_output;
+  auto* dqkv = reinterpret_cast<uint16_t*>(ws + l.grad_qkv);
+  void* ws_main = ws + l.gemm_main;
+  void* ws_side = ws + l.gemm_side;
+  const bool gemms = parts != Parts::attention, attention = parts != Parts::gemms;
+
+  int device = 0;
+  if (cudaError_t e = cudaGetDevice(&device); e != cudaSuccess)
+    return message = cuda_message("cudaGetDevice", e), KINDEX_STATUS_CUDA_ERROR;
+  Streams& st = streams();
+  std::lock_guard<std::mutex> lock(st.mutex);
+  auto found = st.per_device.find(device);
+  if (found == st.per_device.end()) {
+    SideStream entry;
+    cudaError_t e = cudaStreamCreateWithFlags(&entry.stream, cudaStreamNonBlocking);
+    for (cudaEvent_t* ev : {&entry.fork, &entry.qkv_ready, &entry.join})
+      if (e == cudaSuccess) e = cudaEventCreateWithFlags(ev, cudaEventDisableTiming);
+    if (e != cudaSuccess) return message = cuda_message("creating the side stream", e), KINDEX_STATUS_CUDA_ERROR;
+    found = st.per_device.emplace(device, entry).first;
+  }
+  const cudaStream_t side = found->second.stream;
+  const cudaEvent_t fork = found->second.fork, qkv_ready = found->second.qkv_ready, join = found->second.join;
+
+  auto fail_cuda = [&](const char* what, cudaError_t e) {
+    message = cuda_message(what, e);
+    return KINDEX_STATUS_CUDA_ERROR;
+  };
+  auto gemm = [&](const GemmShape& shape, const void* a, const void* b, void* c, void* w, cudaStream_t s) {
+    if (gemm_bf16(shape, a, b, c, w, kGemmWorkspaceBytes, s, message)) return true;
+    message = format_error(kWhere, "", "", message);
+    return false;
+  };
+
+  if (gemms) {
+    if (cudaError_t e = cudaEventRecord(fork, main); e != cudaSuccess) return fail_cuda("cudaEventRecord", e);
+    if (cudaError_t e = cudaStreamWaitEvent(side, fork, 0); e != cudaSuccess) return fail_cuda("cudaStreamWaitEvent", e);
+    // grad_o_weight [5120, 4096] = grad_output^T [5120, N] attn_output [N, 4096]  (side stream)
+    if (!gemm({kHidden, kQProj, N, true, false, kHidden, kQProj, kQProj, false}, p.grad_output, p.attn_output,
+              p.grad_o_weight, ws_side, side))
+      return KINDEX_STATUS_NOT_SUPPORTED;
+    // dO [N, 4096] = grad_output [N, 5120] o_weight [5120, 4096]
+    if (!gemm({N, kQProj, kHidden, false, false, kHidden, kQProj, kQProj, false}, p.grad_output, p.o_weight, dO,
+              ws_main, main))
+      return KINDEX_STATUS_NOT_SUPPORTED;
+  }
+  if (attention) {
+    const AttentionArgs args{dO,         p.query_states, p.key_states,          p.value_states,
+                             p.attn_weights, p.cos,      p.sin,                 reinterpret_cast<float*>(ws + l.row_sums),
+                             dqkv,       int(B),         int(S),                p.scaling};
+    if (cudaError_t e = launch_attention(args, main); e != cudaSuccess) return fail_cuda("attention kernels", e);
+  }
+  if (gemms) {
+    if (cudaError_t e = cudaEventRecord(qkv_ready, main); e != cudaSuccess) return fail_cuda("cudaEventRecord", e);
+    if (cudaError_t e = cudaStreamWaitEvent(side, qkv_ready, 0); e != cudaSuccess)
+      return fail_cuda("cudaStreamWaitEvent", e);
+    // grad_{q,k,v}_weight = dQKV[:, slice]^T [rows, N] hidden_states [N, 5120]  (side stream)
+    const struct { int64_t col, rows; void* out; } weight_grads[] = {
+        {0, kQProj, p.grad_q_weight}, {kQProj, kKvProj, p.grad_k_weight}, {kQProj + kKvProj, kKvProj, p.grad_v_weight}};
+    for (const auto& w : weight_grads)
+      if (!gemm({w.rows, kHidden, N, true, false, kQkvProj, kHidden, kHidden, false}, dqkv + w.col, p.hidden_states,
+                w.out, ws_side, side))
+        return KINDEX_STATUS_NOT_SUPPORTED;
+    // grad_hidden [N, 5120] = dQ Wq + dK Wk + dV Wv, chained with beta = 1 (bf16 after each, as the reference sums
+    // three bf16 branch results).
+    const struct { int64_t col, k; const void* weight; } branches[] = {
+        {0, kQProj, p.q_weight}, {kQProj, kKvProj, p.k_weight}, {kQProj + kKvProj, kKvProj, p.v_weight}};
+    bool first = true;
+    for (const auto& br : branches) {
+      if (!gemm({N, kHidden, br.k, false, false, kQkvProj, kHidden, kHidden, !first}, dqkv + br.col, br.weight,
+                p.grad_hidden_states, ws_main, main))
+        return KINDEX_STATUS_NOT_SUPPORTED;
+      first = false;
+    }
+    if (cudaError_t e = cudaEventRecord(join, side); e != cudaSuccess) return fail_cuda("cudaEventRecord", e);
+    if (cudaError_t e = cudaStreamWaitEvent(main, join, 0); e != cudaSuccess) return fail_cuda("cudaStreamWaitEvent", e);
+  }
+  if (cudaError_t e = cudaGetLastError(); e != cudaSuccess) return fail_cuda("launch", e);
+  return KINDEX_STATUS_OK;
+}
+
+}  // namespace kindex::kernels::backward
+
+extern "C" {
+
+kindex_status kindex_gqa_rope_backward_workspace_size(const kindex_gqa_rope_backward_params* params, size_t* bytes) {
+  using namespace kindex::kernels::backward;
+  kindex::capi::clear_error();
+  if (!bytes)
+    return kindex::capi::fail(KINDEX_STATUS_INVALID_ARGUMENT,
+                              kindex::format_error("kindex_gqa_rope_backward_workspace_size", "bytes", "NULL",
+                                                   "is required"));
+  *bytes = 0;
+  std::string message;
+  if (kindex_status s = validate_sizes(params, message); s != KINDEX_STATUS_OK) return kindex::capi::fail(s, message);
+  *bytes = workspace_bytes(params->batch_size, params->seq_len);
+  return KINDEX_STATUS_OK;
+}
+
+kindex_status kindex_gqa_rope_backward(const kindex_gqa_rope_backward_params* params, void* workspace,
+                                       size_t workspace_bytes, void* stream) {
+  using namespace kindex::kernels::backward;
+  kindex::capi::clear_error();
+  std::string message;
+  if (kindex_status s = validate(params, workspace, workspace_bytes, message); s != KINDEX_STATUS_OK)
+    return kindex::capi::fail(s, message);
+  if (kindex_status s = run(*params, workspace, workspace_bytes, stream, Parts::all, message); s != KINDEX_STATUS_OK)
+    return kindex::capi::fail(s, message);
+  return KINDEX_STATUS_OK;
+}
+
+}  // extern "C"

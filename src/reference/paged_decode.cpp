@@ -1,0 +1,186 @@
+// CPU reference of FlashInfer-Bench gqa_paged_decode_*: for every (sequence, query head), softmax(sm_scale * q.K)
+// over the sequence's tokens, times V; lse is the base-2 log-sum-exp of the same logits. Everything is computed in
+// fp64 and the output rounded once to its dtype, so the result is the correctly rounded exact answer (up to fp64
+// summation order), a stricter target than the upstream fp32 PyTorch reference.
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "core/error.hpp"
+#include "core/half.hpp"
+#include "core/parallel.hpp"
+#include "reference/reference.hpp"
+
+namespace kindex::reference {
+namespace {
+
+constexpr const char* kWhere = "paged_decode";
+
+[[noreturn]] void fail(const std::string& field, const std::string& value, const std::string& problem) {
+  throw Error(kWhere, field, value, problem);
+}
+
+template <class T>
+std::string str(T v) {
+  return std::to_string(v);
+}
+
+// Checks every scalar and index array before anything is read, so a bad page table is an Error, never a stray read.
+void validate(const kindex_paged_decode_params& p) {
+  if (p.dtype != KINDEX_DTYPE_BF16 && p.dtype != KINDEX_DTYPE_FP16)
+    fail("dtype", str(int(p.dtype)), "must be BF16 or FP16");
+  if (p.batch_size < 0) fail("batch_size", str(p.batch_size), "must be >= 0");
+  if (p.num_qo_heads <= 0) fail("num_qo_heads", str(p.num_qo_heads), "must be > 0");
+  if (p.num_kv_heads <= 0) fail("num_kv_heads", str(p.num_kv_heads), "must be > 0");
+  if (p.num_qo_heads % p.num_kv_heads != 0)
+    fail("num_qo_heads", str(p.num_qo_heads), "must be a multiple of num_kv_heads = " + str(p.num_kv_heads));
+  if (p.head_dim <= 0) fail("head_dim", str(p.head_dim), "must be > 0");
+  if (p.page_size <= 0) fail("page_size", str(p.page_size), "must be > 0");
+  if (p.num_pages < 0) fail("num_pages", str(p.num_pages), "must be >= 0");
+  if (p.num_kv_indices < 0) fail("num_kv_indices", str(p.num_kv_indices), "must be >= 0");
+  if (!p.kv_indptr) fail("kv_indptr", "NULL", "is required");
+  if (p.num_kv_indices > 0 && !p.kv_indices) fail("kv_indices", "NULL", "is required when num_kv_indices > 0");
+  if (p.batch_size > 0) {
+    if (!p.q) fail("q", "NULL", "is required");
+    if (!p.output) fail("output", "NULL", "is required");
+  }
+  if (p.num_kv_indices > 0 && (!p.k_cache || !p.v_cache))
+    fail(p.k_cache ? "v_cache" : "k_cache", "NULL", "is required when num_kv_indices > 0");
+
+  if (p.kv_indptr[0] != 0) fail("kv_indptr[0]", str(p.kv_indptr[0]), "must be 0");
+  for (int32_t b = 0; b < p.batch_size; ++b) {
+    if (p.kv_indptr[b + 1] < p.kv_indptr[b])
+      fail("kv_indptr[" + str(b + 1) + "]", str(p.kv_indptr[b + 1]),
+           "decreases (kv_indptr[" + str(b) + "] = " + str(p.kv_indptr[b]) + ")");
+  }
+  if (p.kv_indptr[p.batch_size] != p.num_kv_indices)
+    fail("kv_indptr[" + str(p.batch_size) + "]", str(p.kv_indptr[p.batch_size]),
+         "must equal num_kv_indices = " + str(p.num_kv_indices));
+  for (int64_t i = 0; i < p.num_kv_indices; ++i) {
+    int32_t page = p.kv_indices[i];
+    if (page < 0 || page >= p.num_pages)
+      fail("kv_indices[" + str(i) + "]", str(page), "page id out of range [0, " + str(p.num_pages) + ")");
+  }
+  // An empty sequence has no last page, so its kv_last_page_len is not looked at (FlashInfer sets it to 0 there).
+  if (p.kv_last_page_len) {
+    for (int32_t b = 0; b < p.batch_size; ++b) {
+      int32_t len = p.kv_last_page_len[b];
+      if (p.kv_indptr[b + 1] > p.kv_indptr[b] && (len < 1 || len > p.page_size))
+        fail("kv_last_page_len[" + str(b) + "]", str(len), "must be in [1, page_size = " + str(p.page_size) + "]");
+    }
+  }
+}
+
+template <kindex_dtype kDtype>
+double load(const uint16_t* data, int64_t i) {
+  return kDtype == KINDEX_DTYPE_BF16 ? bf16_to_float(data[i]) : f16_to_float(data[i]);
+}
+
+// Rounds a double to the nearest bf16/fp16 value, ties to even. Going through float first can round twice (a
+// float that lands exactly on a half-way point); the neighbour check below undoes that.
+uint16_t round_to(kindex_dtype dtype, double x) {
+  auto from = [&](float f) { return dtype == KINDEX_DTYPE_BF16 ? float_to_bf16(f) : float_to_f16(f); };
+  auto to = [&](uint16_t h) { return double(dtype == KINDEX_DTYPE_BF16 ? bf16_to_float(h) : f16_to_float(h)); };
+  uint16_t h = from(float(x));
+  double v = to(h);
+  if (v == x || !std::isfinite(v) || !std::isfinite(x)) return h;
+  // Sign-magnitude encoding: the neighbour on x's side is one step up or down in magnitude.
+  uint16_t other;
+  if (v == 0.0) other = uint16_t((std::signbit(x) ? 0x8000u : 0u) | 1u);
+  else other = std::fabs(x) > std::fabs(v) ? uint16_t(h + 1) : uint16_t(h - 1);
+  double w = to(other);
+  if (!std::isfinite(w)) return h;
+  double dv = std::fabs(x - v), dw = std::fabs(x - w);
+  if (dw < dv || (dw == dv && (other & 1u) == 0)) return other;
+  return h;
+}
+
+template <kindex_dtype kDtype>
+void run(const kindex_paged_decode_params& p) {
+  const int64_t batch = p.batch_size, hq = p.num_qo_heads, hkv = p.num_kv_heads, dim = p.head_dim;
+  const int64_t group = hq / hkv, page_size = p.page_size;
+  const auto* q = static_cast<const uint16_t*>(p.q);
+  const auto* k_cache = static_cast<const uint16_t*>(p.k_cache);
+  const auto* v_cache = static_cast<const uint16_t*>(p.v_cache);
+  auto* out = static_cast<uint16_t*>(p.output);
+  const double sm_scale = p.sm_scale;
+  const double inv_ln2 = 1.0 / std::log(2.0);
+
+  // One task per (sequence, KV head): it reads that head's K/V rows once for all `group` query heads.
+  parallel_for(batch * hkv, [&](int64_t begin, int64_t end) {
+    std::vector<double> q_t(dim * group), row(dim), acc(group * dim), max_score(group), sum_exp(group), scores;
+    for (int64_t task = begin; task < end; ++task) {
+      const int64_t b = task / hkv, kv_head = task % hkv, head0 = kv_head * group;
+      const int64_t first = p.kv_indptr[b], pages = p.kv_indptr[b + 1] - first;
+      const int64_t last_len = pages == 0 ? 0 : (p.kv_last_page_len ? p.kv_last_page_len[b] : page_size);
+      const int64_t tokens = pages == 0 ? 0 : (pages - 1) * page_size + last_len;
+      if (tokens == 0) {
+        for (int64_t g = 0; g < group; ++g) {
+          std::memset(out + (b * hq + head0 + g) * dim, 0, size_t(dim) * sizeof(uint16_t));
+          if (p.lse) p.lse[b * hq + head0 + g] = -std::numeric_limits<float>::infinity();
+        }
+        continue;
+      }
+      // q transposed to [dim][group] so the per-token inner loop runs over the group's independent sums.
+      for (int64_t g = 0; g < group; ++g)
+        for (int64_t d = 0; d < dim; ++d) q_t[d * group + g] = load<kDtype>(q, (b * hq + head0 + g) * dim + d);
+      auto kv_row = [&](int64_t t) {  // element offset of token t's row for this KV head
+        int64_t page = p.kv_indices[first + t / page_size];
+        return ((page * page_size + t % page_size) * hkv + kv_head) * dim;
+      };
+
+      scores.assign(size_t(tokens * group), 0.0);
+      for (int64_t t = 0; t < tokens; ++t) {
+        const int64_t base = kv_row(t);
+        for (int64_t d = 0; d < dim; ++d) row[d] = load<kDtype>(k_cache, base + d);
+        double* s = &scores[t * group];
+        for (int64_t d = 0; d < dim; ++d) {
+          const double kd = row[d];
+          const double* qd = &q_t[d * group];
+          for (int64_t g = 0; g < group; ++g) s[g] += qd[g] * kd;
+        }
+        for (int64_t g = 0; g < group; ++g) s[g] *= sm_scale;
+      }
+      for (int64_t g = 0; g < group; ++g) {
+        double m = -std::numeric_limits<double>::infinity();
+        for (int64_t t = 0; t < tokens; ++t) m = std::max(m, scores[t * group + g]);
+        max_score[g] = m;
+        sum_exp[g] = 0.0;
+      }
+      for (int64_t t = 0; t < tokens; ++t)
+        for (int64_t g = 0; g < group; ++g) {
+          double e = std::exp(scores[t * group + g] - max_score[g]);
+          scores[t * group + g] = e;
+          sum_exp[g] += e;
+        }
+
+      std::fill(acc.begin(), acc.end(), 0.0);
+      for (int64_t t = 0; t < tokens; ++t) {
+        const int64_t base = kv_row(t);
+        for (int64_t d = 0; d < dim; ++d) row[d] = load<kDtype>(v_cache, base + d);
+        for (int64_t g = 0; g < group; ++g) {
+          const double w = scores[t * group + g];
+          double* a = &acc[g * dim];
+          for (int64_t d = 0; d < dim; ++d) a[d] += w * row[d];
+        }
+      }
+      for (int64_t g = 0; g < group; ++g) {
+        const int64_t head = head0 + g;
+        for (int64_t d = 0; d < dim; ++d) out[(b * hq + head) * dim + d] = round_to(kDtype, acc[g * dim + d] / sum_exp[g]);
+        if (p.lse) p.lse[b * hq + head] = float((max_score[g] + std::log(sum_exp[g])) * inv_ln2);
+      }
+    }
+  });
+}
+
+}  // namespace
+
+void paged_decode(const kindex_paged_decode_params& p) {
+  validate(p);
+  if (p.dtype == KINDEX_DTYPE_BF16) run<KINDEX_DTYPE_BF16>(p);
+  else run<KINDEX_DTYPE_FP16>(p);
+}
+
+}  // namespace kindex::reference

@@ -1,1 +1,0 @@
-// placeholder: replaced by the reference component's first real source file

@@ -1,0 +1,687 @@
+#include "store/import.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <set>
+
+#include "core/error.hpp"
+#include "evidence/digest.hpp"
+#include "evidence/export.hpp"
+#include "evidence/keys.hpp"
+#include "evidence/manifest.hpp"
+#include "evidence/reader.hpp"
+#include "store/rows.hpp"
+
+namespace kindex::store {
+
+using nlohmann::json;
+namespace fs = std::filesystem;
+
+int64_t ImportReport::total_inserted() const {
+  int64_t n = 0;
+  for (const auto& [t, c] : inserted) n += c;
+  return n;
+}
+
+json ImportReport::to_json() const {
+  return {{"inserted", inserted}, {"skipped", skipped}, {"recordEvents", record_events},
+          {"totalInserted", total_inserted()}};
+}
+
+namespace {
+
+void merge(ImportReport& into, const ImportReport& from) {
+  for (const auto& [t, n] : from.inserted) into.inserted[t] += n;
+  for (const auto& [t, n] : from.skipped) into.skipped[t] += n;
+  into.record_events += from.record_events;
+}
+
+void count(ImportReport& rep, const std::string& table, bool inserted) {
+  (inserted ? rep.inserted : rep.skipped)[table] += 1;
+  if (!inserted) rep.inserted[table] += 0;
+}
+
+void expect_digest(const std::string& where, const std::string& column, const json& stated, const std::string& actual) {
+  std::string s = stated.is_string() ? stated.get<std::string>() : stated.dump();
+  if (s != actual) throw Error(where, column, s, "stated digest does not match the recomputed " + actual);
+}
+
+std::string slugify(const std::string& text) {
+  std::string out;
+  for (unsigned char c : text) {
+    if (std::isalnum(c)) {
+      out += static_cast<char>(std::tolower(c));
+    } else if (!out.empty() && out.back() != '-') {
+      out += '-';
+    }
+  }
+  while (!out.empty() && out.back() == '-') out.pop_back();
+  return out.empty() ? "unnamed" : out;
+}
+
+// Streams an export, verifying each row's digests against its manifests before inserting it.
+class ExportImporter {
+ public:
+  ExportImporter(Store& store, std::string path) : store_(store), db_(store.db()), path_(std::move(path)) {}
+
+  ImportReport run(int rows_per_transaction) {
+    int pending = 0;
+    db_.begin();
+    try {
+      evidence::for_each_export_row(path_, [&](evidence::ExportRow&& r) {
+        ++line_;
+        std::string where = path_ + ":" + std::to_string(line_) + " " + r.table + " " + r.row.value("id", "");
+        prepare(r.table, r.row, where);
+        count(report_, r.table, insert_row(db_, r.table, r.row, where));
+        if (++pending >= rows_per_transaction) {
+          db_.commit();
+          db_.begin();
+          pending = 0;
+        }
+      });
+      for (const auto& ck : cohorts_) report_.record_events += store_.update_record(ck) ? 1 : 0;
+      db_.commit();
+    } catch (...) {
+      db_.rollback();
+      throw;
+    }
+    return report_;
+  }
+
+ private:
+  // A manifest's digest, validated once per distinct document (protocols and environments repeat).
+  std::string digest_of(const json& manifest, const std::string& where) {
+    std::string key = manifest.dump();
+    auto it = cache_.find(key);
+    if (it != cache_.end()) return it->second;
+    std::string d = evidence::make_manifest(manifest, where).digest;
+    if (cache_.size() < 10000) cache_.emplace(std::move(key), d);
+    return d;
+  }
+
+  std::string operation_digest(const std::string& id, const std::string& where) {
+    if (auto it = ops_.find(id); it != ops_.end()) return it->second;
+    auto rows = db_.query("SELECT semantic_digest FROM operations WHERE id = ?", {id});
+    if (rows.empty()) throw Error(where, "operationId", id, "refers to an operation not in the export or the store");
+    return ops_[id] = rows[0].text(0);
+  }
+
+  struct WorkloadInfo {
+    std::string digest, operation_id, correctness_key;
+  };
+  const WorkloadInfo& workload(const std::string& id, const std::string& where) {
+    if (auto it = workloads_.find(id); it != workloads_.end()) return it->second;
+    auto rows = db_.query("SELECT workload_digest, operation_id, manifest FROM workloads WHERE id = ?", {id});
+    if (rows.empty()) throw Error(where, "workloadId", id, "refers to a workload not in the export or the store");
+    json m = json::parse(rows[0].text(2));
+    return workloads_[id] = {rows[0].text(0), rows[0].text(1),
+                             evidence::correctness_key(m.at("spec").value("correctness", json::object()))};
+  }
+
+  std::string implementation_digest(const std::string& id, const std::string& where) {
+    if (auto it = impls_.find(id); it != impls_.end()) return it->second;
+    auto rows = db_.query("SELECT implementation_digest FROM implementations WHERE id = ?", {id});
+    if (rows.empty()) throw Error(where, "implementationId", id, "refers to an implementation not in the store");
+    return impls_[id] = rows[0].text(0);
+  }
+
+  void prepare(const std::string& table, json& row, const std::string& where) {
+    if (table == "projects" && row.contains("manifest") && !row["manifest"].is_null()) {
+      digest_of(row["manifest"], where + " manifest");
+    } else if (table == "operations") {
+      expect_digest(where, "semanticDigest", row.value("semanticDigest", json()), digest_of(row.at("manifest"), where));
+      ops_[row.at("id")] = row["semanticDigest"];
+    } else if (table == "workloads") {
+      const json& m = row.at("manifest");
+      std::string d = digest_of(m, where);
+      expect_digest(where, "workloadDigest", row.value("workloadDigest", json()), d);
+      std::string op = operation_digest(row.at("operationId"), where);
+      if (m.at("spec").contains("operationSpecDigest")) {
+        expect_digest(where, "manifest.spec.operationSpecDigest", m["spec"]["operationSpecDigest"], op);
+      }
+      row["kind"] = m.at("kind");
+      workloads_[row.at("id")] = {d, row.at("operationId"),
+                                  evidence::correctness_key(m["spec"].value("correctness", json::object()))};
+    } else if (table == "implementations") {
+      std::string d = digest_of(row.at("manifest"), where);
+      expect_digest(where, "implementationDigest", row.value("implementationDigest", json()), d);
+      impls_[row.at("id")] = d;
+    } else if (table == "benchmark_runs") {
+      prepare_run(row, where);
+    }
+  }
+
+  void prepare_run(json& row, const std::string& where) {
+    const json& m = row.at("manifest");
+    const json& run = m.at("run");
+    std::string run_digest = digest_of(run, where + " manifest.run");
+    expect_digest(where, "runDigest", row.value("runDigest", json()), run_digest);
+    std::string protocol = digest_of(m.at("protocol"), where + " manifest.protocol");
+    std::string environment = digest_of(m.at("environment"), where + " manifest.environment");
+    expect_digest(where, "protocolKey", row.value("protocolKey", json()), protocol);
+    expect_digest(where, "environmentKey", row.value("environmentKey", json()), environment);
+    expect_digest(where, "manifest.run.spec.protocolDigest", run.at("spec").value("protocolDigest", json()), protocol);
+    expect_digest(where, "manifest.run.spec.environmentDigest", run["spec"].value("environmentDigest", json()),
+                  environment);
+    const WorkloadInfo& w = workload(row.at("workloadId"), where);
+    expect_digest(where, "manifest.run.spec.workloadDigest", run["spec"].value("workloadDigest", json()), w.digest);
+    expect_digest(where, "manifest.run.spec.implementationDigest", run["spec"].value("implementationDigest", json()),
+                  implementation_digest(row.at("implementationId"), where));
+    expect_digest(where, "correctnessKey", row.value("correctnessKey", json()), w.correctness_key);
+    std::string ck = evidence::comparison_key({operation_digest(w.operation_id, where), w.digest, protocol, environment,
+                                               w.correctness_key, evidence::run_metric_key(run)});
+    expect_digest(where, "comparisonKey", row.value("comparisonKey", json()), ck);
+    insert_row(db_, "protocols", {{"digest", protocol}, {"manifest", m["protocol"]}}, where);
+    insert_row(db_, "environments", {{"digest", environment}, {"manifest", m["environment"]}}, where);
+    row["origin"] = "kernelindex-export";
+    cohorts_.insert(ck);
+  }
+
+  Store& store_;
+  Db& db_;
+  std::string path_;
+  size_t line_ = 0;
+  ImportReport report_;
+  std::map<std::string, std::string> cache_, ops_, impls_;
+  std::map<std::string, WorkloadInfo> workloads_;
+  std::set<std::string> cohorts_;
+};
+
+std::vector<std::string> expand(const std::vector<std::string>& paths, const std::set<std::string>& extensions,
+                                bool recursive) {
+  std::vector<std::string> out;
+  for (const auto& p : paths) {
+    std::error_code ec;
+    if (fs::is_directory(p, ec)) {
+      std::vector<std::string> found;
+      auto add = [&](const fs::directory_entry& e) {
+        if (e.is_regular_file() && extensions.count(e.path().extension().string())) found.push_back(e.path().string());
+      };
+      if (recursive) {
+        for (const auto& e : fs::recursive_directory_iterator(p)) add(e);
+      } else {
+        for (const auto& e : fs::directory_iterator(p)) add(e);
+      }
+      std::sort(found.begin(), found.end());
+      out.insert(out.end(), found.begin(), found.end());
+    } else if (fs::exists(p, ec)) {
+      out.push_back(p);
+    } else {
+      throw Error(p, "path", p, "no such file or directory");
+    }
+  }
+  return out;
+}
+
+std::string map_dtype(const std::string& d) {
+  static const std::map<std::string, std::string> names = {
+      {"bfloat16", "bf16"}, {"float16", "fp16"}, {"half", "fp16"}, {"float32", "fp32"}, {"float", "fp32"},
+      {"float64", "fp64"}, {"double", "fp64"}, {"int32", "int32"}, {"int64", "int64"}, {"int8", "int8"},
+      {"uint8", "uint8"}, {"bool", "bool"}, {"float8_e4m3fn", "fp8_e4m3"}, {"float8_e5m2", "fp8_e5m2"}};
+  auto it = names.find(d);
+  return it == names.end() ? d : it->second;
+}
+
+// Evaluates an axis expression of integers, names, + - * / and parentheses.
+class AxisExpression {
+ public:
+  AxisExpression(const std::string& text, const std::map<std::string, int64_t>& axes, std::string where)
+      : s_(text), axes_(axes), where_(std::move(where)) {}
+  int64_t eval() {
+    int64_t v = sum();
+    skip();
+    if (i_ != s_.size()) fail("unexpected text");
+    return v;
+  }
+
+ private:
+  void skip() {
+    while (i_ < s_.size() && std::isspace(static_cast<unsigned char>(s_[i_]))) ++i_;
+  }
+  [[noreturn]] void fail(const std::string& why) { throw Error(where_, "expression", s_, why); }
+  int64_t sum() {
+    int64_t v = product();
+    for (skip(); i_ < s_.size() && (s_[i_] == '+' || s_[i_] == '-'); skip()) {
+      char op = s_[i_++];
+      int64_t r = product();
+      v = op == '+' ? v + r : v - r;
+    }
+    return v;
+  }
+  int64_t product() {
+    int64_t v = atom();
+    for (skip(); i_ < s_.size() && (s_[i_] == '*' || s_[i_] == '/'); skip()) {
+      char op = s_[i_++];
+      int64_t r = atom();
+      if (op == '/' && r == 0) fail("division by zero");
+      v = op == '*' ? v * r : v / r;
+    }
+    return v;
+  }
+  int64_t atom() {
+    skip();
+    if (i_ >= s_.size()) fail("unexpected end");
+    if (s_[i_] == '(') {
+      ++i_;
+      int64_t v = sum();
+      skip();
+      if (i_ >= s_.size() || s_[i_] != ')') fail("missing )");
+      ++i_;
+      return v;
+    }
+    size_t start = i_;
+    if (std::isdigit(static_cast<unsigned char>(s_[i_]))) {
+      while (i_ < s_.size() && std::isdigit(static_cast<unsigned char>(s_[i_]))) ++i_;
+      return std::stoll(s_.substr(start, i_ - start));
+    }
+    while (i_ < s_.size() && (std::isalnum(static_cast<unsigned char>(s_[i_])) || s_[i_] == '_')) ++i_;
+    std::string name = s_.substr(start, i_ - start);
+    auto it = axes_.find(name);
+    if (name.empty() || it == axes_.end()) fail("unknown axis '" + name + "'");
+    return it->second;
+  }
+  std::string s_;
+  const std::map<std::string, int64_t>& axes_;
+  std::string where_;
+  size_t i_ = 0;
+};
+
+json read_json_file(const std::string& path) {
+  return evidence::parse_json_strict(evidence::read_file_bytes(path), path);
+}
+
+// Loads FIB/SOL definitions (or solutions) keyed by "name".
+std::map<std::string, json> load_named(const std::vector<std::string>& paths) {
+  std::map<std::string, json> out;
+  for (const auto& f : expand(paths, {".json"}, true)) {
+    json j = read_json_file(f);
+    if (!j.is_object() || !j.contains("name") || !j["name"].is_string()) throw Error(f, "name", "", "missing name");
+    out[j["name"].get<std::string>()] = std::move(j);
+  }
+  return out;
+}
+
+// The FlashInfer-Bench trace protocol exactly as KernelIndex publishes it (seed 000; pinned digest
+// sha256:7d44d206...), so imported FIB traces join the same cohorts as the export's.
+json fib_protocol() {
+  return {{"apiVersion", evidence::kApiVersion},
+          {"kind", "BenchmarkProtocol"},
+          {"metadata", {{"name", "flashinfer-bench-trace"}, {"title", "FlashInfer-Bench trace harness"}}},
+          {"spec",
+           {{"harness", {{"name", "flashinfer-bench"}, {"repository", "https://github.com/flashinfer-ai/flashinfer-bench"}}},
+            {"correctness", {{"reference", "definition reference implementation"}, {"comparator", "flashinfer_bench_eval"}}},
+            {"measurement", {{"timer", "harness_reported"}, {"primaryStatistic", "mean"}}},
+            {"comparability", {{"family", "flashinfer_bench_trace"}}}}}};
+}
+
+json sol_protocol() {
+  return {{"apiVersion", evidence::kApiVersion},
+          {"kind", "BenchmarkProtocol"},
+          {"metadata", {{"name", "sol-execbench-trace"}, {"title", "SOL-ExecBench trace harness"}}},
+          {"spec",
+           {{"harness", {{"name", "sol-execbench"}, {"repository", "https://github.com/NVIDIA/SOL-ExecBench"}}},
+            {"correctness", {{"reference", "definition reference implementation"}, {"comparator", "sol_execbench_eval"}}},
+            {"measurement", {{"timer", "harness_reported"}, {"primaryStatistic", "mean"}}},
+            {"comparability", {{"family", "sol_execbench_trace"}}}}}};
+}
+
+}  // namespace
+
+json operation_from_definition(const json& def, const std::string& where) {
+  if (!def.is_object()) throw Error(where, "definition", "", "not a JSON object");
+  std::string name = def.value("name", "");
+  if (name.empty()) throw Error(where, "name", "", "a definition needs a name");
+  json axes = json::object();
+  for (const auto& [axis, a] : def.value("axes", json::object()).items()) {
+    std::string type = a.value("type", "");
+    if (type == "const") {
+      axes[axis] = {{"role", "constant"}, {"type", "integer"}, {"value", a.at("value")}};
+    } else if (type == "var") {
+      axes[axis] = {{"role", "variable"}, {"type", "integer"}};
+    } else if (type == "expr") {
+      axes[axis] = {{"role", "derived"}, {"type", "integer"}, {"expression", a.at("expression")}};
+    } else {
+      throw Error(where, "axes." + axis + ".type", type, "expected const, var or expr");
+    }
+  }
+  auto tensors = [&](const char* key) {
+    json out = json::array();
+    for (const auto& [tname, t] : def.value(key, json::object()).items()) {
+      std::string dtype = map_dtype(t.value("dtype", ""));
+      if (t.contains("shape") && t["shape"].is_array()) {
+        out.push_back({{"name", tname}, {"tensor", {{"dtype", dtype}, {"shape", t["shape"]}}}});
+      } else {
+        out.push_back({{"name", tname}, {"scalar", {{"dtype", dtype}}}});
+      }
+    }
+    return out;
+  };
+  std::string family = def.contains("op_type") ? slugify(def.value("op_type", "")) : slugify(name);
+  json metadata = {{"name", slugify(name)}, {"title", name}};
+  if (def.contains("description") && def["description"].is_string()) metadata["description"] = def["description"];
+  return {{"apiVersion", evidence::kApiVersion},
+          {"kind", "OperationSpec"},
+          {"metadata", metadata},
+          {"spec",
+           {{"axes", axes},
+            {"family", family},
+            {"inputs", tensors("inputs")},
+            {"outputs", tensors("outputs")},
+            {"reference", {{"language", "python"}}},
+            {"semantics", {{"mutation", "none"}, {"determinism", "unspecified"}}}}}};
+}
+
+ImportReport import_export(Store& store, const std::string& path, const ImportOptions& options) {
+  return ExportImporter(store, path).run(options.rows_per_transaction);
+}
+
+ImportReport import_manifests(Store& store, const std::vector<std::string>& paths) {
+  ImportReport rep;
+  std::vector<evidence::Manifest> runs;
+  for (const auto& f : expand(paths, {".yaml", ".yml", ".json"}, false)) {
+    json doc = evidence::read_manifest_file(f);
+    PutResult r = store.put_manifest(doc, f);
+    count(rep, "manifests", r.inserted);
+    if (doc.value("kind", "") == "BenchmarkRun") runs.push_back(evidence::make_manifest(doc, f));
+  }
+  // A BenchmarkRun becomes a ranked run once everything it names is in the store.
+  for (const auto& run : runs) {
+    const json& s = run.spec();
+    auto impl = store.manifest(s.value("implementationDigest", ""));
+    auto wl = store.manifest(s.value("workloadDigest", ""));
+    auto proto = store.manifest(s.value("protocolDigest", ""));
+    auto env = store.manifest(s.value("environmentDigest", ""));
+    std::optional<json> op;
+    if (wl) op = store.manifest(wl->at("spec").value("operationSpecDigest", ""));
+    if (!impl || !wl || !proto || !env || !op) {
+      rep.skipped["runs_missing_references"] += 1;
+      continue;
+    }
+    OwnRun r;
+    r.operation = *op;
+    r.workload = *wl;
+    r.implementation = *impl;
+    r.protocol = *proto;
+    r.environment = *env;
+    r.run = run.document;
+    r.origin = "manifest";
+    r.definition_name = op->at("metadata").value("name", "");
+    r.project = json{{"apiVersion", evidence::kApiVersion},
+                     {"kind", "SoftwareProject"},
+                     {"metadata", {{"name", "manifest-" + impl->at("metadata").value("name", "unnamed")}}},
+                     {"spec", {{"name", impl->at("metadata").value("title", impl->at("metadata").value("name", ""))}}}};
+    RecordResult res = store.record_run(r);
+    count(rep, "benchmark_runs", res.inserted);
+    rep.record_events += res.new_record ? 1 : 0;
+  }
+  return rep;
+}
+
+ImportReport import_traces(Store& store, const std::string& path, const ImportOptions& options) {
+  ImportReport rep;
+  auto definitions = load_named(options.definitions);
+  auto solutions = load_named(options.solutions);
+  std::ifstream in(path);
+  if (!in) throw Error(path, "path", path, "cannot open trace file");
+  std::string line;
+  size_t line_number = 0;
+  while (std::getline(in, line)) {
+    ++line_number;
+    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+    std::string where = path + ":" + std::to_string(line_number);
+    json t = evidence::parse_json_strict(line, where);
+    if (!t.is_object() || !t.contains("definition")) throw Error(where, "definition", "", "not a trace line");
+    if (!t.contains("evaluation") || t["evaluation"].is_null()) {
+      rep.skipped["trace_lines_without_evaluation"] += 1;
+      continue;
+    }
+    std::string def_name = t.at("definition").get<std::string>();
+    json def;
+    json op;
+    if (auto it = definitions.find(def_name); it != definitions.end()) {
+      def = it->second;
+      op = operation_from_definition(def, where);
+    } else {
+      auto rows = store.db().query(
+          "SELECT o.manifest FROM operations o JOIN operation_aliases a ON a.operation_id = o.id WHERE a.alias = ? "
+          "LIMIT 1",
+          {def_name});
+      if (rows.empty()) {
+        throw Error(where, "definition", def_name, "unknown definition: pass its JSON with --definitions");
+      }
+      op = json::parse(rows[0].text(0));
+    }
+    std::string source = options.source;
+    if (source.empty()) source = def.contains("op_type") || def.empty() ? "flashinfer-bench" : "sol-execbench";
+
+    // Axis values: constants from the operation, variables from the trace, derived ones evaluated.
+    const json& w = t.at("workload");
+    std::map<std::string, int64_t> axes;
+    json var_axes = json::object();
+    for (const auto& [k, v] : w.value("axes", json::object()).items()) {
+      if (!v.is_number_integer()) throw Error(where, "workload.axes." + k, v.dump(), "expected an integer");
+      axes[k] = v.get<int64_t>();
+      var_axes[k] = v;
+    }
+    const json& op_axes = op.at("spec").at("axes");
+    for (const auto& [k, a] : op_axes.items()) {
+      if (a.value("role", "") == "constant") axes[k] = a.at("value").get<int64_t>();
+    }
+    for (const auto& [k, a] : op_axes.items()) {
+      if (a.value("role", "") == "derived") axes[k] = AxisExpression(a.at("expression"), axes, where).eval();
+      if (!axes.count(k)) throw Error(where, "workload.axes." + k, "", "variable axis missing from the trace");
+    }
+    json tensors = json::object(), scalars = json::object();
+    const json inputs = w.value("inputs", json::object());
+    for (const auto& in : op.at("spec").at("inputs")) {
+      std::string name = in.at("name");
+      json spec_in = inputs.value(name, json::object());
+      if (in.contains("scalar")) {
+        if (spec_in.contains("value")) scalars[name] = {{"dtype", in["scalar"]["dtype"]}, {"value", spec_in["value"]}};
+        continue;
+      }
+      json shape = json::array();
+      for (const auto& d : in.at("tensor").at("shape")) {
+        if (d.is_number_integer()) {
+          shape.push_back(d);
+        } else {
+          std::string axis = d.get<std::string>();
+          if (!axes.count(axis)) throw Error(where, "shape of " + name, axis, "unknown axis");
+          shape.push_back(axes[axis]);
+        }
+      }
+      json tensor = {{"dtype", in["tensor"]["dtype"]}, {"shape", shape}};
+      if (spec_in.contains("type")) tensor["data"] = {{"generator", spec_in["type"]}};
+      tensors[name] = tensor;
+    }
+    // KernelIndex records the definition comparator of FIB traces as sol_execbench_eval; kept for cohort parity.
+    json correctness = {{"comparator", "sol_execbench_eval"}};
+    if (auto tol = w.find("tolerance"); tol != w.end()) {
+      if (tol->contains("max_atol")) correctness["maxAbsoluteError"] = (*tol)["max_atol"];
+      if (tol->contains("max_rtol")) correctness["maxRelativeError"] = (*tol)["max_rtol"];
+    }
+    std::string op_digest = evidence::make_manifest(op, where).digest;
+    std::string axis_text;
+    for (const auto& [k, v] : var_axes.items()) axis_text += (axis_text.empty() ? "" : ", ") + k + "=" + v.dump();
+    json wl_spec = {{"axes", var_axes}, {"tensors", tensors}, {"correctness", correctness},
+                    {"operationSpecDigest", op_digest}};
+    if (!scalars.empty()) wl_spec["scalars"] = scalars;
+    std::string uuid_hex = evidence::sha256_hex(w.value("uuid", line)).substr(0, 8);
+    json workload = {{"apiVersion", evidence::kApiVersion},
+                     {"kind", "WorkloadCase"},
+                     {"metadata", {{"name", slugify(def_name) + "-" + uuid_hex}, {"title", def_name + " · " + axis_text}}},
+                     {"spec", wl_spec}};
+
+    // Implementation (from the solution when given) and its project (the solution's author).
+    std::string sol_name = t.value("solution", json("unknown")).is_string() ? t["solution"].get<std::string>() : "unknown";
+    json sol = solutions.count(sol_name) ? solutions[sol_name] : json::object();
+    json sol_spec = sol.value("spec", json::object());
+    std::string language = slugify(sol_spec.value("language", "unknown"));
+    std::replace(language.begin(), language.end(), '-', '_');
+    if (language.empty() || !std::isalpha(static_cast<unsigned char>(language[0]))) language = "unknown";
+    json callable = {{"language", language}};
+    json impl_spec = {{"callable", callable},
+                      {"support", json::object()},
+                      {"licensing", json::object()},
+                      {"projectRevision", json::object()},
+                      {"operation", {{"specDigest", op_digest}}}};
+    if (sol_spec.contains("target_hardware")) {
+      impl_spec["support"]["productsTested"] = json::array();
+      for (const auto& h : sol_spec["target_hardware"]) impl_spec["support"]["productsTested"].push_back(h);
+    }
+    if (auto entry = sol_spec.value("entry_point", std::string()); !entry.empty()) {
+      auto sep = entry.find("::");
+      impl_spec["callable"]["path"] = entry.substr(0, sep);
+      if (sep != std::string::npos) impl_spec["callable"]["symbol"] = entry.substr(sep + 2);
+    }
+    if (sol.contains("sources") && sol["sources"].is_array() && !sol["sources"].empty()) {
+      const json& src = sol["sources"][0];
+      std::string content = src.value("content", "");
+      impl_spec["source"] = {{"contentDigest", "sha256:" + evidence::sha256_hex(content)},
+                             {"fileName", src.value("path", "source")}};
+      if (!content.empty()) impl_spec["source"]["sizeBytes"] = content.size();
+    }
+    json impl_meta = {{"name", slugify(sol_name)}, {"title", sol_name}};
+    std::string author = sol.value("author", std::string("unknown"));
+    impl_meta["authors"] = json::array({{{"name", author}}});
+    json implementation = {{"apiVersion", evidence::kApiVersion},
+                           {"kind", "ImplementationRevision"},
+                           {"metadata", impl_meta},
+                           {"spec", impl_spec}};
+    json project = {{"apiVersion", evidence::kApiVersion},
+                    {"kind", "SoftwareProject"},
+                    {"metadata", {{"name", slugify(source + "-" + author)}}},
+                    {"spec", {{"name", author}}}};
+
+    // Environment as the trace reports it.
+    const json& ev = t.at("evaluation");
+    json env_in = ev.value("environment", json::object());
+    json libs = env_in.value("libs", json::object());
+    json software = json::object(), libraries = json::object();
+    for (const auto& [k, v] : libs.items()) {
+      if (!v.is_string()) continue;
+      if (k == "torch") {
+        software["framework"] = {{"name", "pytorch"}, {"version", v}};
+      } else if (k == "cuda") {
+        software["cudaToolkit"] = v;
+      } else {
+        libraries[k] = v;
+      }
+    }
+    if (!libraries.empty()) software["libraries"] = libraries;
+    std::string product = env_in.value("hardware", std::string("unknown"));
+    json env_spec = {{"hardware", {{"vendor", "nvidia"}, {"product", product}, {"architecture", "unknown"}}}};
+    if (!software.empty()) env_spec["software"] = software;
+    json environment = {{"apiVersion", evidence::kApiVersion},
+                        {"kind", "ExecutionEnvironment"},
+                        {"metadata", {{"name", slugify("trace-" + product + "-" + software.dump()).substr(0, 100)},
+                                      {"title", product + " (trace-reported software)"}}},
+                        {"spec", env_spec}};
+    json protocol = source == "sol-execbench" ? sol_protocol() : fib_protocol();
+
+    // The run.
+    std::string status = ev.value("status", std::string("PASSED"));
+    std::transform(status.begin(), status.end(), status.begin(), [](unsigned char c) { return std::tolower(c); });
+    json run_spec = {{"status", status},
+                     {"observedAt", ev.value("timestamp", evidence::utc_timestamp_now())},
+                     {"protocolDigest", evidence::make_manifest(protocol, where).digest},
+                     {"workloadDigest", evidence::make_manifest(workload, where).digest},
+                     {"environmentDigest", evidence::make_manifest(environment, where).digest},
+                     {"implementationDigest", evidence::make_manifest(implementation, where).digest}};
+    json perf = ev.value("performance", json());
+    json metrics = json::object();
+    if (perf.is_object() && perf.contains("latency_ms") && perf["latency_ms"].is_number()) {
+      double ms = perf["latency_ms"].get<double>();
+      run_spec["timing"] = {{"latencyNs", {{"mean", std::llround(ms * 1e6)}}}, {"primaryStatistic", "mean"}};
+      for (const auto& [k, v] : perf.items()) {
+        if (v.is_number()) metrics[k] = v;
+      }
+    }
+    if (json c = ev.value("correctness", json()); c.is_object()) {
+      json corr = {{"comparator", "sol_execbench_eval"}};
+      if (c.contains("max_absolute_error") && c["max_absolute_error"].is_number()) {
+        corr["maximumAbsoluteError"] = c["max_absolute_error"];
+      }
+      if (c.contains("max_relative_error") && c["max_relative_error"].is_number()) {
+        corr["maximumRelativeError"] = c["max_relative_error"];
+      }
+      run_spec["correctness"] = corr;
+    }
+    run_spec["sourceNative"] = {{"source", source}, {"benchmark", def_name}};
+    if (!metrics.empty()) run_spec["sourceNative"]["metrics"] = metrics;
+    json run = {{"apiVersion", evidence::kApiVersion},
+                {"kind", "BenchmarkRun"},
+                {"metadata",
+                 {{"name", slugify("trace-" + def_name) + "-" + evidence::sha256_hex(line).substr(0, 8)},
+                  {"title", sol_name + " · " + def_name}}},
+                {"spec", run_spec}};
+    OwnRun r{op, workload, implementation, project, protocol, environment, run, def_name};
+    r.origin = source;
+    RecordResult res = store.record_run(r);
+    count(rep, "benchmark_runs", res.inserted);
+    rep.record_events += res.new_record ? 1 : 0;
+  }
+  return rep;
+}
+
+ImportReport import_own_records(Store& store, const std::string& path) {
+  ImportReport rep;
+  std::ifstream in(path);
+  if (!in) throw Error(path, "path", path, "cannot open kindex run records");
+  std::string line;
+  size_t n = 0;
+  while (std::getline(in, line)) {
+    ++n;
+    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+    std::string where = path + ":" + std::to_string(n);
+    RecordResult res = store.record_run(own_run_from_json(evidence::parse_json_strict(line, where), where));
+    count(rep, "benchmark_runs", res.inserted);
+    rep.record_events += res.new_record ? 1 : 0;
+  }
+  return rep;
+}
+
+ImportReport import_files(Store& store, const std::vector<std::string>& paths, const ImportOptions& options) {
+  ImportReport total;
+  std::vector<std::string> manifests;
+  for (const auto& p : paths) {
+    std::error_code ec;
+    std::string ext = fs::path(p).extension().string();
+    if (fs::is_directory(p, ec) || ext == ".yaml" || ext == ".yml") {
+      manifests.push_back(p);
+      continue;
+    }
+    if (ext == ".zst") {
+      merge(total, import_export(store, p, options));
+      continue;
+    }
+    std::ifstream in(p);
+    if (!in) throw Error(p, "path", p, "cannot open");
+    std::string first;
+    while (std::getline(in, first) && first.find_first_not_of(" \t\r") == std::string::npos) {
+    }
+    json j = evidence::parse_json_strict(first.empty() ? "{}" : first, p + ":1");
+    if (ext == ".json" && !j.contains("apiVersion")) {
+      // A whole-file JSON that is not a single-line manifest: parse the file.
+      j = read_json_file(p);
+    }
+    if (j.contains("apiVersion") || ext == ".json") {
+      manifests.push_back(p);
+    } else if (j.contains("table") && j.contains("row")) {
+      merge(total, import_export(store, p, options));
+    } else if (j.contains("kindexRun")) {
+      merge(total, import_own_records(store, p));
+    } else if (j.contains("definition")) {
+      merge(total, import_traces(store, p, options));
+    } else {
+      throw Error(p, "format", first.substr(0, 60),
+                  "not a KernelIndex export, manifest, FlashInfer-Bench/SOL-ExecBench trace or kindex run record");
+    }
+  }
+  if (!manifests.empty()) merge(total, import_manifests(store, manifests));
+  return total;
+}
+
+}  // namespace kindex::store

@@ -1,1 +1,0 @@
-// placeholder: replaced by the store component's first real source file

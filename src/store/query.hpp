@@ -1,0 +1,50 @@
+#pragma once
+// The index's read side: every question the CLI, the JSON API and the HTML pages answer, answered once here as
+// JSON (so the three doors cannot disagree). Runs are found by id, 8+ character id prefix or runDigest;
+// operations by slug, name or alias.
+#include <nlohmann/json.hpp>
+
+#include <map>
+#include <optional>
+#include <string>
+
+#include "store/store.hpp"
+
+namespace kindex::store {
+
+// Operations whose name, slug, alias, family or description contains `text` (case-insensitive); all when empty.
+nlohmann::json search(Store& store, const std::string& text, int limit = 50);
+
+// The operation page: workloads (with a picker), per-cohort records of the selected workload with rank, latency,
+// x of #1, evidence and the headroom-v1 floor; implementations with their best latency; semantics; plot data.
+// `workload` selects by workload id, digest or a prefix; empty picks the workload with the most runs.
+nlohmann::json operation_view(Store& store, const std::string& operation, const std::string& workload = "");
+nlohmann::json workload_view(Store& store, const std::string& workload);
+nlohmann::json implementation_view(Store& store, const std::string& implementation);
+// The run page: primary measurement, rank in its cohort, identity, correctness, workload, measurements,
+// protocol, environment, canonical manifest, citation.
+nlohmann::json run_view(Store& store, const std::string& run);
+
+struct ResolveQuery {
+  std::string operation;                  // operation or definition name / alias / slug
+  std::map<std::string, int64_t> axes;    // axis values (variable and constant axes may be given)
+  std::string dtype;                      // optional: a dtype the workload must use
+  std::string gpu;                        // optional: substring of the hardware model, e.g. "H200"
+};
+// Exact workload -> its cohorts' ranked implementations (kindex-verified evidence ahead of reported at equal
+// rank); then near matches (other workloads / GPUs of the operation), each with the facets that differ.
+nlohmann::json resolve(Store& store, const ResolveQuery& query, int near_limit = 10);
+
+// Current records and their append-only history, per cohort (optionally of one operation).
+nlohmann::json records(Store& store, const std::string& operation = "");
+// Two runs side by side with the facets that differ and the latency ratio.
+nlohmann::json compare(Store& store, const std::string& run_a, const std::string& run_b);
+
+// Writes the store in the KernelIndex export shape (.jsonl.zst when the path ends in .zst, else .jsonl);
+// returns row counts per table.
+nlohmann::json export_store(Store& store, const std::string& path);
+
+// "num_pages = 425 · batch_size = 1 · ... · bf16" for a workload manifest (variable axes first as stored).
+std::string workload_label(const nlohmann::json& workload_manifest);
+
+}  // namespace kindex::store

@@ -1,0 +1,79 @@
+#pragma once
+// ranking-v1, evidence levels, the headroom-v1 floor and suite scores: the rules every surface shares.
+#include <nlohmann/json.hpp>
+
+#include <array>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace kindex::store {
+
+// reported < reproducible < verified < replicated. "verified" is a run kindex's own runner measured on a real
+// GPU with its raw samples kept (or one KernelIndex itself reproduced); "reproducible" has source and an
+// install recipe; "replicated" has two or more independent replications.
+enum class EvidenceLevel { reported = 0, reproducible = 1, verified = 2, replicated = 3 };
+std::string to_string(EvidenceLevel level);
+
+struct RunEvidence {
+  bool reproduced_by_kernelindex = false;
+  int64_t independent_replications = 0;
+  bool source_available = false;
+  bool installable = false;
+};
+EvidenceLevel evidence_level(const RunEvidence& e);
+
+// One cohort member as ranking sees it.
+struct Ranked {
+  std::string id;
+  double value = 0;                       // primary latency, ns
+  std::optional<double> low, high;        // 95% interval, ns
+  EvidenceLevel evidence = EvidenceLevel::reported;
+  std::string observed_at;
+  int rank = 0;
+};
+
+// Sorts ascending by value (ties in value: higher evidence first, then earlier observation) and assigns dense
+// ranks. A run shares the rank of the run just above it when the values are equal or, in a cohort that is not
+// source-native, their 95% intervals overlap. Ties are judged pairwise with the neighbour above, so they are not
+// transitive: A~B and B~C share a rank through the chain even though A and C may not overlap.
+void rank_v1(std::vector<Ranked>& runs, bool source_native);
+
+// Datasheet peaks (headroom-v1): DRAM bandwidth in bytes/s and dense bf16 tensor FLOP/s for a GPU product name.
+struct Datasheet {
+  std::string product;
+  double dram_bytes_per_s = 0;
+  double dense_flops = 0;
+};
+std::optional<Datasheet> datasheet_for(const std::string& hardware_model);
+
+// The headroom-v1 lower bound of a workload on a GPU: every declared input tensor crosses HBM once, and the
+// arithmetic bound where the family has a formula (GEMM 2MNK, attention 4*B*H*Lq*Lk*D).
+struct Floor {
+  double bytes = 0;
+  double flops = 0;            // 0: no arithmetic formula for this family
+  double memory_ns = 0;
+  double compute_ns = 0;
+  double floor_ns = 0;         // max of the two
+  std::string bound;           // "bandwidth" or "compute"
+  std::string gpu;             // the datasheet product used
+  double dram_gbps = 0, tflops = 0;
+};
+// `operation` and `workload` are OperationSpec and WorkloadCase manifests (documents); nullopt for suites, or
+// when the GPU has no datasheet entry.
+std::optional<Floor> headroom_v1(const nlohmann::json& operation, const nlohmann::json& workload,
+                                 const std::string& hardware_model);
+
+// SOL-ExecBench score of one workload: 1 / (1 + (T_k - T_SOL) / (T_b - T_SOL)).
+double sol_score(double t_kernel, double t_baseline, double t_sol);
+struct SuiteScore {
+  double mean_sol_score = 0;
+  double avg_speedup = 0;  // mean of T_b / T_k
+  int fast_1 = 0;          // workloads with T_k < T_b
+  int total = 0;
+  double geomean_latency = 0;
+};
+// Per-workload triples (T_k, T_b, T_SOL) in any unit.
+SuiteScore suite_score(const std::vector<std::array<double, 3>>& per_workload);
+
+}  // namespace kindex::store

@@ -1,0 +1,25 @@
+#pragma once
+// Export-shaped rows: every writer (export import, trace import, manifest import, kindex's own runs) turns what
+// it has into the KernelIndex export's row shape ({"id": ..., "runDigest": ..., camelCase keys}) and inserts it
+// through insert_row, so there is one mapping from the export format to the tables.
+#include <nlohmann/json.hpp>
+
+#include <string>
+
+#include "store/db.hpp"
+
+namespace kindex::store {
+
+// Inserts one row of an export table (sources, projects, operations, operation_aliases, workloads,
+// implementations, benchmark_runs, measurements, record_events) or of kindex's tables (protocols, environments,
+// run_samples, manifests). Unknown keys are an error (naming `where`); a row whose key already exists inserts
+// nothing. Returns whether a row was inserted.
+bool insert_row(Db& db, const std::string& table, const nlohmann::json& row, const std::string& where);
+
+// The columns (export keys, camelCase) of a table, in order.
+const std::vector<std::string>& table_keys(const std::string& table);
+
+// "runDigest" -> "run_digest".
+std::string snake_case(const std::string& camel);
+
+}  // namespace kindex::store

@@ -1,0 +1,67 @@
+#pragma once
+// The store's tables: the KernelIndex export's tables and columns (snake_case), plus what kindex adds for its
+// own runs (raw samples, whether a real GPU measured it, kindex's floor) and content-addressed manifests.
+// Portable DDL: SQLite and PostgreSQL both accept it.
+namespace kindex::store {
+
+inline constexpr const char* kSchema = R"SQL(
+CREATE TABLE IF NOT EXISTS manifests (
+  digest TEXT PRIMARY KEY, kind TEXT NOT NULL, document TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS sources (
+  id TEXT PRIMARY KEY, slug TEXT NOT NULL UNIQUE, kind TEXT, name TEXT, policy TEXT, created_at TEXT);
+CREATE TABLE IF NOT EXISTS projects (
+  id TEXT PRIMARY KEY, slug TEXT NOT NULL UNIQUE, name TEXT, normalized_name TEXT, canonical_url TEXT,
+  license_expression TEXT, manifest TEXT, created_at TEXT);
+CREATE TABLE IF NOT EXISTS operations (
+  id TEXT PRIMARY KEY, slug TEXT NOT NULL UNIQUE, family TEXT, name TEXT, schema_version TEXT,
+  semantic_digest TEXT NOT NULL, manifest TEXT NOT NULL, tags TEXT, created_at TEXT, supersedes_id TEXT);
+CREATE TABLE IF NOT EXISTS operation_aliases (
+  operation_id TEXT NOT NULL REFERENCES operations(id), alias TEXT NOT NULL, PRIMARY KEY (operation_id, alias));
+CREATE TABLE IF NOT EXISTS workloads (
+  id TEXT PRIMARY KEY, operation_id TEXT NOT NULL REFERENCES operations(id), workload_digest TEXT NOT NULL,
+  kind TEXT NOT NULL, schema_version TEXT, manifest TEXT NOT NULL, shape_summary TEXT, dtypes TEXT,
+  layout_keys TEXT, created_at TEXT, UNIQUE (operation_id, workload_digest));
+CREATE TABLE IF NOT EXISTS implementations (
+  id TEXT PRIMARY KEY, project_id TEXT REFERENCES projects(id), operation_id TEXT NOT NULL REFERENCES operations(id),
+  slug TEXT NOT NULL, implementation_digest TEXT NOT NULL, source_revision TEXT, language TEXT, framework TEXT,
+  target_architectures TEXT, license_expression TEXT, source_available BIGINT NOT NULL DEFAULT 0,
+  installable BIGINT NOT NULL DEFAULT 0, title TEXT, install_kind TEXT, install_command TEXT,
+  license_declared TEXT, manifest TEXT NOT NULL, created_at TEXT, supersedes_id TEXT,
+  UNIQUE (operation_id, implementation_digest));
+CREATE TABLE IF NOT EXISTS protocols (digest TEXT PRIMARY KEY, manifest TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS environments (digest TEXT PRIMARY KEY, manifest TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS benchmark_runs (
+  id TEXT PRIMARY KEY, run_digest TEXT NOT NULL UNIQUE,
+  implementation_id TEXT NOT NULL REFERENCES implementations(id), workload_id TEXT NOT NULL REFERENCES workloads(id),
+  source_id TEXT REFERENCES sources(id), status TEXT NOT NULL, observed_at TEXT, published_at TEXT,
+  hardware_vendor TEXT, hardware_model TEXT, hardware_architecture TEXT, driver_major BIGINT, cuda_major BIGINT,
+  protocol_key TEXT NOT NULL REFERENCES protocols(digest), environment_key TEXT NOT NULL REFERENCES environments(digest),
+  correctness_key TEXT NOT NULL, comparison_key TEXT NOT NULL,
+  primary_metric TEXT, primary_value DOUBLE PRECISION, primary_unit TEXT, sample_count BIGINT,
+  uncertainty_low DOUBLE PRECISION, uncertainty_high DOUBLE PRECISION,
+  reported BIGINT NOT NULL DEFAULT 1, reproduced_by_kernelindex BIGINT NOT NULL DEFAULT 0,
+  independent_replication_count BIGINT NOT NULL DEFAULT 0, source_available BIGINT NOT NULL DEFAULT 0,
+  installable BIGINT NOT NULL DEFAULT 0, license_expression TEXT, primary_statistic TEXT,
+  has_raw_evidence BIGINT NOT NULL DEFAULT 0, source_native BIGINT NOT NULL DEFAULT 0, environment_summary TEXT,
+  manifest TEXT NOT NULL, supersedes_id TEXT, retracted_at TEXT, retraction_reason TEXT,
+  origin TEXT NOT NULL, real_gpu BIGINT NOT NULL DEFAULT 0, kindex_floor_ns DOUBLE PRECISION);
+CREATE TABLE IF NOT EXISTS measurements (
+  id TEXT PRIMARY KEY, run_id TEXT NOT NULL REFERENCES benchmark_runs(id), metric TEXT NOT NULL,
+  statistic TEXT NOT NULL, unit TEXT NOT NULL, value DOUBLE PRECISION NOT NULL, sample_count BIGINT);
+CREATE TABLE IF NOT EXISTS run_samples (
+  run_id TEXT NOT NULL REFERENCES benchmark_runs(id), idx BIGINT NOT NULL, value_ns DOUBLE PRECISION NOT NULL,
+  PRIMARY KEY (run_id, idx));
+CREATE TABLE IF NOT EXISTS record_events (
+  id TEXT PRIMARY KEY, comparison_key TEXT NOT NULL, run_id TEXT REFERENCES benchmark_runs(id),
+  previous_run_id TEXT, policy_version TEXT NOT NULL, cause TEXT NOT NULL, at TEXT NOT NULL, created_at TEXT);
+CREATE INDEX IF NOT EXISTS ix_alias ON operation_aliases(alias);
+CREATE INDEX IF NOT EXISTS ix_workloads_op ON workloads(operation_id);
+CREATE INDEX IF NOT EXISTS ix_impl_op ON implementations(operation_id);
+CREATE INDEX IF NOT EXISTS ix_runs_workload ON benchmark_runs(workload_id);
+CREATE INDEX IF NOT EXISTS ix_runs_cohort ON benchmark_runs(comparison_key, primary_value);
+CREATE INDEX IF NOT EXISTS ix_runs_impl ON benchmark_runs(implementation_id);
+CREATE INDEX IF NOT EXISTS ix_meas_run ON measurements(run_id);
+CREATE INDEX IF NOT EXISTS ix_events_cohort ON record_events(comparison_key);
+)SQL";
+
+}  // namespace kindex::store

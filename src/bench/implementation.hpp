@@ -14,7 +14,7 @@ namespace kindex::bench {
 
 struct ImplementationInfo {
   std::string name;         // "kindex", "gpu-reference", "cpu-reference", "external:<path>"
-  std::string language;     // "cuda", "c++", or what an external library does not say: "c-abi"
+  std::string language;     // "cuda", "cpp", or "c_abi" for an external library (KernelIndex spelling)
   std::string version;      // kindex_version() or the external library's
   std::string path;         // the shared library (external)
   std::string symbol;       // entry point(s)

@@ -102,7 +102,7 @@ class CAbiImplementation final : public Implementation {
 class CpuReference final : public Implementation {
  public:
   CpuReference() {
-    info_ = {"cpu-reference", "c++", kindex_version(), "", "kindex::reference::paged_decode / gqa_rope_backward",
+    info_ = {"cpu-reference", "cpp", kindex_version(), "", "kindex::reference::paged_decode / gqa_rope_backward",
              "kindex's multithreaded CPU reference (decode in fp64; L2/003 with the upstream bf16 rounding points)"};
   }
   const ImplementationInfo& info() const override { return info_; }
@@ -198,7 +198,7 @@ std::unique_ptr<Implementation> make_external(const std::string& spec) {
   auto version = reinterpret_cast<const char* (*)()>(sym("kindex_version"));
   ImplementationInfo info;
   info.name = spec;
-  info.language = "c-abi";
+  info.language = "c_abi";
   info.version = version ? version() : "";
   info.path = std::filesystem::absolute(path, ec).string();
   info.symbol = "kindex_paged_decode / kindex_gqa_rope_backward";

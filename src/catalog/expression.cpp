@@ -17,7 +17,7 @@ namespace kindex::catalog {
 namespace {
 
 constexpr size_t kMaxExpressionLength = 4096;
-constexpr int kMaxDepth = 64;
+constexpr int kMaxDepth = 400;  // parser recursion levels: about 100 nested parentheses
 
 enum class Op {
   number, name, call, index, attribute, neg, pos, not_, add, sub, mul, div, floordiv, mod, and_, or_, compare
@@ -54,7 +54,7 @@ class Parser {
   }
 
   Node parse() {
-    Node n = parse_or(0);
+    Node n = parse_or();
     if (peek().kind != Token::end) fail("unexpected '" + peek().text + "'", peek().pos);
     return n;
   }
@@ -117,9 +117,14 @@ class Parser {
   void expect(const std::string& s) {
     if (!accept(s)) fail("expected '" + s + "' but found '" + peek().text + "'", peek().pos);
   }
-  void check_depth(int depth) const {
-    if (depth > kMaxDepth) fail("expression nested too deeply", peek().pos);
-  }
+  // Bounds the recursion so hostile input cannot overflow the stack.
+  struct DepthGuard {
+    Parser& p;
+    explicit DepthGuard(Parser& parser) : p(parser) {
+      if (++p.depth_ > kMaxDepth) p.fail("expression nested too deeply", p.peek().pos);
+    }
+    ~DepthGuard() { --p.depth_; }
+  };
 
   static Node make(Op op, std::vector<Node> args = {}) {
     auto n = std::make_shared<ExprNode>();
@@ -128,24 +133,24 @@ class Parser {
     return n;
   }
 
-  Node parse_or(int depth) {
-    check_depth(depth);
-    Node lhs = parse_and(depth + 1);
-    while (accept("or")) lhs = make(Op::or_, {lhs, parse_and(depth + 1)});
+  Node parse_or() {
+    DepthGuard guard(*this);
+    Node lhs = parse_and();
+    while (accept("or")) lhs = make(Op::or_, {lhs, parse_and()});
     return lhs;
   }
-  Node parse_and(int depth) {
-    Node lhs = parse_not(depth + 1);
-    while (accept("and")) lhs = make(Op::and_, {lhs, parse_not(depth + 1)});
+  Node parse_and() {
+    Node lhs = parse_not();
+    while (accept("and")) lhs = make(Op::and_, {lhs, parse_not()});
     return lhs;
   }
-  Node parse_not(int depth) {
-    check_depth(depth);
-    if (accept("not")) return make(Op::not_, {parse_not(depth + 1)});
-    return parse_compare(depth + 1);
+  Node parse_not() {
+    DepthGuard guard(*this);
+    if (accept("not")) return make(Op::not_, {parse_not()});
+    return parse_compare();
   }
-  Node parse_compare(int depth) {
-    Node first = parse_arith(depth + 1);
+  Node parse_compare() {
+    Node first = parse_arith();
     auto n = std::make_shared<ExprNode>();
     n->op = Op::compare;
     n->args.push_back(first);
@@ -154,40 +159,40 @@ class Parser {
       if (peek().kind != Token::op || (t != "==" && t != "!=" && t != "<" && t != "<=" && t != ">" && t != ">=")) break;
       n->cmp_ops.push_back(t);
       ++pos_;
-      n->args.push_back(parse_arith(depth + 1));
+      n->args.push_back(parse_arith());
     }
     if (n->cmp_ops.empty()) return first;
     return n;
   }
-  Node parse_arith(int depth) {
-    Node lhs = parse_term(depth + 1);
+  Node parse_arith() {
+    Node lhs = parse_term();
     for (;;) {
-      if (accept("+")) lhs = make(Op::add, {lhs, parse_term(depth + 1)});
-      else if (accept("-")) lhs = make(Op::sub, {lhs, parse_term(depth + 1)});
+      if (accept("+")) lhs = make(Op::add, {lhs, parse_term()});
+      else if (accept("-")) lhs = make(Op::sub, {lhs, parse_term()});
       else return lhs;
     }
   }
-  Node parse_term(int depth) {
-    Node lhs = parse_unary(depth + 1);
+  Node parse_term() {
+    Node lhs = parse_unary();
     for (;;) {
-      if (accept("*")) lhs = make(Op::mul, {lhs, parse_unary(depth + 1)});
-      else if (accept("//")) lhs = make(Op::floordiv, {lhs, parse_unary(depth + 1)});
-      else if (accept("/")) lhs = make(Op::div, {lhs, parse_unary(depth + 1)});
-      else if (accept("%")) lhs = make(Op::mod, {lhs, parse_unary(depth + 1)});
+      if (accept("*")) lhs = make(Op::mul, {lhs, parse_unary()});
+      else if (accept("//")) lhs = make(Op::floordiv, {lhs, parse_unary()});
+      else if (accept("/")) lhs = make(Op::div, {lhs, parse_unary()});
+      else if (accept("%")) lhs = make(Op::mod, {lhs, parse_unary()});
       else return lhs;
     }
   }
-  Node parse_unary(int depth) {
-    check_depth(depth);
-    if (accept("-")) return make(Op::neg, {parse_unary(depth + 1)});
-    if (accept("+")) return make(Op::pos, {parse_unary(depth + 1)});
-    return parse_postfix(depth + 1);
+  Node parse_unary() {
+    DepthGuard guard(*this);
+    if (accept("-")) return make(Op::neg, {parse_unary()});
+    if (accept("+")) return make(Op::pos, {parse_unary()});
+    return parse_postfix();
   }
-  Node parse_postfix(int depth) {
-    Node n = parse_primary(depth + 1);
+  Node parse_postfix() {
+    Node n = parse_primary();
     for (;;) {
       if (accept("[")) {
-        Node idx = parse_or(depth + 1);
+        Node idx = parse_or();
         expect("]");
         n = make(Op::index, {n, idx});
       } else if (accept(".")) {
@@ -210,8 +215,8 @@ class Parser {
       }
     }
   }
-  Node parse_primary(int depth) {
-    check_depth(depth);
+  Node parse_primary() {
+    DepthGuard guard(*this);
     const Token t = peek();
     if (t.kind == Token::number) {
       ++pos_;
@@ -245,7 +250,7 @@ class Parser {
         n->op = Op::call;
         n->name = t.text;
         if (!accept(")")) {
-          do n->args.push_back(parse_or(depth + 1));
+          do n->args.push_back(parse_or());
           while (accept(","));
           expect(")");
         }
@@ -262,7 +267,7 @@ class Parser {
       return n;
     }
     if (accept("(")) {
-      Node n = parse_or(depth + 1);
+      Node n = parse_or();
       expect(")");
       return n;
     }
@@ -275,6 +280,7 @@ class Parser {
   std::set<std::string>& names_;
   std::vector<Token> tokens_;
   size_t pos_ = 0;
+  int depth_ = 0;
 };
 
 // A value during evaluation: a Python int or float, a (partly indexed) tensor, or a shape tuple.

@@ -150,16 +150,16 @@ PageTable generate_page_table(int64_t batch_size, int64_t num_pages, int64_t num
     recent[b] = std::min<int64_t>(lengths[b] - 1, steps);
     scattered_needed += lengths[b] - 1 - recent[b];
   }
-  // Ids outside the region and the prefix, mapped from a compressed range [0, available).
-  const int64_t available = num_pages - region - 1;
-  std::vector<std::pair<int64_t, int64_t>> excluded = {{prefix, 1}};  // (start, length), disjoint
-  if (region > 0) excluded.emplace_back(base, region);
+  // The scattered ids avoid the prefix and the decode-step ids in use: draw from the compressed range
+  // [0, available) and map past the excluded ids (sorted; x = j + #{i : excluded[i] - i <= j}).
+  std::vector<int64_t> excluded = {prefix};
+  for (size_t b = 0; b < B; ++b)
+    for (int64_t step = steps - recent[b]; step < steps; ++step) excluded.push_back(base + step * batch_size + int64_t(b));
   std::sort(excluded.begin(), excluded.end());
-  auto expand = [&](int64_t j) {
-    for (auto [start, length] : excluded)
-      if (j >= start) j += length;
-    return j;
-  };
+  std::vector<int64_t> shifted(excluded.size());
+  for (size_t i = 0; i < excluded.size(); ++i) shifted[i] = excluded[i] - int64_t(i);
+  auto expand = [&](int64_t j) { return j + (std::upper_bound(shifted.begin(), shifted.end(), j) - shifted.begin()); };
+  const int64_t available = num_pages - int64_t(excluded.size());
   std::vector<int64_t> scattered = sample_distinct(available, std::min(scattered_needed, available), id_draws);
   for (int64_t& id : scattered) id = expand(id);
   while (int64_t(scattered.size()) < scattered_needed) scattered.push_back(id_draws.below(num_pages));

@@ -6,6 +6,9 @@
 namespace kindex::cli {
 
 void add_all_commands(CLI::App& app, Registry& registry) {
+  add_digest_command(app, registry);
+  add_validate_command(app, registry);
+  add_verify_export_command(app, registry);
   (void)app;
   (void)registry;
 }

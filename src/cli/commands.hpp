@@ -12,6 +12,9 @@ struct Registry {
 
 // One function per subcommand file; add_all_commands (commands.cpp) calls each.
 void add_all_commands(CLI::App& app, Registry& registry);
+void add_digest_command(CLI::App& app, Registry& registry);         // cmd_digest.cpp
+void add_validate_command(CLI::App& app, Registry& registry);       // cmd_validate.cpp
+void add_verify_export_command(CLI::App& app, Registry& registry);  // cmd_verify_export.cpp
 // `kindex` with no subcommand: the main job (bench the bundled problems; CPU path without a GPU).
 int run_default();
 

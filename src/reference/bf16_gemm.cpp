@@ -3,8 +3,9 @@
 #include <cblas.h>
 
 #include <algorithm>
+#include <atomic>
 #include <mutex>
-#include <cstdlib>
+#include <vector>
 
 #include "core/half.hpp"
 #include "core/parallel.hpp"
@@ -20,6 +21,25 @@ void keep_openblas_single_threaded() {
   std::call_once(once, [] { openblas_set_num_threads(1); });
 }
 
+std::atomic<bool> exact_accumulation{false};
+
+// C = A * B with fp64 sums in index order, row by row (axpy form, so the inner loop runs over contiguous columns).
+void gemm_tile_fp64(int64_t rows, int64_t cols, int64_t k, const float* a, int64_t lda, bool a_t, const float* b,
+                    int64_t ldb, bool b_t, float* c, int64_t ldc) {
+  std::vector<double> b_rows(k * cols), acc(cols);
+  for (int64_t x = 0; x < k; ++x)
+    for (int64_t j = 0; j < cols; ++j) b_rows[x * cols + j] = b_t ? b[j * ldb + x] : b[x * ldb + j];
+  for (int64_t i = 0; i < rows; ++i) {
+    std::fill(acc.begin(), acc.end(), 0.0);
+    for (int64_t x = 0; x < k; ++x) {
+      const double ax = a_t ? a[x * lda + i] : a[i * lda + x];
+      const double* br = &b_rows[x * cols];
+      for (int64_t j = 0; j < cols; ++j) acc[j] += ax * br[j];
+    }
+    for (int64_t j = 0; j < cols; ++j) c[i * ldc + j] = float(acc[j]);
+  }
+}
+
 void gemm_tile(int64_t m0, int64_t m1, int64_t n0, int64_t n1, int64_t k, const MatrixRef& a, const MatrixRef& b,
                float* c, int64_t ldc) {
   const float* a_tile = a.transposed ? a.data + m0 : a.data + m0 * a.ld;
@@ -30,15 +50,11 @@ void gemm_tile(int64_t m0, int64_t m1, int64_t n0, int64_t n1, int64_t k, const 
     for (int64_t i = 0; i < rows; ++i) std::fill_n(c_tile + i * ldc, cols, 0.0f);
     return;
   }
-  if (getenv("EXP_DOUBLE")) {
-    for (int64_t i = 0; i < rows; ++i) for (int64_t j = 0; j < cols; ++j) {
-      double acc = 0;
-      for (int64_t x = 0; x < k; ++x) acc += double(a.transposed ? a_tile[x * a.ld + i] : a_tile[i * a.ld + x]) * double(b.transposed ? b_tile[j * b.ld + x] : b_tile[x * b.ld + j]);
-      c_tile[i * ldc + j] = float(acc);
-    }
-  } else
-  cblas_sgemm(CblasRowMajor, a.transposed ? CblasTrans : CblasNoTrans, b.transposed ? CblasTrans : CblasNoTrans,
-              int(rows), int(cols), int(k), 1.0f, a_tile, int(a.ld), b_tile, int(b.ld), 0.0f, c_tile, int(ldc));
+  if (exact_accumulation.load(std::memory_order_relaxed))
+    gemm_tile_fp64(rows, cols, k, a_tile, a.ld, a.transposed, b_tile, b.ld, b.transposed, c_tile, ldc);
+  else
+    cblas_sgemm(CblasRowMajor, a.transposed ? CblasTrans : CblasNoTrans, b.transposed ? CblasTrans : CblasNoTrans,
+                int(rows), int(cols), int(k), 1.0f, a_tile, int(a.ld), b_tile, int(b.ld), 0.0f, c_tile, int(ldc));
   for (int64_t i = 0; i < rows; ++i) {
     float* row = c_tile + i * ldc;
     for (int64_t j = 0; j < cols; ++j) row[j] = round_bf16(row[j]);
@@ -70,6 +86,8 @@ void gemm_round_bf16(int64_t m, int64_t n, int64_t k, MatrixRef a, MatrixRef b, 
     }
   });
 }
+
+void set_exact_accumulation_for_tests(bool on) { exact_accumulation = on; }
 
 void widen_bf16(const void* src, float* dst, int64_t n) {
   const auto* s = static_cast<const uint16_t*>(src);

@@ -18,6 +18,11 @@ struct MatrixRef {
 void gemm_round_bf16(int64_t m, int64_t n, int64_t k, MatrixRef a, MatrixRef b, float* c, int64_t ldc,
                      bool parallel);
 
+// Test hook, process-wide: accumulate in fp64 in index order (k = 0, 1, ...) instead of OpenBLAS's fp32, and
+// round that to bf16. A naive fp64 implementation with the same rounding points then agrees bit for bit, which
+// pins the rounding points down independently of OpenBLAS's summation order. Much slower; never on in the product.
+void set_exact_accumulation_for_tests(bool on);
+
 // Widens n bf16 values to fp32 (exact), in parallel.
 void widen_bf16(const void* src, float* dst, int64_t n);
 

@@ -334,7 +334,7 @@ json operation_from_definition(const json& def, const std::string& where) {
   std::string name = def.value("name", "");
   if (name.empty()) throw Error(where, "name", "", "a definition needs a name");
   json axes = json::object();
-  for (const auto& [axis, a] : def.value("axes", json::object()).items()) {
+  for (const auto& [axis, a] : member_or_empty(def, "axes").items()) {
     std::string type = a.value("type", "");
     if (type == "const") {
       axes[axis] = {{"role", "constant"}, {"type", "integer"}, {"value", a.at("value")}};
@@ -348,7 +348,7 @@ json operation_from_definition(const json& def, const std::string& where) {
   }
   auto tensors = [&](const char* key) {
     json out = json::array();
-    for (const auto& [tname, t] : def.value(key, json::object()).items()) {
+    for (const auto& [tname, t] : member_or_empty(def, key).items()) {
       std::string dtype = map_dtype(t.value("dtype", ""));
       if (t.contains("shape") && t["shape"].is_array()) {
         out.push_back({{"name", tname}, {"tensor", {{"dtype", dtype}, {"shape", t["shape"]}}}});
@@ -460,7 +460,7 @@ ImportReport import_traces(Store& store, const std::string& path, const ImportOp
     const json& w = t.at("workload");
     std::map<std::string, int64_t> axes;
     json var_axes = json::object();
-    for (const auto& [k, v] : w.value("axes", json::object()).items()) {
+    for (const auto& [k, v] : member_or_empty(w, "axes").items()) {
       if (!v.is_number_integer()) throw Error(where, "workload.axes." + k, v.dump(), "expected an integer");
       axes[k] = v.get<int64_t>();
       var_axes[k] = v;

@@ -19,6 +19,15 @@ bool insert_row(Db& db, const std::string& table, const nlohmann::json& row, con
 // The columns (export keys, camelCase) of a table, in order.
 const std::vector<std::string>& table_keys(const std::string& table);
 
+// The member `key` of an object, or a shared empty object: safe to iterate with .items() (iterating the
+// temporary that json::value() returns would dangle).
+inline const nlohmann::json& member_or_empty(const nlohmann::json& j, const std::string& key) {
+  static const nlohmann::json empty = nlohmann::json::object();
+  if (!j.is_object()) return empty;
+  auto it = j.find(key);
+  return it == j.end() || it->is_null() ? empty : *it;
+}
+
 // "runDigest" -> "run_digest".
 std::string snake_case(const std::string& camel);
 

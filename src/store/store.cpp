@@ -211,7 +211,7 @@ RecordResult Store::record_run(const OwnRun& in) {
   if (!op_name.empty()) insert_row(db, "operation_aliases", {{"operationId", op_id}, {"alias", op_name}}, "record_run");
 
   json dtypes = json::array();
-  for (const auto& [name, t] : wl.spec().value("tensors", json::object()).items()) {
+  for (const auto& [name, t] : member_or_empty(wl.spec(), "tensors").items()) {
     if (std::find(dtypes.begin(), dtypes.end(), t.value("dtype", "")) == dtypes.end()) dtypes.push_back(t.value("dtype", ""));
   }
   std::string wl_id = find_or_insert(

@@ -1,0 +1,266 @@
+// Benchmark of kindex_gqa_rope_backward (SOL-ExecBench L2/003) on all 16 workloads, SOL-style: cold L2 (a 2x L2
+// buffer zeroed before every iteration), inputs alternating between two copies at different addresses, 10 warm-up
+// and 50 timed iterations, median of CUDA-event spans. Also times the GEMMs alone and the attention kernels alone
+// (the share of each), and reports T_SOL (datasheet H200: 989.4 TFLOP/s, 4.8 TB/s), T_b (H200 torch.compile,
+// protocols.md section 4) and the SOL score S = 1 / (1 + (T_k - T_SOL) / (T_b - T_SOL)).
+//   bench_backward [--out FILE.json] [--iters N] [--warmup N] [--cases 1x128,4x1024]
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <ctime>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "kernels/layer_backward/backward.hpp"
+#include "kindex/kindex.h"
+
+namespace {
+
+namespace kb = kindex::kernels::backward;
+
+struct Workload {
+  int b, s;
+  double t_b_ms;        // H200 torch.compile baseline (protocols.md section 4)
+  double b200_sol_ms;   // published B200 SOL bound (published-b200.json), for context
+  double b200_base_ms;  // published B200 scoring baseline
+};
+constexpr Workload kWorkloads[] = {
+    {1, 691, 0.845, 0.089, 0.675327},    {2, 449, 0.628, 0.1117, 0.547536},  {2, 128, 0.422, 0.0306, 0.323616},
+    {16, 256, 1.679, 0.4936, 1.27304},   {1, 1024, 0.611, 0.1379, 0.470896}, {1, 131, 0.379, 0.0212, 0.297808},
+    {1, 2048, 1.358, 0.3134, 1.0624},    {1, 293, 0.396, 0.0359, 0.364961},  {16, 128, 0.876, 0.2423, 0.675264},
+    {4, 1024, 2.155, 0.5505, 1.5683035}, {8, 384, 1.369, 0.3774, 1.020096},  {1, 128, 0.394, 0.0211, 0.29152},
+    {1, 512, 0.396, 0.0644, 0.385312},   {1, 256, 0.389, 0.0312, 0.3041765}, {2, 1024, 1.110, 0.2755, 0.8454245},
+    {4, 512, 0.967, 0.2565, 0.718352}};
+constexpr double kPeakFlops = 989.4e12, kPeakBytes = 4.8e12;
+
+#define CHECK(expr)                                                                                    \
+  do {                                                                                                 \
+    cudaError_t e_ = (expr);                                                                           \
+    if (e_ != cudaSuccess) {                                                                           \
+      std::fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #expr, cudaGetErrorString(e_));       \
+      std::exit(2);                                                                                    \
+    }                                                                                                  \
+  } while (0)
+
+// Deterministic pseudo-random bf16 fill on the device: uniform in [lo, hi) from a hash of the index. Timing only
+// needs realistic, non-zero, finite values (never zeros: they can run faster).
+__global__ void fill_kernel(uint16_t* out, size_t n, uint32_t seed, float lo, float hi) {
+  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x) {
+    uint32_t x = uint32_t(i) * 0x9E3779B1u ^ seed ^ uint32_t(i >> 32) * 0x85EBCA77u;
+    x ^= x >> 16;
+    x *= 0x7feb352du;
+    x ^= x >> 15;
+    x *= 0x846ca68bu;
+    x ^= x >> 16;
+    const float v = lo + (hi - lo) * float(x >> 8) * (1.0f / 16777216.0f);
+    out[i] = uint16_t(__float_as_uint(v) >> 16);
+  }
+}
+
+struct Inputs {
+  std::vector<void*> ptrs;  // in kindex_gqa_rope_backward_params order
+};
+
+const char* const kInputNames[] = {"grad_output", "hidden_states", "cos", "sin", "q_weight", "k_weight", "v_weight",
+                                   "o_weight", "query_states", "key_states", "value_states", "attn_weights",
+                                   "attn_output"};
+
+std::vector<size_t> input_elems(int64_t b, int64_t s) {
+  return {size_t(b * s * 5120), size_t(b * s * 5120), size_t(b * s * 128), size_t(b * s * 128), 4096u * 5120u,
+          1024u * 5120u,        1024u * 5120u,        5120u * 4096u,       size_t(b * 32 * s * 128),
+          size_t(b * 32 * s * 128), size_t(b * 32 * s * 128), size_t(b * 32 * s * s), size_t(b * s * 4096)};
+}
+std::vector<size_t> output_elems(int64_t b, int64_t s) {
+  return {size_t(b * s * 5120), 4096u * 5120u, 1024u * 5120u, 1024u * 5120u, 5120u * 4096u};
+}
+
+Inputs make_inputs(int64_t b, int64_t s, uint32_t seed) {
+  Inputs in;
+  const auto elems = input_elems(b, s);
+  for (size_t i = 0; i < elems.size(); ++i) {
+    void* p = nullptr;
+    CHECK(cudaMalloc(&p, elems[i] * 2));
+    const std::string name = kInputNames[i];
+    float lo = -2.f, hi = 2.f;
+    if (name.find("weight") != std::string::npos) lo = -0.03f, hi = 0.03f;
+    if (name == "attn_weights") lo = 0.f, hi = 2.f / float(s);  // softmax-like rows
+    if (name == "cos" || name == "sin") lo = -1.f, hi = 1.f;
+    fill_kernel<<<1024, 256>>>(static_cast<uint16_t*>(p), elems[i], seed * 977u + uint32_t(i), lo, hi);
+    CHECK(cudaGetLastError());
+    in.ptrs.push_back(p);
+  }
+  return in;
+}
+
+double percentile(std::vector<double> v, double q) {
+  std::sort(v.begin(), v.end());
+  const double pos = q * double(v.size() - 1);
+  const size_t lo = size_t(pos);
+  const size_t hi = std::min(lo + 1, v.size() - 1);
+  return v[lo] + (v[hi] - v[lo]) * (pos - double(lo));
+}
+
+struct Timing {
+  double median_ms, min_ms, p05_ms, p95_ms;
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string out_path = "bench_backward.json", cases;
+  int iters = 50, warmup = 10;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    const std::string a = argv[i];
+    if (a == "--out") out_path = argv[i + 1];
+    else if (a == "--iters") iters = std::atoi(argv[i + 1]);
+    else if (a == "--warmup") warmup = std::atoi(argv[i + 1]);
+    else if (a == "--cases") cases = argv[i + 1];
+    else {
+      std::fprintf(stderr, "unknown option %s\n", a.c_str());
+      return 2;
+    }
+  }
+  cudaDeviceProp prop{};
+  CHECK(cudaGetDeviceProperties(&prop, 0));
+  int driver = 0, runtime = 0;
+  cudaDriverGetVersion(&driver);
+  cudaRuntimeGetVersion(&runtime);
+  cudaStream_t stream;
+  CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  const size_t flush_bytes = size_t(prop.l2CacheSize) * 2;
+  void* flush = nullptr;
+  CHECK(cudaMalloc(&flush, flush_bytes));
+  cudaEvent_t start, stop;
+  CHECK(cudaEventCreate(&start));
+  CHECK(cudaEventCreate(&stop));
+
+  nlohmann::json results = nlohmann::json::array();
+  double log_sum_latency = 0, score_sum = 0;
+  int count = 0, faster = 0;
+  std::printf("%-9s %9s %9s %9s %9s %8s %7s %7s %6s\n", "B x S", "T_k ms", "gemm ms", "attn ms", "T_SOL ms", "T_b ms",
+              "TFLOP/s", "x T_b", "S");
+  for (const Workload& w : kWorkloads) {
+    const std::string tag = std::to_string(w.b) + "x" + std::to_string(w.s);
+    if (!cases.empty() && ("," + cases + ",").find("," + tag + ",") == std::string::npos) continue;
+    const int64_t B = w.b, S = w.s, N = B * S;
+    // Two input copies at different addresses, alternated per iteration.
+    Inputs sets[2] = {make_inputs(B, S, 1), make_inputs(B, S, 1)};
+    std::vector<void*> outs;
+    for (size_t e : output_elems(B, S)) {
+      void* p = nullptr;
+      CHECK(cudaMalloc(&p, e * 2));
+      outs.push_back(p);
+    }
+    auto params_for = [&](const Inputs& in) {
+      const auto& p = in.ptrs;
+      return kindex_gqa_rope_backward_params{int32_t(B), int32_t(S), p[0], p[1], p[2], p[3], p[4], p[5], p[6],
+                                             p[7],       p[8],       p[9], p[10], p[11], p[12], 0.08838834764831845f,
+                                             outs[0],    outs[1],    outs[2], outs[3], outs[4]};
+    };
+    size_t ws_bytes = 0;
+    auto p0 = params_for(sets[0]);
+    if (kindex_gqa_rope_backward_workspace_size(&p0, &ws_bytes) != KINDEX_STATUS_OK) {
+      std::fprintf(stderr, "%s\n", kindex_last_error());
+      return 1;
+    }
+    void* ws = nullptr;
+    CHECK(cudaMalloc(&ws, ws_bytes));
+    CHECK(cudaDeviceSynchronize());
+
+    auto time_parts = [&](kb::Parts parts) {
+      std::vector<double> ms;
+      for (int it = 0; it < warmup + iters; ++it) {
+        const auto p = params_for(sets[it & 1]);
+        CHECK(cudaMemsetAsync(flush, 0, flush_bytes, stream));
+        CHECK(cudaEventRecord(start, stream));
+        std::string message;
+        if (kb::run(p, ws, ws_bytes, stream, parts, message) != KINDEX_STATUS_OK) {
+          std::fprintf(stderr, "%s\n", message.c_str());
+          std::exit(1);
+        }
+        CHECK(cudaEventRecord(stop, stream));
+        CHECK(cudaEventSynchronize(stop));
+        float e = 0;
+        CHECK(cudaEventElapsedTime(&e, start, stop));
+        if (it >= warmup) ms.push_back(e);
+      }
+      return Timing{percentile(ms, 0.5), *std::min_element(ms.begin(), ms.end()), percentile(ms, 0.05),
+                    percentile(ms, 0.95)};
+    };
+    // The public entry point once (validation included), then the timed variants.
+    if (kindex_gqa_rope_backward(&p0, ws, ws_bytes, stream) != KINDEX_STATUS_OK) {
+      std::fprintf(stderr, "%s\n", kindex_last_error());
+      return 1;
+    }
+    CHECK(cudaStreamSynchronize(stream));
+    const Timing all = time_parts(kb::Parts::all);
+    const Timing gemms = time_parts(kb::Parts::gemms);
+    const Timing attention = time_parts(kb::Parts::attention);
+
+    const double macs = 104857600.0 * double(N) + 16384.0 * double(B) * double(S) * double(S);
+    double bytes = 0;
+    for (size_t e : input_elems(B, S)) bytes += 2.0 * double(e);
+    for (size_t e : output_elems(B, S)) bytes += 2.0 * double(e);
+    const double t_sol = std::max(2 * macs / kPeakFlops, bytes / kPeakBytes) * 1e3;
+    const double t_k = all.median_ms;
+    const double score = 1.0 / (1.0 + (t_k - t_sol) / (w.t_b_ms - t_sol));
+    const double tflops = 2 * macs / (t_k * 1e-3) / 1e12;
+    log_sum_latency += std::log(t_k);
+    score_sum += score;
+    faster += t_k < w.t_b_ms;
+    ++count;
+    std::printf("%-9s %9.4f %9.4f %9.4f %9.4f %8.3f %7.1f %7.2f %6.3f\n", tag.c_str(), t_k, gemms.median_ms,
+                attention.median_ms, t_sol, w.t_b_ms, tflops, w.t_b_ms / t_k, score);
+    results.push_back({{"batch_size", B}, {"seq_len", S}, {"macs", macs}, {"compulsory_bytes", bytes},
+                       {"latency_ms", {{"median", t_k}, {"min", all.min_ms}, {"p05", all.p05_ms}, {"p95", all.p95_ms}}},
+                       {"gemms_only_ms", gemms.median_ms}, {"attention_only_ms", attention.median_ms},
+                       {"gemm_share", gemms.median_ms / (gemms.median_ms + attention.median_ms)},
+                       {"achieved_tflops", tflops}, {"t_sol_ms", t_sol}, {"t_b_ms", w.t_b_ms},
+                       {"speedup_vs_t_b", w.t_b_ms / t_k}, {"sol_score", score},
+                       {"b200_published", {{"sol_ms", w.b200_sol_ms}, {"baseline_ms", w.b200_base_ms}}}});
+    for (auto& set : sets)
+      for (void* p : set.ptrs) cudaFree(p);
+    for (void* p : outs) cudaFree(p);
+    cudaFree(ws);
+  }
+  if (count == 0) {
+    std::fprintf(stderr, "no workload selected\n");
+    return 2;
+  }
+  const double geomean = std::exp(log_sum_latency / count);
+  std::printf("geomean latency %.4f ms, mean SOL score %.3f, fast_1 %d/%d\n", geomean, score_sum / count, faster,
+              count);
+  char date[32];
+  const std::time_t now = std::time(nullptr);
+  std::strftime(date, sizeof date, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&now));
+  std::string cmd;
+  for (int i = 0; i < argc; ++i) cmd += (i ? " " : "") + std::string(argv[i]);
+  const nlohmann::json doc = {
+      {"problem", "sol-execbench L2/003_grouped_query_attention_with_rope_backward"},
+      {"implementation", "kindex layer_backward (cuBLASLt GEMMs + mma.sync attention kernels)"},
+      {"command", cmd},
+      {"date", date},
+      {"device", {{"name", prop.name}, {"sm_count", prop.multiProcessorCount}, {"l2_bytes", prop.l2CacheSize},
+                  {"cc", std::to_string(prop.major) + "." + std::to_string(prop.minor)},
+                  {"driver", driver}, {"runtime", runtime}}},
+      {"protocol", {{"timer", "cuda_events (start/stop around the call on the caller stream)"},
+                    {"cold_l2", "cudaMemsetAsync of 2 x L2 bytes before every iteration"},
+                    {"inputs", "two copies at different addresses, alternated per iteration"},
+                    {"warmup", warmup}, {"iterations", iters}, {"statistic", "median"}}},
+      {"floors", {{"peak_flops", kPeakFlops}, {"peak_bytes_per_s", kPeakBytes}}},
+      {"t_b_source", "protocols.md section 4: H200 torch.compile, cold L2, median of 50 (not re-measured here)"},
+      {"b200_context", "published-b200.json: NVIDIA SOL-ExecBench leaderboard per-workload SOL bound and baseline"},
+      {"workloads", results},
+      {"summary", {{"geomean_latency_ms", geomean}, {"mean_sol_score", score_sum / count}, {"fast_1", faster},
+                   {"count", count}}}};
+  std::ofstream(out_path) << doc.dump(1) << "\n";
+  std::printf("wrote %s\n", out_path.c_str());
+  return 0;
+}

@@ -1,1 +1,0 @@
-// placeholder: replaced by the bench component's first real source file

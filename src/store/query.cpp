@@ -1,0 +1,715 @@
+#include "store/query.hpp"
+
+#include <zstd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+#include <set>
+
+#include "core/error.hpp"
+#include "evidence/manifest.hpp"
+#include "store/rows.hpp"
+
+namespace kindex::store {
+
+using nlohmann::json;
+
+namespace {
+
+const char* kRunColumns =
+    "r.id, r.run_digest, r.implementation_id, r.workload_id, r.status, r.observed_at, r.hardware_model, "
+    "r.hardware_architecture, r.protocol_key, r.environment_key, r.correctness_key, r.comparison_key, "
+    "r.primary_value, r.primary_statistic, r.uncertainty_low, r.uncertainty_high, r.reproduced_by_kernelindex, "
+    "r.independent_replication_count, r.source_available, r.installable, r.source_native, r.environment_summary, "
+    "r.origin, r.real_gpu, r.kindex_floor_ns, r.retracted_at, r.has_raw_evidence, i.slug, i.title, p.name, s.name, "
+    "r.license_expression, i.source_revision, r.sample_count, r.supersedes_id ";
+const char* kRunJoins =
+    "FROM benchmark_runs r JOIN implementations i ON i.id = r.implementation_id "
+    "LEFT JOIN projects p ON p.id = i.project_id LEFT JOIN sources s ON s.id = r.source_id ";
+
+json opt(const Row& r, size_t i) { return r.is_null(i) ? json() : json(r.real(i)); }
+json opt_text(const Row& r, size_t i) { return r.is_null(i) ? json() : json(r.text(i)); }
+
+json run_summary(const Row& r) {
+  EvidenceLevel level = evidence_level({r.integer(16) != 0, r.integer(17), r.integer(18) != 0, r.integer(19) != 0});
+  return {{"id", r.text(0)},
+          {"shortId", r.text(0).substr(0, 8)},
+          {"runDigest", r.text(1)},
+          {"implementationId", r.text(2)},
+          {"workloadId", r.text(3)},
+          {"status", r.text(4)},
+          {"observedAt", r.text(5)},
+          {"gpu", r.text(6)},
+          {"architecture", r.text(7)},
+          {"protocolKey", r.text(8)},
+          {"environmentKey", r.text(9)},
+          {"correctnessKey", r.text(10)},
+          {"comparisonKey", r.text(11)},
+          {"latencyNs", opt(r, 12)},
+          {"statistic", opt_text(r, 13)},
+          {"intervalNs", r.is_null(14) ? json() : json::array({r.real(14), r.real(15)})},
+          {"evidence", to_string(level)},
+          {"sourceNative", r.integer(20) != 0},
+          {"environmentSummary", opt_text(r, 21)},
+          {"origin", r.text(22)},
+          {"realGpu", r.integer(23) != 0},
+          {"kindexFloorNs", opt(r, 24)},
+          {"retractedAt", opt_text(r, 25)},
+          {"hasRawEvidence", r.integer(26) != 0},
+          {"implementationSlug", r.text(27)},
+          {"implementation", r.is_null(28) ? r.text(27) : r.text(28)},
+          {"project", opt_text(r, 29)},
+          {"source", opt_text(r, 30)},
+          {"license", opt_text(r, 31)},
+          {"revision", opt_text(r, 32)},
+          {"sampleCount", r.is_null(33) ? json() : json(r.integer(33))},
+          {"supersedesId", opt_text(r, 34)}};
+}
+
+struct OperationRow {
+  std::string id, slug, family, name, digest;
+  json manifest, tags;
+};
+
+OperationRow find_operation(Store& store, const std::string& key) {
+  auto rows = store.db().query(
+      "SELECT o.id, o.slug, o.family, o.name, o.semantic_digest, o.manifest, o.tags FROM operations o "
+      "WHERE o.slug = ? OR o.name = ? OR o.id = ? OR EXISTS "
+      "(SELECT 1 FROM operation_aliases a WHERE a.operation_id = o.id AND a.alias = ?) ORDER BY o.created_at LIMIT 1",
+      {key, key, key, key});
+  if (rows.empty()) throw Error("index", "operation", key, "no such operation (try `kindex search`)");
+  const Row& r = rows[0];
+  return {r.text(0), r.text(1), r.text(2), r.text(3), r.text(4), json::parse(r.text(5)),
+          r.is_null(6) ? json::array() : json::parse(r.text(6))};
+}
+
+bool id_like(const std::string& key) {
+  if (key.size() < 8) return false;
+  return std::all_of(key.begin(), key.end(), [](char c) { return std::isxdigit(static_cast<unsigned char>(c)) || c == '-'; });
+}
+
+// Finds one row id of `table` by full id, digest column or a unique id prefix.
+std::string find_id(Store& store, const std::string& table, const std::string& digest_column, const std::string& key,
+                    const std::string& what) {
+  auto rows = store.db().query("SELECT id FROM " + table + " WHERE id = ? OR " + digest_column + " = ?", {key, key});
+  if (rows.empty() && id_like(key)) {
+    rows = store.db().query("SELECT id FROM " + table + " WHERE id LIKE ? LIMIT 2", {key + "%"});
+  }
+  if (rows.empty()) throw Error("index", what, key, "no such " + what);
+  if (rows.size() > 1) throw Error("index", what, key, "ambiguous prefix: give more characters");
+  return rows[0].text(0);
+}
+
+std::string format_number(const json& v) {
+  if (v.is_number_integer()) return std::to_string(v.get<int64_t>());
+  return v.dump();
+}
+
+// Axis values of a WorkloadCase, including the operation's constants (for resolving and near matches).
+std::map<std::string, int64_t> workload_axes(const json& op, const json& wl) {
+  std::map<std::string, int64_t> axes;
+  for (const auto& [k, a] : member_or_empty(op.at("spec"), "axes").items()) {
+    if (a.value("role", "") == "constant" && a.contains("value")) axes[k] = a["value"].get<int64_t>();
+  }
+  for (const auto& [k, v] : member_or_empty(wl.at("spec"), "axes").items()) {
+    if (v.is_number_integer()) axes[k] = v.get<int64_t>();
+  }
+  return axes;
+}
+
+std::set<std::string> workload_dtypes(const json& wl) {
+  std::set<std::string> out;
+  for (const auto& [k, t] : member_or_empty(wl.at("spec"), "tensors").items()) out.insert(t.value("dtype", ""));
+  return out;
+}
+
+json protocol_summary(Store& store, const std::string& key) {
+  auto rows = store.db().query("SELECT manifest FROM protocols WHERE digest = ?", {key});
+  if (rows.empty()) return json::object();
+  json m = json::parse(rows[0].text(0));
+  const json& s = m.at("spec");
+  return {{"harness", s.value("harness", json::object()).value("name", "")},
+          {"version", s.value("harness", json::object()).value("version", "")},
+          {"statistic", s.value("measurement", json::object()).value("primaryStatistic", "")},
+          {"timer", s.value("measurement", json::object()).value("timer", "")},
+          {"family", s.value("comparability", json::object()).value("family", "")}};
+}
+
+// One cohort, ranked, with its floor.
+json cohort_view(Store& store, const std::string& ck, const json& op, const json& wl) {
+  bool native = false;
+  auto members = store.cohort(ck, &native);
+  auto rows = store.db().query(std::string("SELECT ") + kRunColumns + kRunJoins + "WHERE r.comparison_key = ?", {ck});
+  std::map<std::string, json> by_id;
+  for (const auto& r : rows) by_id[r.text(0)] = run_summary(r);
+  json runs = json::array();
+  double first = members.empty() ? 0 : members.front().value;
+  std::string last_observed;
+  std::optional<double> kindex_floor;
+  for (const auto& m : members) {
+    json s = by_id[m.id];
+    s["rank"] = m.rank;
+    s["xOfFirst"] = first > 0 ? m.value / first : 1.0;
+    last_observed = std::max(last_observed, s.value("observedAt", std::string()));
+    if (s["kindexFloorNs"].is_number()) {
+      double f = s["kindexFloorNs"].get<double>();
+      kindex_floor = kindex_floor ? std::max(*kindex_floor, f) : f;
+    }
+    runs.push_back(std::move(s));
+  }
+  json failed = json::array();
+  for (const auto& [id, s] : by_id) {
+    if (std::none_of(members.begin(), members.end(), [&](const Ranked& m) { return m.id == id; })) failed.push_back(s);
+  }
+  std::string gpu = rows.empty() ? "" : rows[0].text(6);
+  json out = {{"comparisonKey", ck},
+              {"gpu", gpu},
+              {"sourceNative", native},
+              {"protocol", protocol_summary(store, rows.empty() ? "" : rows[0].text(8))},
+              {"environmentSummary", rows.empty() ? "" : rows[0].text(21)},
+              {"runs", runs},
+              {"unranked", failed},
+              {"lastObserved", last_observed}};
+  if (auto f = headroom_v1(op, wl, gpu)) {
+    out["floor"] = {{"ns", f->floor_ns},       {"memoryNs", f->memory_ns}, {"computeNs", f->compute_ns},
+                    {"bytes", f->bytes},       {"flops", f->flops},       {"bound", f->bound},
+                    {"gpu", f->gpu},           {"dramGBps", f->dram_gbps}, {"tflops", f->tflops},
+                    {"policy", "headroom-v1"}};
+    if (first > 0) out["recordAboveFloor"] = first / f->floor_ns;
+  }
+  if (kindex_floor) {
+    out["kindexFloorNs"] = *kindex_floor;
+    if (first > 0) out["recordAboveKindexFloor"] = first / *kindex_floor;
+  }
+  return out;
+}
+
+json workloads_of(Store& store, const OperationRow& op) {
+  auto rows = store.db().query(
+      "SELECT w.id, w.workload_digest, w.kind, w.manifest, "
+      "(SELECT COUNT(*) FROM benchmark_runs r WHERE r.workload_id = w.id) "
+      "FROM workloads w WHERE w.operation_id = ? ORDER BY w.created_at, w.id",
+      {op.id});
+  json out = json::array();
+  for (const auto& r : rows) {
+    json m = json::parse(r.text(3));
+    out.push_back({{"id", r.text(0)}, {"digest", r.text(1)}, {"kind", r.text(2)}, {"label", workload_label(m)},
+                   {"axes", m.at("spec").value("axes", json::object())}, {"runs", r.integer(4)}, {"manifest", m}});
+  }
+  return out;
+}
+
+json semantics_of(const json& op) {
+  const json& s = op.at("spec");
+  json inputs = json::array(), outputs = json::array(), axes = json::array();
+  auto describe = [](const json& t) {
+    if (t.contains("scalar")) return json{{"name", t["name"]}, {"dtype", t["scalar"].value("dtype", "")}, {"shape", "scalar"}};
+    std::string shape = "[";
+    for (const auto& d : t["tensor"]["shape"]) shape += (shape.size() > 1 ? ", " : "") + (d.is_string() ? d.get<std::string>() : d.dump());
+    return json{{"name", t["name"]}, {"dtype", t["tensor"].value("dtype", "")}, {"shape", shape + "]"}};
+  };
+  for (const auto& t : s.value("inputs", json::array())) inputs.push_back(describe(t));
+  for (const auto& t : s.value("outputs", json::array())) outputs.push_back(describe(t));
+  for (const auto& [k, a] : member_or_empty(s, "axes").items()) {
+    std::string role = a.value("role", "");
+    std::string text = role == "constant" ? "constant = " + format_number(a.value("value", json()))
+                       : role == "derived" ? "derived = " + a.value("expression", std::string())
+                                           : "variable";
+    axes.push_back({{"name", k}, {"role", role}, {"text", text}});
+  }
+  json sem = s.value("semantics", json::object());
+  return {{"inputs", inputs}, {"outputs", outputs}, {"axes", axes},
+          {"determinism", sem.value("determinism", "unspecified")}, {"mutation", sem.value("mutation", "none")}};
+}
+
+}  // namespace
+
+std::string workload_label(const json& m) {
+  const json& spec = m.at("spec");
+  if (m.value("kind", "") == "WorkloadSuite") {
+    return "suite of " + std::to_string(spec.value("cases", json::array()).size()) + " cases";
+  }
+  std::string out;
+  for (const auto& [k, v] : member_or_empty(spec, "axes").items()) {
+    out += (out.empty() ? "" : " · ") + k + " = " + format_number(v);
+  }
+  std::set<std::string> dtypes = workload_dtypes(m);
+  dtypes.erase("int32");
+  dtypes.erase("int64");
+  for (const auto& d : dtypes) out += (out.empty() ? "" : " · ") + d;
+  return out;
+}
+
+json search(Store& store, const std::string& text, int limit) {
+  std::string needle = "%" + text + "%";
+  auto rows = store.db().query(
+      "SELECT o.id, o.slug, o.name, o.family, o.manifest, "
+      "(SELECT COUNT(*) FROM workloads w WHERE w.operation_id = o.id), "
+      "(SELECT COUNT(*) FROM benchmark_runs r JOIN workloads w ON w.id = r.workload_id WHERE w.operation_id = o.id) "
+      "FROM operations o WHERE LOWER(o.name) LIKE LOWER(?) OR LOWER(o.slug) LIKE LOWER(?) OR LOWER(o.family) LIKE "
+      "LOWER(?) OR LOWER(o.manifest) LIKE LOWER(?) OR EXISTS (SELECT 1 FROM operation_aliases a WHERE "
+      "a.operation_id = o.id AND LOWER(a.alias) LIKE LOWER(?)) ORDER BY o.name LIMIT ?",
+      {needle, needle, needle, needle, needle, static_cast<int64_t>(limit)});
+  json out = json::array();
+  for (const auto& r : rows) {
+    json m = json::parse(r.text(4));
+    out.push_back({{"id", r.text(0)}, {"slug", r.text(1)}, {"name", r.text(2)}, {"family", r.text(3)},
+                   {"description", m.value("metadata", json::object()).value("description", "")},
+                   {"workloads", r.integer(5)}, {"runs", r.integer(6)}});
+  }
+  return out;
+}
+
+json operation_view(Store& store, const std::string& operation, const std::string& workload) {
+  OperationRow op = find_operation(store, operation);
+  json aliases = json::array();
+  for (const auto& r : store.db().query("SELECT alias FROM operation_aliases WHERE operation_id = ? ORDER BY alias", {op.id})) {
+    aliases.push_back(r.text(0));
+  }
+  json workloads = workloads_of(store, op);
+  // The selected workload: asked for, else the one with the most runs.
+  int selected = -1;
+  for (size_t i = 0; i < workloads.size(); ++i) {
+    const json& w = workloads[i];
+    if (!workload.empty()) {
+      if (w["id"] == workload || w["digest"] == workload ||
+          (workload.size() >= 8 && (w["id"].get<std::string>().rfind(workload, 0) == 0 ||
+                                    w["digest"].get<std::string>().rfind(workload, 0) == 0))) {
+        selected = static_cast<int>(i);
+      }
+    } else if (selected < 0 || w["runs"].get<int64_t>() > workloads[selected]["runs"].get<int64_t>()) {
+      selected = static_cast<int>(i);
+    }
+  }
+  if (!workload.empty() && selected < 0) throw Error("index", "workload", workload, "not a workload of " + op.name);
+  json cohorts = json::array();
+  json impls = json::array();
+  int64_t eligible = 0;
+  if (selected >= 0) {
+    const json& w = workloads[selected];
+    for (const auto& r : store.db().query(
+             "SELECT DISTINCT comparison_key FROM benchmark_runs WHERE workload_id = ? ORDER BY comparison_key",
+             {w["id"].get<std::string>()})) {
+      json c = cohort_view(store, r.text(0), op.manifest, w["manifest"]);
+      eligible += static_cast<int64_t>(c["runs"].size());
+      cohorts.push_back(std::move(c));
+    }
+    std::stable_sort(cohorts.begin(), cohorts.end(), [](const json& a, const json& b) { return a["runs"].size() > b["runs"].size(); });
+  }
+  // Implementations: best valid latency on the selected workload and how many workloads they ran.
+  auto impl_rows = store.db().query(
+      "SELECT i.id, i.slug, i.title, p.name, i.language, i.license_expression, i.source_available, i.installable, "
+      "(SELECT MIN(r.primary_value) FROM benchmark_runs r WHERE r.implementation_id = i.id AND r.workload_id = ? "
+      " AND r.status = 'passed' AND r.retracted_at IS NULL), "
+      "(SELECT COUNT(DISTINCT r.workload_id) FROM benchmark_runs r WHERE r.implementation_id = i.id), "
+      "(SELECT MAX(r.reproduced_by_kernelindex) FROM benchmark_runs r WHERE r.implementation_id = i.id) "
+      "FROM implementations i LEFT JOIN projects p ON p.id = i.project_id WHERE i.operation_id = ? ORDER BY i.slug",
+      {selected >= 0 ? workloads[selected]["id"].get<std::string>() : std::string(), op.id});
+  double best = 0;
+  for (const auto& r : impl_rows) {
+    if (!r.is_null(8) && (best == 0 || r.real(8) < best)) best = r.real(8);
+  }
+  for (const auto& r : impl_rows) {
+    EvidenceLevel level = evidence_level({r.integer(10) != 0, 0, r.integer(6) != 0, r.integer(7) != 0});
+    impls.push_back({{"id", r.text(0)}, {"slug", r.text(1)}, {"title", r.is_null(2) ? r.text(1) : r.text(2)},
+                     {"project", opt_text(r, 3)}, {"language", opt_text(r, 4)}, {"license", opt_text(r, 5)},
+                     {"bestLatencyNs", opt(r, 8)}, {"xOfBest", r.is_null(8) || best == 0 ? json() : json(r.real(8) / best)},
+                     {"workloadsRun", r.integer(9)}, {"evidence", to_string(level)}});
+  }
+  std::stable_sort(impls.begin(), impls.end(), [](const json& a, const json& b) {
+    if (a["bestLatencyNs"].is_null() != b["bestLatencyNs"].is_null()) return b["bestLatencyNs"].is_null();
+    return !a["bestLatencyNs"].is_null() && a["bestLatencyNs"].get<double>() < b["bestLatencyNs"].get<double>();
+  });
+  // Plot data: best valid latency per (implementation, workload), and each workload's record against its floor.
+  json latency_points = json::array();
+  for (const auto& r : store.db().query(
+           "SELECT r.implementation_id, r.workload_id, MIN(r.primary_value) FROM benchmark_runs r JOIN workloads w ON "
+           "w.id = r.workload_id WHERE w.operation_id = ? AND r.status = 'passed' AND r.retracted_at IS NULL AND "
+           "r.primary_value IS NOT NULL GROUP BY r.implementation_id, r.workload_id",
+           {op.id})) {
+    latency_points.push_back({{"implementationId", r.text(0)}, {"workloadId", r.text(1)}, {"latencyNs", r.real(2)}});
+  }
+  std::map<std::string, const json*> wl_by_id;
+  for (const auto& w : workloads) wl_by_id[w["id"]] = &w;
+  json floor_points = json::array();
+  for (const auto& r : store.db().query(
+           "SELECT r.workload_id, r.hardware_model, MIN(r.primary_value) FROM benchmark_runs r JOIN workloads w ON "
+           "w.id = r.workload_id WHERE w.operation_id = ? AND r.status = 'passed' AND r.retracted_at IS NULL AND "
+           "r.primary_value IS NOT NULL GROUP BY r.workload_id, r.hardware_model",
+           {op.id})) {
+    auto it = wl_by_id.find(r.text(0));
+    if (it == wl_by_id.end()) continue;
+    if (auto f = headroom_v1(op.manifest, (*it->second)["manifest"], r.text(1))) {
+      floor_points.push_back({{"workloadId", r.text(0)}, {"gpu", r.text(1)}, {"recordNs", r.real(2)},
+                              {"floorNs", f->floor_ns}, {"ratio", r.real(2) / f->floor_ns}});
+    }
+  }
+  json workload_list = json::array();
+  for (size_t i = 0; i < workloads.size(); ++i) {
+    json w = workloads[i];
+    w["selected"] = static_cast<int>(i) == selected;
+    w.erase("manifest");
+    workload_list.push_back(std::move(w));
+  }
+  const json meta = op.manifest.value("metadata", json::object());
+  return {{"operation",
+           {{"id", op.id}, {"slug", op.slug}, {"name", op.name}, {"title", meta.value("title", op.name)},
+            {"family", op.family}, {"digest", op.digest}, {"description", meta.value("description", "")},
+            {"tags", op.tags}, {"aliases", aliases}}},
+          {"workloads", workload_list},
+          {"selectedWorkload", selected >= 0 ? workload_list[selected] : json()},
+          {"eligibleRuns", eligible},
+          {"cohorts", cohorts},
+          {"implementations", impls},
+          {"semantics", semantics_of(op.manifest)},
+          {"plots", {{"latency", latency_points}, {"floors", floor_points}}}};
+}
+
+json workload_view(Store& store, const std::string& key) {
+  std::string id = find_id(store, "workloads", "workload_digest", key, "workload");
+  auto rows = store.db().query(
+      "SELECT w.id, w.workload_digest, w.manifest, o.slug, o.name, o.manifest FROM workloads w JOIN operations o ON "
+      "o.id = w.operation_id WHERE w.id = ?",
+      {id});
+  json m = json::parse(rows[0].text(2));
+  json op = json::parse(rows[0].text(5));
+  json cohorts = json::array();
+  for (const auto& r : store.db().query("SELECT DISTINCT comparison_key FROM benchmark_runs WHERE workload_id = ?", {id})) {
+    cohorts.push_back(cohort_view(store, r.text(0), op, m));
+  }
+  return {{"id", id}, {"digest", rows[0].text(1)}, {"operation", rows[0].text(3)}, {"operationName", rows[0].text(4)},
+          {"label", workload_label(m)}, {"manifest", m}, {"cohorts", cohorts}};
+}
+
+json implementation_view(Store& store, const std::string& key) {
+  auto found = store.db().query("SELECT id FROM implementations WHERE slug = ? ORDER BY created_at LIMIT 1", {key});
+  std::string id = found.empty() ? find_id(store, "implementations", "implementation_digest", key, "implementation")
+                                 : found[0].text(0);
+  auto rows = store.db().query(
+      "SELECT i.id, i.slug, i.title, i.implementation_digest, i.manifest, p.name, o.slug, o.name, i.language, "
+      "i.license_expression FROM implementations i LEFT JOIN projects p ON p.id = i.project_id JOIN operations o ON "
+      "o.id = i.operation_id WHERE i.id = ?",
+      {id});
+  const Row& r = rows[0];
+  json runs = json::array();
+  for (const auto& rr : store.db().query(std::string("SELECT ") + kRunColumns + kRunJoins +
+                                         "WHERE r.implementation_id = ? ORDER BY r.observed_at DESC", {id})) {
+    runs.push_back(run_summary(rr));
+  }
+  return {{"id", r.text(0)}, {"slug", r.text(1)}, {"title", opt_text(r, 2)}, {"digest", r.text(3)},
+          {"manifest", json::parse(r.text(4))}, {"project", opt_text(r, 5)}, {"operation", r.text(6)},
+          {"operationName", r.text(7)}, {"language", opt_text(r, 8)}, {"license", opt_text(r, 9)}, {"runs", runs}};
+}
+
+json run_view(Store& store, const std::string& key) {
+  std::string id = find_id(store, "benchmark_runs", "run_digest", key, "run");
+  auto rows = store.db().query(std::string("SELECT ") + kRunColumns + ", r.manifest, w.manifest, o.manifest, o.slug, "
+                               "o.name, w.id " + kRunJoins +
+                               "JOIN workloads w ON w.id = r.workload_id JOIN operations o ON o.id = w.operation_id "
+                               "WHERE r.id = ?",
+                               {id});
+  const Row& r = rows[0];
+  json run = run_summary(r);
+  const size_t base = 35;
+  json manifest = json::parse(r.text(base));
+  json wl = json::parse(r.text(base + 1));
+  json op = json::parse(r.text(base + 2));
+  const json& spec = manifest.at("run").at("spec");
+  bool native = false;
+  auto members = store.cohort(run["comparisonKey"], &native);
+  json rank = json(), first = json();
+  for (const auto& m : members) {
+    if (m.id == id) rank = m.rank;
+  }
+  if (!members.empty()) first = {{"id", members.front().id}, {"latencyNs", members.front().value}};
+  json native_metrics = spec.value("sourceNative", json::object()).value("metrics", json::object());
+  json measurements = json::array();
+  for (const auto& m : store.db().query(
+           "SELECT metric, statistic, unit, value, sample_count FROM measurements WHERE run_id = ? ORDER BY metric, "
+           "statistic",
+           {id})) {
+    measurements.push_back({{"metric", m.text(0)}, {"statistic", m.text(1)}, {"unit", m.text(2)}, {"value", m.real(3)},
+                            {"sampleCount", m.is_null(4) ? json() : json(m.integer(4))}});
+  }
+  json samples = json::array();
+  for (const auto& s : store.db().query("SELECT value_ns FROM run_samples WHERE run_id = ? ORDER BY idx", {id})) {
+    samples.push_back(s.real(0));
+  }
+  json tensors = json::array();
+  for (const auto& [name, t] : member_or_empty(wl.at("spec"), "tensors").items()) {
+    tensors.push_back({{"name", name}, {"dtype", t.value("dtype", "")}, {"shape", t.value("shape", json::array())}});
+  }
+  json floor;
+  if (auto f = headroom_v1(op, wl, run["gpu"])) {
+    floor = {{"ns", f->floor_ns}, {"bytes", f->bytes}, {"bound", f->bound}, {"gpu", f->gpu}, {"policy", "headroom-v1"}};
+  }
+  std::string title = run["implementation"].get<std::string>() + " · " + r.text(base + 4) + " · " + run["gpu"].get<std::string>();
+  std::string citation = "kindex run " + id.substr(0, 8) + ": " + title + ", " +
+                         (run["latencyNs"].is_number() ? std::to_string(std::llround(run["latencyNs"].get<double>())) + " ns " +
+                                                              run.value("statistic", json("")).get<std::string>()
+                                                        : std::string("no latency")) +
+                         ", observed " + run["observedAt"].get<std::string>().substr(0, 10) + ", " +
+                         run["runDigest"].get<std::string>() + ", accessed " +
+                         evidence::utc_timestamp_now().substr(0, 10) + ".";
+  return {{"run", run},
+          {"title", title},
+          {"operation", {{"slug", r.text(base + 3)}, {"name", r.text(base + 4)}}},
+          {"workloadId", r.text(base + 5)},
+          {"rank", rank},
+          {"cohortSize", members.size()},
+          {"sourceNativeCohort", native},
+          {"first", first},
+          {"xOfFirst", first.is_null() || !run["latencyNs"].is_number() ? json()
+                                                                        : json(run["latencyNs"].get<double>() / first["latencyNs"].get<double>())},
+          {"sourceMetrics", native_metrics},
+          {"speedupFactor", native_metrics.value("speedup_factor", json())},
+          {"solScore", native_metrics.value("sol_score", json())},
+          {"avgSpeedup", native_metrics.value("avg_speedup", json())},
+          {"fast1", native_metrics.contains("fast_1_count")
+                        ? json{{"count", native_metrics["fast_1_count"]}, {"total", native_metrics.value("fast_1_total", json())}}
+                        : json()},
+          {"externalId", spec.value("sourceNative", json::object()).value("externalId", json())},
+          {"correctness", spec.value("correctness", json())},
+          {"workload", {{"label", workload_label(wl)}, {"axes", wl.at("spec").value("axes", json::object())},
+                        {"tensors", tensors}, {"comparator", wl.at("spec").value("correctness", json::object()).value("comparator", "")},
+                        {"kind", wl.value("kind", "")}}},
+          {"measurements", measurements},
+          {"samplesNs", samples},
+          {"protocol", manifest.at("protocol").at("spec")},
+          {"environment", manifest.at("environment").at("spec")},
+          {"manifest", manifest},
+          {"floor", floor},
+          {"citation", citation}};
+}
+
+json resolve(Store& store, const ResolveQuery& q, int near_limit) {
+  OperationRow op = find_operation(store, q.operation);
+  auto wrows = store.db().query("SELECT id, manifest, workload_digest FROM workloads WHERE operation_id = ? AND kind = 'WorkloadCase'",
+                                {op.id});
+  struct Candidate {
+    std::string id, digest;
+    json manifest;
+    json differs = json::array();
+    double distance = 0;
+  };
+  std::vector<Candidate> candidates;
+  for (const auto& r : wrows) {
+    Candidate c{r.text(0), r.text(2), json::parse(r.text(1))};
+    auto axes = workload_axes(op.manifest, c.manifest);
+    for (const auto& [k, want] : q.axes) {
+      auto it = axes.find(k);
+      if (it == axes.end()) {
+        c.differs.push_back({{"facet", "axis " + k}, {"want", want}, {"have", nullptr}});
+        c.distance += 10;
+      } else if (it->second != want) {
+        c.differs.push_back({{"facet", "axis " + k}, {"want", want}, {"have", it->second}});
+        c.distance += 1 + std::fabs(std::log((1.0 + it->second) / (1.0 + want)));
+      }
+    }
+    if (!q.dtype.empty() && !workload_dtypes(c.manifest).count(q.dtype)) {
+      c.differs.push_back({{"facet", "dtype"}, {"want", q.dtype}, {"have", *workload_dtypes(c.manifest).begin()}});
+      c.distance += 5;
+    }
+    candidates.push_back(std::move(c));
+  }
+  auto gpu_matches = [&](const std::string& model) {
+    if (q.gpu.empty()) return true;
+    std::string a = model, b = q.gpu;
+    std::transform(a.begin(), a.end(), a.begin(), ::tolower);
+    std::transform(b.begin(), b.end(), b.begin(), ::tolower);
+    return a.find(b) != std::string::npos;
+  };
+  auto cohorts_of = [&](const Candidate& c, bool want_gpu_match) {
+    json out = json::array();
+    for (const auto& r : store.db().query(
+             "SELECT comparison_key, MIN(hardware_model) FROM benchmark_runs WHERE workload_id = ? GROUP BY comparison_key",
+             {c.id})) {
+      if (gpu_matches(r.text(1)) != want_gpu_match) continue;
+      out.push_back(cohort_view(store, r.text(0), op.manifest, c.manifest));
+    }
+    return out;
+  };
+  json exact = json();
+  json near = json::array();
+  std::stable_sort(candidates.begin(), candidates.end(), [](const Candidate& a, const Candidate& b) { return a.distance < b.distance; });
+  for (const auto& c : candidates) {
+    if (c.differs.empty() && exact.is_null()) {
+      json cohorts = cohorts_of(c, true);
+      // Across the exact workload's cohorts: kindex-verified evidence first, then latency; one entry per
+      // implementation.
+      json ranked = json::array();
+      std::set<std::string> seen;
+      std::vector<json> all;
+      for (const auto& co : cohorts) {
+        for (const auto& r : co["runs"]) {
+          json e = r;
+          e["cohortRank"] = r["rank"];
+          e["comparisonKey"] = co["comparisonKey"];
+          all.push_back(e);
+        }
+      }
+      auto level = [](const json& e) {
+        std::string l = e["evidence"];
+        return l == "replicated" ? 3 : l == "verified" ? 2 : l == "reproducible" ? 1 : 0;
+      };
+      std::stable_sort(all.begin(), all.end(), [&](const json& a, const json& b) {
+        if (level(a) != level(b)) return level(a) > level(b);
+        return a["latencyNs"].get<double>() < b["latencyNs"].get<double>();
+      });
+      for (auto& e : all) {
+        if (seen.insert(e["implementationId"]).second) ranked.push_back(std::move(e));
+      }
+      exact = {{"workloadId", c.id}, {"digest", c.digest}, {"label", workload_label(c.manifest)},
+               {"cohorts", cohorts}, {"ranked", ranked}};
+      if (!q.gpu.empty()) {
+        for (const auto& co : cohorts_of(c, false)) {
+          if (static_cast<int>(near.size()) >= near_limit) break;
+          near.push_back({{"workloadId", c.id}, {"label", workload_label(c.manifest)},
+                          {"differs", json::array({{{"facet", "gpu"}, {"want", q.gpu}, {"have", co["gpu"]}}})},
+                          {"best", co["runs"].empty() ? json() : co["runs"][0]}});
+        }
+      }
+      continue;
+    }
+    if (static_cast<int>(near.size()) >= near_limit) continue;
+    auto cos = store.db().query(
+        std::string("SELECT ") + kRunColumns + kRunJoins +
+            "WHERE r.workload_id = ? AND r.status = 'passed' AND r.retracted_at IS NULL AND r.primary_value IS NOT NULL "
+            "ORDER BY r.primary_value LIMIT 20",
+        {c.id});
+    json best;
+    for (const auto& r : cos) {
+      if (gpu_matches(r.text(6))) {
+        best = run_summary(r);
+        break;
+      }
+    }
+    json differs = c.differs;
+    if (best.is_null() && !cos.empty()) {
+      best = run_summary(cos[0]);
+      differs.push_back({{"facet", "gpu"}, {"want", q.gpu}, {"have", best["gpu"]}});
+    }
+    if (best.is_null()) continue;
+    near.push_back({{"workloadId", c.id}, {"label", workload_label(c.manifest)}, {"differs", differs}, {"best", best}});
+  }
+  return {{"operation", {{"slug", op.slug}, {"name", op.name}}},
+          {"query", {{"axes", q.axes}, {"dtype", q.dtype}, {"gpu", q.gpu}}},
+          {"exact", exact},
+          {"near", near}};
+}
+
+json records(Store& store, const std::string& operation) {
+  std::vector<Value> params;
+  std::string sql =
+      "SELECT DISTINCT r.comparison_key, o.slug, o.name, w.id, w.manifest FROM benchmark_runs r JOIN workloads w ON "
+      "w.id = r.workload_id JOIN operations o ON o.id = w.operation_id";
+  if (!operation.empty()) {
+    sql += " WHERE o.id = ?";
+    params.push_back(find_operation(store, operation).id);
+  }
+  sql += " ORDER BY o.slug, w.id, r.comparison_key";
+  json out = json::array();
+  for (const auto& r : store.db().query(sql, params)) {
+    auto members = store.cohort(r.text(0));
+    json holder;
+    if (!members.empty()) {
+      auto h = store.db().query(std::string("SELECT ") + kRunColumns + kRunJoins + "WHERE r.id = ?", {members.front().id});
+      holder = run_summary(h[0]);
+    }
+    json history = json::array();
+    for (const auto& e : store.db().query(
+             "SELECT id, run_id, previous_run_id, policy_version, cause, at, created_at FROM record_events WHERE "
+             "comparison_key = ? ORDER BY created_at, at, id",
+             {r.text(0)})) {
+      history.push_back({{"id", e.text(0)}, {"runId", opt_text(e, 1)}, {"previousRunId", opt_text(e, 2)},
+                         {"policyVersion", e.text(3)}, {"cause", e.text(4)}, {"at", e.text(5)},
+                         {"createdAt", opt_text(e, 6)}});
+    }
+    out.push_back({{"comparisonKey", r.text(0)}, {"operation", r.text(1)}, {"operationName", r.text(2)},
+                   {"workloadId", r.text(3)}, {"workload", workload_label(json::parse(r.text(4)))},
+                   {"record", holder}, {"members", members.size()}, {"history", history}});
+  }
+  return out;
+}
+
+json compare(Store& store, const std::string& a, const std::string& b) {
+  json ra = run_view(store, a), rb = run_view(store, b);
+  json differs = json::array();
+  auto facet = [&](const std::string& name, const json& x, const json& y) {
+    if (x != y) differs.push_back({{"facet", name}, {"a", x}, {"b", y}});
+  };
+  facet("implementation", ra["run"]["implementation"], rb["run"]["implementation"]);
+  facet("operation", ra["operation"]["name"], rb["operation"]["name"]);
+  facet("workload", ra["workload"]["label"], rb["workload"]["label"]);
+  facet("gpu", ra["run"]["gpu"], rb["run"]["gpu"]);
+  facet("protocol", ra["run"]["protocolKey"], rb["run"]["protocolKey"]);
+  facet("environment", ra["run"]["environmentKey"], rb["run"]["environmentKey"]);
+  facet("correctness", ra["run"]["correctnessKey"], rb["run"]["correctnessKey"]);
+  facet("statistic", ra["run"]["statistic"], rb["run"]["statistic"]);
+  bool comparable = ra["run"]["comparisonKey"] == rb["run"]["comparisonKey"];
+  json ratio;
+  if (ra["run"]["latencyNs"].is_number() && rb["run"]["latencyNs"].is_number()) {
+    ratio = rb["run"]["latencyNs"].get<double>() / ra["run"]["latencyNs"].get<double>();
+  }
+  ra.erase("manifest");
+  rb.erase("manifest");
+  ra.erase("samplesNs");
+  rb.erase("samplesNs");
+  return {{"a", ra}, {"b", rb}, {"sameCohort", comparable}, {"differs", differs}, {"ratioBOverA", ratio}};
+}
+
+json export_store(Store& store, const std::string& path) {
+  static const std::set<std::string> json_columns = {"policy", "manifest", "tags", "dtypes", "layoutKeys",
+                                                     "targetArchitectures"};
+  static const std::set<std::string> bool_columns = {"sourceAvailable", "installable", "reported",
+                                                     "reproducedByKernelindex", "hasRawEvidence", "sourceNative"};
+  static const std::set<std::string> kindex_only = {"kind", "origin", "realGpu", "kindexFloorNs"};
+  std::string text;
+  json counts = json::object();
+  for (const std::string table : {"sources", "projects", "operations", "operation_aliases", "workloads",
+                                  "implementations", "benchmark_runs", "measurements", "record_events"}) {
+    const auto& keys = table_keys(table);
+    std::string cols;
+    for (const auto& k : keys) cols += (cols.empty() ? "" : ", ") + snake_case(k);
+    int64_t n = 0;
+    for (const auto& r : store.db().query("SELECT " + cols + " FROM " + table + " ORDER BY " + snake_case(keys[0]) +
+                                          (table == "operation_aliases" ? ", alias" : ""))) {
+      json row = json::object();
+      for (size_t i = 0; i < keys.size(); ++i) {
+        const std::string& k = keys[i];
+        if (kindex_only.count(k)) continue;
+        if (r.is_null(i)) {
+          row[k] = nullptr;
+        } else if (json_columns.count(k)) {
+          row[k] = json::parse(r.text(i));
+        } else if (bool_columns.count(k)) {
+          row[k] = r.integer(i) != 0;
+        } else if (auto s = std::get_if<std::string>(&r.cells[i])) {
+          row[k] = *s;
+        } else if (auto d = std::get_if<double>(&r.cells[i])) {
+          double v = *d;
+          row[k] = v == std::floor(v) && std::fabs(v) < 9e15 ? json(static_cast<int64_t>(v)) : json(v);
+        } else {
+          row[k] = r.integer(i);
+        }
+      }
+      text += json{{"table", table}, {"row", row}}.dump() + "\n";
+      ++n;
+    }
+    counts[table] = n;
+  }
+  std::ofstream out(path, std::ios::binary);
+  if (!out) throw Error(path, "path", path, "cannot write the export");
+  if (path.size() > 4 && path.substr(path.size() - 4) == ".zst") {
+    std::string buf(ZSTD_compressBound(text.size()), '\0');
+    size_t n = ZSTD_compress(buf.data(), buf.size(), text.data(), text.size(), 9);
+    if (ZSTD_isError(n)) throw Error(path, "zstd", "", ZSTD_getErrorName(n));
+    out.write(buf.data(), static_cast<std::streamsize>(n));
+  } else {
+    out << text;
+  }
+  return counts;
+}
+
+}  // namespace kindex::store

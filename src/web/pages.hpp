@@ -1,0 +1,29 @@
+#pragma once
+// HTML pages and SVG plots rendered on the server from the same JSON the API returns (store/query.hpp).
+// Every string that comes from data goes through html_escape.
+#include <nlohmann/json.hpp>
+
+#include <string>
+
+namespace kindex::web {
+
+std::string html_escape(const std::string& text);
+// "359.8 µs", "6.96 µs", "1.23 ms", "850 ns".
+std::string format_ns(double ns);
+
+std::string home_page(const nlohmann::json& operations, const std::string& query);
+std::string operation_page(const nlohmann::json& view);
+std::string run_page(const nlohmann::json& view);
+std::string workload_page(const nlohmann::json& view);
+std::string implementation_page(const nlohmann::json& view);
+std::string compare_page(const nlohmann::json& view);
+std::string resolve_page(const nlohmann::json& view);
+std::string records_page(const nlohmann::json& records, const std::string& operation);
+std::string error_page(int status, const std::string& message);
+
+// Latency of each implementation on each workload (log scale), and each workload's record against its
+// headroom-v1 floor.
+std::string latency_plot_svg(const nlohmann::json& operation_view);
+std::string floor_plot_svg(const nlohmann::json& operation_view);
+
+}  // namespace kindex::web

@@ -1,1 +1,0 @@
-// placeholder: replaced by the web component's first real source file

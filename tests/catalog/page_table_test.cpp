@@ -1,0 +1,167 @@
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <numeric>
+#include <set>
+
+#include "catalog/constraints.hpp"
+#include "catalog/page_table.hpp"
+#include "helpers.hpp"
+
+namespace kindex::catalog {
+namespace {
+
+struct Case {
+  int64_t batch, pages, indices, page_size;
+};
+
+// The ps1 and ps64 seed shapes and a few edge shapes.
+const std::vector<Case> kCases = {{1, 8, 7, 1},          {1, 9347, 102, 1},      {16, 8686, 8636, 1},
+                                  {64, 28831, 28815, 1}, {2, 1348, 130, 64},     {128, 31809, 8761, 64},
+                                  {16, 19713, 16593, 64}, {1, 425, 361, 64},     {7, 3, 50, 16},
+                                  {5, 1, 5, 1},          {32, 100000, 32, 128}};
+
+std::vector<int32_t> sequence(const PageTable& t, size_t b) {
+  return std::vector<int32_t>(t.kv_indices.begin() + t.kv_indptr[b], t.kv_indices.begin() + t.kv_indptr[b + 1]);
+}
+
+TEST(PageTable, ValidCountsAndSharedPrefix) {
+  for (const Case& c : kCases) {
+    SCOPED_TRACE(testing::Message() << c.batch << "/" << c.pages << "/" << c.indices << "/" << c.page_size);
+    PageTable t = generate_page_table(c.batch, c.pages, c.indices, c.page_size, 42);
+    ASSERT_EQ(t.kv_indptr.size(), size_t(c.batch + 1));
+    ASSERT_EQ(t.kv_indices.size(), size_t(c.indices));
+    ASSERT_EQ(t.kv_last_page_len.size(), size_t(c.batch));
+    EXPECT_NO_THROW(check_page_table(t.kv_indptr.data(), c.batch + 1, t.kv_indices.data(), c.indices,
+                                     t.kv_last_page_len.data(), c.pages, c.page_size, "test"));
+    for (size_t b = 0; b < size_t(c.batch); ++b) {
+      auto seq = sequence(t, b);
+      ASSERT_GE(seq.size(), 1u) << "sequence " << b << " is empty";
+      EXPECT_EQ(seq[0], t.shared_prefix_page) << "sequence " << b;
+      for (int32_t id : seq) EXPECT_TRUE(id >= 0 && id < c.pages);
+    }
+    // Ids are distinct apart from the shared prefix whenever there are enough pages.
+    if (c.indices - c.batch + 1 <= c.pages) {
+      std::set<int32_t> others;
+      for (size_t b = 0; b < size_t(c.batch); ++b) {
+        auto seq = sequence(t, b);
+        for (size_t i = 1; i < seq.size(); ++i) EXPECT_TRUE(others.insert(seq[i]).second) << "repeated id " << seq[i];
+      }
+    }
+  }
+}
+
+TEST(PageTable, ReproducibleBySeed) {
+  PageTable a = generate_page_table(16, 14977, 6068, 64, 7), b = generate_page_table(16, 14977, 6068, 64, 7);
+  PageTable c = generate_page_table(16, 14977, 6068, 64, 8);
+  EXPECT_EQ(a.kv_indptr, b.kv_indptr);
+  EXPECT_EQ(a.kv_indices, b.kv_indices);
+  EXPECT_EQ(a.kv_last_page_len, b.kv_last_page_len);
+  EXPECT_NE(a.kv_indices, c.kv_indices);
+  EXPECT_NE(a.kv_indptr, c.kv_indptr);
+}
+
+TEST(PageTable, LooksLikeACapturedServingTable) {
+  const int64_t B = 16, N = 19713, M = 16593, P = 64;
+  PageTable t = generate_page_table(B, N, M, P, 3);
+  // Uneven sequence lengths.
+  std::vector<int64_t> lengths;
+  for (int64_t b = 0; b < B; ++b) lengths.push_back(t.kv_indptr[size_t(b) + 1] - t.kv_indptr[size_t(b)]);
+  EXPECT_GT(*std::max_element(lengths.begin(), lengths.end()), 2 * *std::min_element(lengths.begin(), lengths.end()));
+  // Recent pages are decode steps allocated in batch order: consecutive ids of one sequence differ by B, and
+  // sequence b's last page is b more than sequence 0's last page.
+  int32_t last0 = t.kv_indices[size_t(t.kv_indptr[1]) - 1];
+  for (int64_t b = 0; b < B; ++b) {
+    auto seq = sequence(t, size_t(b));
+    ASSERT_GE(seq.size(), 3u);
+    EXPECT_EQ(seq.back() - seq[seq.size() - 2], B);
+    EXPECT_EQ(seq.back(), last0 + b);
+  }
+  // The rest is scattered: not sorted, spread over most of [0, num_pages).
+  auto seq = sequence(t, 0);
+  EXPECT_FALSE(std::is_sorted(seq.begin() + 1, seq.end()));
+  auto [lo, hi] = std::minmax_element(t.kv_indices.begin(), t.kv_indices.end());
+  EXPECT_GT(*hi - *lo, N / 2);
+  // Partial last pages uniform in [1, page_size], not all equal.
+  std::set<int32_t> lasts(t.kv_last_page_len.begin(), t.kv_last_page_len.end());
+  EXPECT_GT(lasts.size(), 4u);
+  for (int32_t l : t.kv_last_page_len) EXPECT_TRUE(l >= 1 && l <= P);
+  EXPECT_EQ(t.tokens(P), (M - B) * P + std::accumulate(t.kv_last_page_len.begin(), t.kv_last_page_len.end(), int64_t(0)));
+  // page_size 1: every last page holds one token.
+  PageTable t1 = generate_page_table(4, 100, 40, 1, 3);
+  for (int32_t l : t1.kv_last_page_len) EXPECT_EQ(l, 1);
+  EXPECT_EQ(t1.tokens(1), 40);
+}
+
+TEST(PageTable, MoreIdsThanPagesRepeatButStayValid) {
+  PageTable t = generate_page_table(8, 10, 500, 16, 1);
+  EXPECT_EQ(t.kv_indices.size(), 500u);
+  for (int32_t id : t.kv_indices) EXPECT_TRUE(id >= 0 && id < 10);
+  std::set<int32_t> distinct(t.kv_indices.begin(), t.kv_indices.end());
+  EXPECT_EQ(distinct.size(), 10u);  // every page in use
+}
+
+TEST(PageTable, AdversarialMode) {
+  PageTableOptions opt;
+  opt.adversarial = true;
+  opt.allow_empty = true;
+  const int64_t P = 16;
+  for (uint64_t seed = 0; seed < 20; ++seed) {
+    PageTable t = generate_page_table(8, 5000, 200, P, seed, opt);
+    EXPECT_NO_THROW(check_page_table(t.kv_indptr.data(), 9, t.kv_indices.data(), 200, t.kv_last_page_len.data(),
+                                     5000, P, "adversarial"));
+    bool empty = false, one_token = false, full_one_page = false, repeated = false, full_last = false;
+    for (size_t b = 0; b < 8; ++b) {
+      auto seq = sequence(t, b);
+      if (seq.empty()) empty = true;
+      if (seq.size() == 1 && t.kv_last_page_len[b] == 1) one_token = true;
+      if (seq.size() == 1 && t.kv_last_page_len[b] == P) full_one_page = true;
+      if (seq.size() > 1 && t.kv_last_page_len[b] == P) full_last = true;
+      std::set<int32_t> ids(seq.begin(), seq.end());
+      if (ids.size() < seq.size()) repeated = true;
+    }
+    EXPECT_TRUE(empty && one_token && full_one_page && repeated && full_last) << "seed " << seed;
+  }
+  // Without allow_empty no sequence is empty, and tiny batches still work.
+  opt.allow_empty = false;
+  for (int64_t batch : {1, 2, 3, 4, 9}) {
+    PageTable t = generate_page_table(batch, 50, batch + 3, 4, 11, opt);
+    for (size_t b = 0; b < size_t(batch); ++b) EXPECT_FALSE(sequence(t, b).empty());
+  }
+  opt.allow_empty = true;
+  PageTable none = generate_page_table(3, 10, 0, 4, 1, opt);
+  EXPECT_EQ(none.kv_indptr, (std::vector<int32_t>{0, 0, 0, 0}));
+}
+
+TEST(PageTable, ImpossibleCountsAreErrors) {
+  EXPECT_KINDEX_ERROR(generate_page_table(8, 100, 7, 1, 0), "page-table generator", "num_kv_indices", "7");
+  EXPECT_KINDEX_ERROR(generate_page_table(0, 100, 7, 1, 0), "page-table generator", "batch_size", "0");
+  EXPECT_KINDEX_ERROR(generate_page_table(1, 0, 7, 1, 0), "page-table generator", "num_pages", "0");
+  EXPECT_KINDEX_ERROR(generate_page_table(1, 10, 7, 0, 0), "page-table generator", "page_size", "0");
+  EXPECT_KINDEX_ERROR(generate_page_table(1, 10, 1ll << 32, 1, 0), "page-table generator", "num_kv_indices", "");
+}
+
+TEST(PageTable, CheckerNamesFieldIndexAndValue) {
+  std::vector<int32_t> indptr = {0, 2, 5}, indices = {3, 1, 4, 1, 5}, last = {2, 3};
+  auto check = [&] { check_page_table(indptr.data(), 3, indices.data(), 5, last.data(), 6, 4, "tbl"); };
+  EXPECT_NO_THROW(check());
+  indices[3] = 6;
+  EXPECT_KINDEX_ERROR(check(), "tbl", "kv_indices[3]", "6");
+  indices[3] = -1;
+  EXPECT_KINDEX_ERROR(check(), "tbl", "kv_indices[3]", "-1");
+  indices[3] = 1;
+  indptr = {0, 6, 5};
+  EXPECT_KINDEX_ERROR(check(), "tbl", "kv_indptr[2]", "5");
+  indptr = {1, 2, 5};
+  EXPECT_KINDEX_ERROR(check(), "tbl", "kv_indptr[0]", "1");
+  indptr = {0, 2, 4};
+  EXPECT_KINDEX_ERROR(check(), "tbl", "kv_indptr[2]", "4");
+  indptr = {0, 2, 5};
+  last = {0, 3};
+  EXPECT_KINDEX_ERROR(check(), "tbl", "kv_last_page_len[0]", "0");
+  last = {2, 5};
+  EXPECT_KINDEX_ERROR(check(), "tbl", "kv_last_page_len[1]", "5");
+}
+
+}  // namespace
+}  // namespace kindex::catalog

@@ -1,0 +1,578 @@
+// GPU tests of kindex_paged_decode against the CPU reference (src/reference) with the FlashInfer-Bench
+// comparator (src/compare): the 68 seed workloads at full size, every upstream decode definition at small size,
+// and adversarial page tables over group sizes 1..16, head_dim 64/128/256, page sizes 1..128, bf16 and fp16;
+// plus validation mode, argument errors, determinism and CUDA graph capture. Skips without a CUDA device.
+#include <cuda_runtime.h>
+#include <gtest/gtest.h>
+
+#include <bit>
+#include <cmath>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "catalog/builtin.hpp"
+#include "catalog/inputs.hpp"
+#include "catalog/page_table.hpp"
+#include "compare/compare.hpp"
+#include "core/half.hpp"
+#include "core/parallel.hpp"
+#include "core/random.hpp"
+#include "kernels/decode/paged_decode.hpp"
+#include "kindex/kindex.h"
+#include "reference/reference.hpp"
+
+namespace {
+
+using kindex::catalog::PageTable;
+
+#define CUDA_OK(expr) ASSERT_EQ(cudaSuccess, (expr)) << #expr
+#define CUDA_EXPECT(expr) EXPECT_EQ(cudaSuccess, (expr)) << #expr
+
+bool have_device() {
+  int n = 0;
+  return cudaGetDeviceCount(&n) == cudaSuccess && n > 0;
+}
+
+// Changes the library's tuning knobs for one scope (e.g. tiny segments, so small cases split and merge).
+struct TuningScope {
+  kindex::decode::Tuning saved = kindex::decode::tuning();
+  explicit TuningScope(int min_segment_tokens) { kindex::decode::tuning().min_segment_tokens = min_segment_tokens; }
+  ~TuningScope() { kindex::decode::tuning() = saved; }
+};
+
+// A grow-only device allocation reused across cases.
+struct DeviceBuffer {
+  void* ptr = nullptr;
+  size_t bytes = 0;
+  void* get(size_t want) {
+    if (want > bytes) {
+      if (ptr) cudaFree(ptr);
+      ptr = nullptr;
+      bytes = 0;
+      if (cudaMalloc(&ptr, want) != cudaSuccess) return nullptr;
+      bytes = want;
+    }
+    return ptr;
+  }
+  ~DeviceBuffer() {
+    if (ptr) cudaFree(ptr);
+  }
+};
+
+struct Case {
+  std::string name;
+  kindex_dtype dtype = KINDEX_DTYPE_BF16;
+  int num_qo_heads = 32, num_kv_heads = 4, head_dim = 128, page_size = 1;
+  int64_t num_pages = 0;
+  PageTable table;
+  bool pass_last_page_len = true;  // page_size 1 definitions have no kv_last_page_len input
+  float sm_scale = 0;
+  uint64_t seed = 1;
+  int batch() const { return int(table.kv_indptr.size()) - 1; }
+  int64_t num_kv_indices() const { return int64_t(table.kv_indices.size()); }
+};
+
+// Host inputs: q, and K/V caches where every token row a sequence references holds random data and every other
+// element is NaN, so a read of a page (or a token past a last page) the table does not reference poisons the
+// output.
+struct HostInputs {
+  std::vector<uint16_t> q;
+  std::unique_ptr<uint16_t[]> k, v;
+  size_t cache_elems = 0;
+};
+
+uint16_t to_half_bits(kindex_dtype dtype, float x) {
+  return dtype == KINDEX_DTYPE_BF16 ? kindex::float_to_bf16(x) : kindex::float_to_f16(x);
+}
+float from_half_bits(kindex_dtype dtype, uint16_t h) {
+  return dtype == KINDEX_DTYPE_BF16 ? kindex::bf16_to_float(h) : kindex::f16_to_float(h);
+}
+
+// A cheap near-normal draw (sum of four uniforms, unit variance): the caches hold billions of elements.
+float quick_normal(uint64_t seed, uint64_t stream, uint64_t i) {
+  const uint64_t h = kindex::mix64(kindex::mix64(seed ^ stream) + i);
+  const double s = double(h & 0xffff) + double((h >> 16) & 0xffff) + double((h >> 32) & 0xffff) + double(h >> 48);
+  return float((s / 65536.0 - 2.0) * 1.7320508075688772);
+}
+
+HostInputs make_inputs(const Case& c) {
+  HostInputs in;
+  const int64_t row_elems = int64_t(c.num_kv_heads) * c.head_dim;
+  in.cache_elems = size_t(c.num_pages) * c.page_size * row_elems;
+  in.k.reset(new uint16_t[in.cache_elems]);
+  in.v.reset(new uint16_t[in.cache_elems]);
+  const uint16_t nan_bits = c.dtype == KINDEX_DTYPE_BF16 ? 0x7fc0 : 0x7e00;
+  kindex::parallel_for(int64_t(in.cache_elems), [&](int64_t b, int64_t e) {
+    std::fill(in.k.get() + b, in.k.get() + e, nan_bits);
+    std::fill(in.v.get() + b, in.v.get() + e, nan_bits);
+  }, 1 << 20);
+  // Referenced token rows (page * page_size + offset), filled with values that depend only on the row.
+  std::vector<int64_t> rows;
+  for (int b = 0; b < c.batch(); ++b) {
+    const int64_t first = c.table.kv_indptr[b], pages = c.table.kv_indptr[b + 1] - first;
+    for (int64_t j = 0; j < pages; ++j) {
+      const int64_t tokens = j + 1 < pages ? c.page_size : c.table.kv_last_page_len[b];
+      for (int64_t t = 0; t < tokens; ++t) rows.push_back(int64_t(c.table.kv_indices[first + j]) * c.page_size + t);
+    }
+  }
+  const uint64_t ks = kindex::stream_id("k_cache"), vs = kindex::stream_id("v_cache");
+  kindex::parallel_for(int64_t(rows.size()), [&](int64_t b, int64_t e) {
+    for (int64_t r = b; r < e; ++r) {
+      const int64_t base = rows[size_t(r)] * row_elems;
+      for (int64_t i = 0; i < row_elems; ++i) {
+        in.k[size_t(base + i)] = to_half_bits(c.dtype, quick_normal(c.seed, ks, uint64_t(base + i)));
+        in.v[size_t(base + i)] = to_half_bits(c.dtype, quick_normal(c.seed, vs, uint64_t(base + i)));
+      }
+    }
+  }, 256);
+  in.q.resize(size_t(c.batch()) * c.num_qo_heads * c.head_dim);
+  const uint64_t qs = kindex::stream_id("q");
+  for (size_t i = 0; i < in.q.size(); ++i) in.q[i] = to_half_bits(c.dtype, quick_normal(c.seed, qs, i));
+  return in;
+}
+
+kindex_paged_decode_params host_params(const Case& c) {
+  kindex_paged_decode_params p{};
+  p.dtype = c.dtype;
+  p.batch_size = c.batch();
+  p.num_qo_heads = c.num_qo_heads;
+  p.num_kv_heads = c.num_kv_heads;
+  p.head_dim = c.head_dim;
+  p.page_size = c.page_size;
+  p.num_pages = c.num_pages;
+  p.num_kv_indices = c.num_kv_indices();
+  p.sm_scale = c.sm_scale;
+  p.kv_indptr = c.table.kv_indptr.data();
+  p.kv_indices = c.table.kv_indices.data();
+  p.kv_last_page_len = c.pass_last_page_len ? c.table.kv_last_page_len.data() : nullptr;
+  return p;
+}
+
+// Device copies of a case's inputs and outputs; `run` poisons the outputs with NaN and calls the C ABI.
+struct DeviceCase {
+  DeviceBuffer q, k, v, indptr, indices, last, out, lse, ws;
+  kindex_paged_decode_params p{};
+  size_t out_elems = 0, lse_elems = 0;
+
+  // Returns "" or the failure.
+  std::string upload(const Case& c, const HostInputs& in) {
+    p = host_params(c);
+    out_elems = size_t(c.batch()) * c.num_qo_heads * c.head_dim;
+    lse_elems = size_t(c.batch()) * c.num_qo_heads;
+    const size_t cache_bytes = std::max<size_t>(in.cache_elems * 2, 16);
+    auto put = [](DeviceBuffer& d, const void* src, size_t bytes) -> void* {
+      void* ptr = d.get(std::max<size_t>(bytes, 16));
+      if (ptr && bytes && cudaMemcpy(ptr, src, bytes, cudaMemcpyHostToDevice) != cudaSuccess) return nullptr;
+      return ptr;
+    };
+    p.q = put(q, in.q.data(), in.q.size() * 2);
+    p.k_cache = put(k, in.k.get(), in.cache_elems * 2);
+    p.v_cache = put(v, in.v.get(), in.cache_elems * 2);
+    (void)cache_bytes;
+    p.kv_indptr = static_cast<const int32_t*>(put(indptr, c.table.kv_indptr.data(), c.table.kv_indptr.size() * 4));
+    p.kv_indices = static_cast<const int32_t*>(put(indices, c.table.kv_indices.data(), c.table.kv_indices.size() * 4));
+    p.kv_last_page_len =
+        c.pass_last_page_len
+            ? static_cast<const int32_t*>(put(last, c.table.kv_last_page_len.data(), c.table.kv_last_page_len.size() * 4))
+            : nullptr;
+    p.output = out.get(out_elems * 2 + 16);
+    p.lse = static_cast<float*>(lse.get(lse_elems * 4 + 16));
+    if (!p.q || !p.k_cache || !p.v_cache || !p.kv_indptr || !p.kv_indices || !p.output || !p.lse ||
+        (c.pass_last_page_len && !p.kv_last_page_len))
+      return "device allocation or upload failed: " + std::string(cudaGetErrorString(cudaGetLastError()));
+    return "";
+  }
+
+  kindex_status run(cudaStream_t stream = nullptr) {
+    size_t bytes = 0;
+    kindex_status st = kindex_paged_decode_workspace_size(&p, &bytes);
+    if (st != KINDEX_STATUS_OK) return st;
+    void* w = bytes ? ws.get(bytes) : nullptr;
+    cudaMemset(p.output, 0xff, out_elems * 2);  // NaN in bf16 and fp16
+    cudaMemset(p.lse, 0xff, lse_elems * 4);
+    return kindex_paged_decode(&p, w, bytes, stream);
+  }
+
+  void download(std::vector<uint16_t>& o, std::vector<float>& l) const {
+    o.resize(out_elems);
+    l.resize(lse_elems);
+    cudaMemcpy(o.data(), p.output, out_elems * 2, cudaMemcpyDeviceToHost);
+    cudaMemcpy(l.data(), p.lse, lse_elems * 4, cudaMemcpyDeviceToHost);
+  }
+};
+
+// Runs a case on the GPU and checks it against the CPU reference: the FIB comparator on every non-empty
+// sequence's output and lse, exact zeros and -inf on empty ones. Returns "" or what failed.
+std::string check_case(const Case& c, DeviceCase& dev) {
+  const HostInputs in = make_inputs(c);
+  if (std::string e = dev.upload(c, in); !e.empty()) return c.name + ": " + e;
+  const kindex_status st = dev.run();
+  if (st != KINDEX_STATUS_OK) return c.name + ": status " + kindex_status_name(st) + ": " + kindex_last_error();
+  if (cudaError_t e = cudaDeviceSynchronize(); e != cudaSuccess) return c.name + ": " + cudaGetErrorString(e);
+  std::vector<uint16_t> got_o;
+  std::vector<float> got_l;
+  dev.download(got_o, got_l);
+
+  kindex_paged_decode_params hp = host_params(c);
+  std::vector<uint16_t> ref_o(got_o.size());
+  std::vector<float> ref_l(got_l.size());
+  hp.q = in.q.data();
+  hp.k_cache = in.k.get();
+  hp.v_cache = in.v.get();
+  hp.output = ref_o.data();
+  hp.lse = ref_l.data();
+  kindex::reference::paged_decode(hp);
+
+  // Gather the non-empty sequences' rows for the comparator; check the empty ones exactly.
+  const int hq = c.num_qo_heads, d = c.head_dim;
+  std::vector<int> live;
+  for (int b = 0; b < c.batch(); ++b) {
+    if (c.table.kv_indptr[b + 1] > c.table.kv_indptr[b]) {
+      live.push_back(b);
+      continue;
+    }
+    for (int i = 0; i < hq * d; ++i)
+      if (got_o[size_t(b) * hq * d + i] & 0x7fff)
+        return c.name + ": empty sequence " + std::to_string(b) + " output not zero";
+    for (int h = 0; h < hq; ++h)
+      if (!(std::isinf(got_l[size_t(b) * hq + h]) && got_l[size_t(b) * hq + h] < 0))
+        return c.name + ": empty sequence " + std::to_string(b) + " lse not -inf";
+  }
+  const kindex::DType dt = c.dtype == KINDEX_DTYPE_BF16 ? kindex::DType::bf16 : kindex::DType::f16;
+  const int64_t n = int64_t(live.size());
+  kindex::Tensor ao(dt, {n, hq, d}), eo(dt, {n, hq, d}), al(kindex::DType::f32, {n, hq}), el(kindex::DType::f32, {n, hq});
+  for (int64_t i = 0; i < n; ++i) {
+    const size_t b = size_t(live[size_t(i)]);
+    std::memcpy(ao.ptr<uint16_t>() + i * hq * d, got_o.data() + b * hq * d, size_t(hq * d) * 2);
+    std::memcpy(eo.ptr<uint16_t>() + i * hq * d, ref_o.data() + b * hq * d, size_t(hq * d) * 2);
+    std::memcpy(al.ptr<float>() + i * hq, got_l.data() + b * hq, size_t(hq) * 4);
+    std::memcpy(el.ptr<float>() + i * hq, ref_l.data() + b * hq, size_t(hq) * 4);
+  }
+  const auto ro = kindex::compare::compare_fib("output", ao.view(), eo.view());
+  const auto rl = kindex::compare::compare_fib("lse", al.view(), el.view());
+  if (!ro.passed) return c.name + ": output: " + ro.reason;
+  if (!rl.passed) return c.name + ": lse: " + rl.reason;
+  return "";
+}
+
+// A case from a bundled workload: its page table exactly as kindex generates it for that workload.
+Case seed_case(const kindex::catalog::Definition& def, const kindex::catalog::Workload& w, uint64_t seed) {
+  const auto dp = *kindex::catalog::decode_params(def);
+  kindex::catalog::GenerateOptions opt;
+  opt.skip_random_floats = true;
+  const auto inputs = kindex::catalog::generate_inputs(def, w, seed, opt);
+  Case c;
+  c.name = def.name + "/" + w.uuid + " (batch " + std::to_string(w.axes.at("batch_size")) + ", num_kv_indices " +
+           std::to_string(w.axes.at("num_kv_indices")) + ")";
+  c.num_qo_heads = int(dp.num_qo_heads);
+  c.num_kv_heads = int(dp.num_kv_heads);
+  c.head_dim = int(dp.head_dim);
+  c.page_size = int(dp.page_size);
+  c.num_pages = w.axes.at("num_pages");
+  auto ints = [&](const char* name) {
+    const kindex::Tensor& t = inputs.tensors.at(name);
+    return std::vector<int32_t>(t.ptr<int32_t>(), t.ptr<int32_t>() + t.numel());
+  };
+  c.table.kv_indptr = ints("kv_indptr");
+  c.table.kv_indices = ints("kv_indices");
+  c.pass_last_page_len = inputs.tensors.count("kv_last_page_len") > 0;
+  c.table.kv_last_page_len = c.pass_last_page_len ? ints("kv_last_page_len")
+                                                    : std::vector<int32_t>(c.table.kv_indptr.size() - 1, 1);
+  c.sm_scale = float(inputs.scalars.at("sm_scale"));
+  c.seed = seed;
+  return c;
+}
+
+Case generated_case(std::string name, kindex_dtype dtype, int hq, int hkv, int d, int ps, int batch, int64_t num_pages,
+                    int64_t num_kv_indices, uint64_t seed, bool adversarial) {
+  Case c;
+  c.name = std::move(name);
+  c.dtype = dtype;
+  c.num_qo_heads = hq;
+  c.num_kv_heads = hkv;
+  c.head_dim = d;
+  c.page_size = ps;
+  c.num_pages = num_pages;
+  kindex::catalog::PageTableOptions opt;
+  opt.adversarial = adversarial;
+  opt.allow_empty = adversarial;
+  c.table = kindex::catalog::generate_page_table(batch, num_pages, num_kv_indices, ps, seed, opt);
+  c.pass_last_page_len = ps > 1;
+  c.sm_scale = float(1.0 / std::sqrt(double(d)));
+  c.seed = seed;
+  return c;
+}
+
+class Decode : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!have_device()) GTEST_SKIP() << "no CUDA device";
+  }
+  DeviceCase dev;
+};
+
+void run_bundled(const std::string& definition, DeviceCase& dev) {
+  const auto problem = kindex::catalog::builtin_problem(definition);
+  ASSERT_FALSE(problem.workloads.empty());
+  int passed = 0;
+  for (const auto& w : problem.workloads) {
+    const std::string err = check_case(seed_case(problem.definition, w, 1), dev);
+    EXPECT_EQ("", err);
+    passed += err.empty();
+  }
+  std::printf("%s: %d / %zu workloads pass the FlashInfer-Bench comparator\n", definition.c_str(), passed,
+              problem.workloads.size());
+}
+
+TEST_F(Decode, SeedWorkloadsPs1AllFortyEight) {
+  const auto problem = kindex::catalog::builtin_problem("gqa_paged_decode_h32_kv4_d128_ps1");
+  EXPECT_EQ(48u, problem.workloads.size());
+  run_bundled("gqa_paged_decode_h32_kv4_d128_ps1", dev);
+}
+
+TEST_F(Decode, SeedWorkloadsPs64AllTwenty) {
+  const auto problem = kindex::catalog::builtin_problem("gqa_paged_decode_h24_kv4_d128_ps64");
+  EXPECT_EQ(20u, problem.workloads.size());
+  run_bundled("gqa_paged_decode_h24_kv4_d128_ps64", dev);
+}
+
+// Every upstream decode definition, small sizes: its bundled small workloads, then an adversarial table with
+// tiny segments so sequences split across CTAs and go through the merge kernel.
+TEST_F(Decode, EveryUpstreamDefinitionSmall) {
+  int definitions = 0;
+  for (const std::string& name : kindex::catalog::list_builtin()) {
+    const auto def = kindex::catalog::find_builtin(name);
+    const auto dp = kindex::catalog::decode_params(*def);
+    if (!dp) continue;
+    ++definitions;
+    const bool seed = name == "gqa_paged_decode_h32_kv4_d128_ps1" || name == "gqa_paged_decode_h24_kv4_d128_ps64";
+    for (const auto& w : seed ? std::vector<kindex::catalog::Workload>{} : kindex::catalog::builtin_workloads(name))
+      if (w.axes.at("num_kv_indices") * dp->page_size <= (1 << 16)) EXPECT_EQ("", check_case(seed_case(*def, w, 2), dev));
+    for (int min_seg : {256, 16}) {
+      TuningScope scope(min_seg);
+      Case c = generated_case(name + "/adversarial/min_segment_tokens=" + std::to_string(min_seg), KINDEX_DTYPE_BF16,
+                              int(dp->num_qo_heads), int(dp->num_kv_heads), int(dp->head_dim), int(dp->page_size), 7,
+                              4000, dp->page_size == 1 ? 900 : 40, 11 + definitions, true);
+      EXPECT_EQ("", check_case(c, dev));
+    }
+  }
+  EXPECT_EQ(17, definitions);
+}
+
+// Group sizes 1..16 crossed with head_dim 64/128/256, fp16/bf16 and page sizes 1..128, adversarial tables
+// (empty, 1-token, 1-page sequences; repeated and shared ids; last pages of 1 and page_size; num_pages far above
+// the ids used), each at the default split and with tiny segments.
+TEST_F(Decode, AdversarialGroupsHeadDimsPageSizesDtypes) {
+  const int dims[] = {64, 128, 256};
+  const int page_sizes[] = {1, 3, 16, 64, 128, 7, 32, 1};
+  for (int group = 1; group <= 16; ++group) {
+    const int d = dims[group % 3], ps = page_sizes[group % 8], hkv = 1 + group % 3;
+    const kindex_dtype dt = group % 2 ? KINDEX_DTYPE_FP16 : KINDEX_DTYPE_BF16;
+    const int64_t n = ps == 1 ? 1200 : std::max(24, 2400 / ps);
+    for (int min_seg : {256, 16}) {
+      TuningScope scope(min_seg);
+      Case c = generated_case("group " + std::to_string(group) + " d" + std::to_string(d) + " ps" + std::to_string(ps) +
+                                  (dt == KINDEX_DTYPE_FP16 ? " fp16" : " bf16") + " min_seg " + std::to_string(min_seg),
+                              dt, group * hkv, hkv, d, ps, 9, 50 * n + 1000, n, 100 + group, true);
+      EXPECT_EQ("", check_case(c, dev));
+    }
+  }
+}
+
+// Many short sequences: more than the 64 pieces a CTA stages at once, with empty ones in between.
+TEST_F(Decode, ManyShortSequencesAcrossTableBatches) {
+  for (int min_seg : {4096, 16}) {
+    TuningScope scope(min_seg);
+    Case c = generated_case("batch 1024 short, min_seg " + std::to_string(min_seg), KINDEX_DTYPE_BF16, 8, 1, 128, 4,
+                            1024, 1 << 16, 3000, 7, true);
+    EXPECT_EQ("", check_case(c, dev));
+  }
+}
+
+// A 1M-token sequence (65536 full pages of 16) beside a 3-page one: no 32-bit overflow in token or element
+// offsets, and one sequence spread over every segment.
+TEST_F(Decode, MillionTokenSequence) {
+  Case c;
+  c.name = "1M tokens";
+  c.num_qo_heads = 8;
+  c.num_kv_heads = 1;
+  c.head_dim = 64;
+  c.page_size = 16;
+  c.num_pages = (1 << 16) + 100;
+  for (int64_t j = 0; j < (1 << 16) + 3; ++j) c.table.kv_indices.push_back(int32_t((j * 7919 + 13) % c.num_pages));
+  c.table.kv_indptr = {0, 1 << 16, (1 << 16) + 3};
+  c.table.kv_last_page_len = {16, 5};
+  c.sm_scale = 0.125f;
+  EXPECT_EQ("", check_case(c, dev));
+}
+
+TEST_F(Decode, AllSequencesEmptyGiveZerosAndMinusInf) {
+  Case c;
+  c.name = "all empty";
+  c.num_qo_heads = 8;
+  c.num_kv_heads = 2;
+  c.page_size = 16;
+  c.num_pages = 10;
+  c.table.kv_indptr = {0, 0, 0, 0};
+  c.table.kv_last_page_len = {1, 1, 1};
+  c.sm_scale = 0.1f;
+  EXPECT_EQ("", check_case(c, dev));
+}
+
+Case split_case() {
+  return generated_case("determinism", KINDEX_DTYPE_BF16, 24, 4, 128, 64, 16, 20000, 6000, 3, false);
+}
+
+TEST_F(Decode, BitIdenticalRunToRun) {
+  const Case c = split_case();
+  const HostInputs in = make_inputs(c);
+  ASSERT_EQ("", dev.upload(c, in));
+  size_t ws = 0;
+  ASSERT_EQ(KINDEX_STATUS_OK, kindex_paged_decode_workspace_size(&dev.p, &ws));
+  EXPECT_GT(ws, 0u) << "the case should split over several segments";
+  std::vector<uint16_t> o1, o2;
+  std::vector<float> l1, l2;
+  ASSERT_EQ(KINDEX_STATUS_OK, dev.run());
+  CUDA_OK(cudaDeviceSynchronize());
+  dev.download(o1, l1);
+  ASSERT_EQ(KINDEX_STATUS_OK, dev.run());
+  CUDA_OK(cudaDeviceSynchronize());
+  dev.download(o2, l2);
+  EXPECT_EQ(0, std::memcmp(o1.data(), o2.data(), o1.size() * 2));
+  EXPECT_EQ(0, std::memcmp(l1.data(), l2.data(), l1.size() * 4));
+}
+
+TEST_F(Decode, CudaGraphCaptureReplaysTheSameResult) {
+  const Case c = split_case();
+  const HostInputs in = make_inputs(c);
+  ASSERT_EQ("", dev.upload(c, in));
+  std::vector<uint16_t> o1, o2;
+  std::vector<float> l1, l2;
+  ASSERT_EQ(KINDEX_STATUS_OK, dev.run());
+  CUDA_OK(cudaDeviceSynchronize());
+  dev.download(o1, l1);
+
+  cudaStream_t stream;
+  CUDA_OK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  size_t bytes = 0;
+  ASSERT_EQ(KINDEX_STATUS_OK, kindex_paged_decode_workspace_size(&dev.p, &bytes));
+  void* ws = dev.ws.get(bytes);
+  CUDA_OK(cudaMemset(dev.p.output, 0xff, dev.out_elems * 2));
+  CUDA_OK(cudaMemset(dev.p.lse, 0xff, dev.lse_elems * 4));
+  cudaGraph_t graph;
+  CUDA_OK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal));
+  const kindex_status st = kindex_paged_decode(&dev.p, ws, bytes, stream);
+  CUDA_OK(cudaStreamEndCapture(stream, &graph));
+  ASSERT_EQ(KINDEX_STATUS_OK, st) << kindex_last_error();
+  cudaGraphExec_t exec;
+  CUDA_OK(cudaGraphInstantiate(&exec, graph, 0));
+  CUDA_OK(cudaGraphLaunch(exec, stream));
+  CUDA_OK(cudaGraphLaunch(exec, stream));
+  CUDA_OK(cudaStreamSynchronize(stream));
+  dev.download(o2, l2);
+  EXPECT_EQ(0, std::memcmp(o1.data(), o2.data(), o1.size() * 2));
+  EXPECT_EQ(0, std::memcmp(l1.data(), l2.data(), l1.size() * 4));
+  cudaGraphExecDestroy(exec);
+  cudaGraphDestroy(graph);
+  cudaStreamDestroy(stream);
+}
+
+// Validation mode: each corrupted index array is reported by field and index, and nothing else is run.
+TEST_F(Decode, ValidationModeNamesTheFirstBadEntry) {
+  Case base = generated_case("validate", KINDEX_DTYPE_BF16, 8, 2, 64, 16, 6, 500, 60, 9, false);
+  struct Corruption {
+    const char* expect;
+    void (*apply)(Case&);
+  };
+  const Corruption corruptions[] = {
+      {"kv_indices[7] = 500", [](Case& c) { c.table.kv_indices[7] = int32_t(c.num_pages); }},
+      {"kv_indices[3] = -1", [](Case& c) { c.table.kv_indices[3] = -1; }},
+      {"kv_indptr[2]", [](Case& c) { c.table.kv_indptr[2] = c.table.kv_indptr[1] - 1; }},
+      {"kv_indptr[6]", [](Case& c) { c.table.kv_indptr[6] += 1; }},
+      {"kv_last_page_len[4] = 0", [](Case& c) { c.table.kv_last_page_len[4] = 0; }},
+      {"kv_last_page_len[1] = 17", [](Case& c) { c.table.kv_last_page_len[1] = 17; }},
+  };
+  for (const auto& corruption : corruptions) {
+    Case c = base;
+    corruption.apply(c);
+    const HostInputs in = make_inputs(base);
+    ASSERT_EQ("", dev.upload(c, in));
+    dev.p.validate = 1;
+    EXPECT_EQ(KINDEX_STATUS_INVALID_INPUT, dev.run()) << corruption.expect;
+    EXPECT_NE(std::string(kindex_last_error()).find(corruption.expect), std::string::npos)
+        << "message: " << kindex_last_error() << " expected: " << corruption.expect;
+  }
+  // A valid table passes validation mode and gives the same result.
+  base.name = "validate (valid table)";
+  const HostInputs in = make_inputs(base);
+  ASSERT_EQ("", dev.upload(base, in));
+  dev.p.validate = 1;
+  EXPECT_EQ(KINDEX_STATUS_OK, dev.run()) << kindex_last_error();
+  CUDA_OK(cudaDeviceSynchronize());
+}
+
+TEST_F(Decode, BadArgumentsNameTheField) {
+  const Case c = generated_case("args", KINDEX_DTYPE_BF16, 8, 2, 64, 16, 4, 500, 30, 9, false);
+  const HostInputs in = make_inputs(c);
+  ASSERT_EQ("", dev.upload(c, in));
+  const kindex_paged_decode_params good = dev.p;
+  struct Bad {
+    const char* field;
+    void (*apply)(kindex_paged_decode_params&);
+  };
+  const Bad bads[] = {
+      {"params.dtype", [](kindex_paged_decode_params& p) { p.dtype = KINDEX_DTYPE_FP32; }},
+      {"params.batch_size", [](kindex_paged_decode_params& p) { p.batch_size = -1; }},
+      {"params.num_kv_heads", [](kindex_paged_decode_params& p) { p.num_kv_heads = 0; }},
+      {"params.num_qo_heads", [](kindex_paged_decode_params& p) { p.num_qo_heads = 7; }},
+      {"params.num_qo_heads", [](kindex_paged_decode_params& p) { p.num_qo_heads = 17 * p.num_kv_heads; }},
+      {"params.head_dim", [](kindex_paged_decode_params& p) { p.head_dim = 96; }},
+      {"params.page_size", [](kindex_paged_decode_params& p) { p.page_size = 129; }},
+      {"params.page_size", [](kindex_paged_decode_params& p) { p.page_size = 0; }},
+      {"params.num_kv_indices", [](kindex_paged_decode_params& p) { p.num_kv_indices = -3; }},
+      {"params.num_pages", [](kindex_paged_decode_params& p) { p.num_pages = 0; }},
+      {"params.sm_scale", [](kindex_paged_decode_params& p) { p.sm_scale = NAN; }},
+      {"params.q", [](kindex_paged_decode_params& p) { p.q = nullptr; }},
+      {"params.k_cache", [](kindex_paged_decode_params& p) { p.k_cache = static_cast<const char*>(p.k_cache) + 2; }},
+      {"params.kv_indices", [](kindex_paged_decode_params& p) { p.kv_indices = nullptr; }},
+      {"params.output", [](kindex_paged_decode_params& p) { p.output = nullptr; }},
+  };
+  size_t bytes = 0;
+  for (const auto& b : bads) {
+    kindex_paged_decode_params p = good;
+    b.apply(p);
+    const kindex_status st = kindex_paged_decode(&p, dev.ws.get(1 << 20), 1 << 20, nullptr);
+    EXPECT_EQ(KINDEX_STATUS_INVALID_ARGUMENT, st) << b.field;
+    EXPECT_NE(std::string(kindex_last_error()).find(b.field), std::string::npos)
+        << "message: " << kindex_last_error() << " expected field " << b.field;
+  }
+  EXPECT_EQ(KINDEX_STATUS_INVALID_ARGUMENT, kindex_paged_decode(nullptr, nullptr, 0, nullptr));
+  EXPECT_EQ(KINDEX_STATUS_INVALID_ARGUMENT, kindex_paged_decode_workspace_size(&good, nullptr));
+
+  // Too small a workspace: a split case needs one, and the message names the size it needs.
+  TuningScope scope(16);
+  ASSERT_EQ(KINDEX_STATUS_OK, kindex_paged_decode_workspace_size(&good, &bytes));
+  ASSERT_GT(bytes, 0u);
+  EXPECT_EQ(KINDEX_STATUS_WORKSPACE_TOO_SMALL, kindex_paged_decode(&good, dev.ws.get(bytes), bytes - 4, nullptr));
+  EXPECT_NE(std::string(kindex_last_error()).find("workspace_bytes"), std::string::npos) << kindex_last_error();
+  EXPECT_EQ(KINDEX_STATUS_WORKSPACE_TOO_SMALL, kindex_paged_decode(&good, nullptr, 0, nullptr));
+  // Batch 0 is a no-op.
+  kindex_paged_decode_params none = good;
+  none.batch_size = 0;
+  none.num_kv_indices = 0;
+  EXPECT_EQ(KINDEX_STATUS_OK, kindex_paged_decode(&none, nullptr, 0, nullptr)) << kindex_last_error();
+}
+
+// Small cases for compute-sanitizer (memcheck, racecheck): one per head_dim, split and merged.
+TEST_F(Decode, SanitizerSmall) {
+  TuningScope scope(16);
+  for (int d : {64, 128, 256}) {
+    Case c = generated_case("sanitizer d" + std::to_string(d), d == 128 ? KINDEX_DTYPE_BF16 : KINDEX_DTYPE_FP16, 12, 2,
+                            d, 5, 5, 300, 40, 21, true);
+    EXPECT_EQ("", check_case(c, dev));
+  }
+}
+
+}  // namespace

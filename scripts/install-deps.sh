@@ -8,6 +8,7 @@ packages=(
   libsqlite3-dev libzstd-dev libyaml-dev libpq-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   clang libclang-rt-14-dev zstd sqlite3
+  chromium postgresql
   libopenblas-dev
 )
 missing=()

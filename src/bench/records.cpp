@@ -12,6 +12,7 @@
 #include "bench/json_number.hpp"
 #include "bench/runner.hpp"
 #include "catalog/builtin.hpp"
+#include "catalog/inputs.hpp"
 #include "core/error.hpp"
 #include "evidence/digest.hpp"
 #include "evidence/manifest.hpp"

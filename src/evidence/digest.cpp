@@ -46,7 +46,7 @@ int64_t parse_duration_ns(std::string_view text, const std::string& where, const
   }
   if (i < text.size() && text[i] == ' ') ++i;
   const std::string_view unit = text.substr(i);
-  int scale;  // nanoseconds per unit = 10^scale
+  int scale = 0;  // nanoseconds per unit = 10^scale
   if (unit == "ns") scale = 0;
   else if (unit == "us" || unit == "\xC2\xB5s") scale = 3;
   else if (unit == "ms") scale = 6;

@@ -23,20 +23,27 @@ void keep_openblas_single_threaded() {
 
 std::atomic<bool> exact_accumulation{false};
 
-// C = A * B with fp64 sums in index order, row by row (axpy form, so the inner loop runs over contiguous columns).
+// C = A * B with fp64 sums in index order, in the axpy form (inner loop over contiguous columns) and blocks of 8 rows
+// so each row of B is read once per block.
 void gemm_tile_fp64(int64_t rows, int64_t cols, int64_t k, const float* a, int64_t lda, bool a_t, const float* b,
                     int64_t ldb, bool b_t, float* c, int64_t ldc) {
-  std::vector<double> b_rows(k * cols), acc(cols);
+  constexpr int64_t kBlock = 8;
+  std::vector<double> b_rows(k * cols), acc(kBlock * cols);
   for (int64_t x = 0; x < k; ++x)
     for (int64_t j = 0; j < cols; ++j) b_rows[x * cols + j] = b_t ? b[j * ldb + x] : b[x * ldb + j];
-  for (int64_t i = 0; i < rows; ++i) {
+  for (int64_t i0 = 0; i0 < rows; i0 += kBlock) {
+    const int64_t block = std::min(kBlock, rows - i0);
     std::fill(acc.begin(), acc.end(), 0.0);
     for (int64_t x = 0; x < k; ++x) {
-      const double ax = a_t ? a[x * lda + i] : a[i * lda + x];
       const double* br = &b_rows[x * cols];
-      for (int64_t j = 0; j < cols; ++j) acc[j] += ax * br[j];
+      for (int64_t i = 0; i < block; ++i) {
+        const double ax = a_t ? a[x * lda + i0 + i] : a[(i0 + i) * lda + x];
+        double* row = &acc[i * cols];
+        for (int64_t j = 0; j < cols; ++j) row[j] += ax * br[j];
+      }
     }
-    for (int64_t j = 0; j < cols; ++j) c[i * ldc + j] = float(acc[j]);
+    for (int64_t i = 0; i < block; ++i)
+      for (int64_t j = 0; j < cols; ++j) c[(i0 + i) * ldc + j] = float(acc[i * cols + j]);
   }
 }
 

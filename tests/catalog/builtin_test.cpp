@@ -157,18 +157,29 @@ TEST(Builtin, EveryOtherDecodeDefinitionHasGeneratedWorkloads) {
 }
 
 TEST(Builtin, SmallWorkloads) {
-  auto count_small = [](const std::string& name) {
+  auto small = [](const std::string& name, int64_t batch, int64_t pages) {
     auto def = *find_builtin(name);
-    int n = 0;
-    for (const auto& w : builtin_workloads(name)) n += is_small(def, w);
-    return n;
+    for (const auto& w : builtin_workloads(name))
+      if (w.axes.at("batch_size") == batch && w.axes.at("num_pages") == pages) return is_small(def, w);
+    ADD_FAILURE() << "no workload " << batch << "/" << pages;
+    return false;
   };
-  EXPECT_EQ(count_small("gqa_paged_decode_h32_kv4_d128_ps1"), 32);  // batch 1 and 16
-  EXPECT_EQ(count_small("gqa_paged_decode_h24_kv4_d128_ps64"), 1);  // (1, 425, 361)
-  EXPECT_EQ(count_small(std::string(kSolGqaRopeBackward)), 4);      // (1,128) (2,128) (1,131) (1,256)
+  const std::string ps1 = "gqa_paged_decode_h32_kv4_d128_ps1", ps64 = "gqa_paged_decode_h24_kv4_d128_ps64";
+  // Every ps1 case up to batch 16 (at most 23079 tokens, 32348 pages) runs on the CPU; the largest do not.
+  auto def1 = *find_builtin(ps1);
+  for (const auto& w : builtin_workloads(ps1))
+    if (w.axes.at("batch_size") <= 16) EXPECT_TRUE(is_small(def1, w)) << w.uuid;
+  EXPECT_FALSE(small(ps1, 64, 61535));
+  EXPECT_TRUE(small(ps64, 1, 425));     // 23104 tokens, 27.9M cache elements in all
+  EXPECT_FALSE(small(ps64, 2, 1348));   // 44M elements per cache
+  EXPECT_FALSE(small(ps64, 16, 19713));
   auto sol = *find_builtin(kSolGqaRopeBackward);
-  for (const auto& w : builtin_workloads(kSolGqaRopeBackward))
+  int sol_small = 0;
+  for (const auto& w : builtin_workloads(kSolGqaRopeBackward)) {
     EXPECT_EQ(is_small(sol, w), w.axes.at("batch_size") * w.axes.at("seq_len") <= 256);
+    sol_small += is_small(sol, w);
+  }
+  EXPECT_EQ(sol_small, 4);  // (1,128) (2,128) (1,131) (1,256)
 }
 
 TEST(Builtin, DataIsEmbedded) {

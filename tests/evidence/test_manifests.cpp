@@ -64,6 +64,14 @@ TEST(Digest, ExampleRunReferencesThePinnedDigests) {
   EXPECT_EQ(run["spec"]["environmentDigest"], manifest_digest(read_manifest_file(examples_dir() + "/execution-environment.yaml")));
   EXPECT_EQ(read_manifest_file(examples_dir() + "/workload-case.yaml")["spec"]["operationSpecDigest"],
             manifest_digest(read_manifest_file(examples_dir() + "/operation-spec.yaml")));
+  // Likewise the serving examples.
+  const json serving = read_manifest_file(examples_dir() + "/serving-run.yaml");
+  EXPECT_EQ(serving["spec"]["modelDigest"], manifest_digest(read_manifest_file(examples_dir() + "/model-revision.yaml")));
+  EXPECT_EQ(serving["spec"]["configurationDigest"],
+            manifest_digest(read_manifest_file(examples_dir() + "/serving-configuration.yaml")));
+  EXPECT_EQ(serving["spec"]["workloadDigest"], manifest_digest(read_manifest_file(examples_dir() + "/serving-workload.yaml")));
+  EXPECT_EQ(read_manifest_file(examples_dir() + "/serving-configuration.yaml")["spec"]["stackDigest"],
+            manifest_digest(read_manifest_file(examples_dir() + "/serving-stack-revision.yaml")));
 }
 
 TEST(Digest, SeedPageManifests) {

@@ -1,0 +1,327 @@
+// bench_decode: times kindex_paged_decode on the 68 seed workloads (48 gqa_paged_decode_h32_kv4_d128_ps1,
+// 20 gqa_paged_decode_h24_kv4_d128_ps64) with the FlashInfer-Bench protocol: cold L2 (a 2 x L2-size buffer zeroed
+// before every call), 1 + 5 untimed calls, 10 warm-up, 50 timed, CUDA events around each call, median.
+// Page tables come from the catalog's generator (the same tables the tests check); q/k/v are random bf16 drawn on
+// the device. Prints a table and writes JSON (--json FILE): per workload latency statistics, the bytes a call
+// must move (K/V of referenced tokens + q + output + lse + index arrays), achieved TB/s and the ratio to the floor
+// bytes / 4.28 TB/s (the H200's measured device copy, protocols.md section 4).
+//
+//   bench_decode [--json FILE] [--dump-tables DIR] [--filter SUBSTRING] [--variants LIST] [--iters N]
+//   --variants: comma-separated tuning variants "s<stages>m<min_segment_tokens>p<0|1 programmatic merge>",
+//               e.g. s4m256p1,s3m256p1; the first is the one reported as "kindex".
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <ctime>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "catalog/builtin.hpp"
+#include "catalog/inputs.hpp"
+#include "kernels/decode/paged_decode.hpp"
+#include "kindex/kindex.h"
+
+namespace {
+
+constexpr double kCopyBytesPerSecond = 4.28e12;  // H200 device-to-device copy, protocols.md section 4
+
+#define CHECK_CUDA(expr)                                                                        \
+  do {                                                                                          \
+    cudaError_t err_ = (expr);                                                                  \
+    if (err_ != cudaSuccess) {                                                                  \
+      std::fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #expr, cudaGetErrorString(err_)); \
+      std::exit(1);                                                                             \
+    }                                                                                           \
+  } while (0)
+
+__device__ __forceinline__ unsigned long long mix64(unsigned long long x) {
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
+// Near-normal bf16 values (sum of four uniforms, unit variance): never time on zeros.
+__global__ void fill_random(uint16_t* data, size_t n, unsigned long long seed) {
+  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x) {
+    const unsigned long long h = mix64(seed * 0x100000001b3ull + i);
+    const float s = float(h & 0xffff) + float((h >> 16) & 0xffff) + float((h >> 32) & 0xffff) + float(h >> 48);
+    const float x = (s / 65536.0f - 2.0f) * 1.7320508f;
+    const uint32_t u = __float_as_uint(x);
+    data[i] = uint16_t((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+  }
+}
+
+struct Variant {
+  std::string name;
+  int stages = 0, min_segment_tokens = 256;
+  bool programmatic = true;
+};
+
+Variant parse_variant(const std::string& s) {
+  Variant v;
+  v.name = s;
+  if (std::sscanf(s.c_str(), "s%dm%d", &v.stages, &v.min_segment_tokens) < 2) {
+    std::fprintf(stderr, "bad variant '%s' (want s<stages>m<min_segment_tokens>p<0|1>)\n", s.c_str());
+    std::exit(2);
+  }
+  int p = 1;
+  std::sscanf(s.c_str(), "s%*dm%*dp%d", &p);
+  v.programmatic = p != 0;
+  return v;
+}
+
+struct Stats {
+  double median_us = 0, min_us = 0, p05_us = 0, p95_us = 0, mean_us = 0;
+};
+
+Stats summarize(std::vector<double> us) {
+  std::sort(us.begin(), us.end());
+  auto at = [&](double q) { return us[size_t(std::lround(q * double(us.size() - 1)))]; };
+  Stats s;
+  s.median_us = us.size() % 2 ? us[us.size() / 2] : 0.5 * (us[us.size() / 2 - 1] + us[us.size() / 2]);
+  s.min_us = us.front();
+  s.p05_us = at(0.05);
+  s.p95_us = at(0.95);
+  double sum = 0;
+  for (double x : us) sum += x;
+  s.mean_us = sum / double(us.size());
+  return s;
+}
+
+std::string now_utc() {
+  std::time_t t = std::time(nullptr);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&t));
+  return buf;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string json_path, dump_dir, filter;
+  std::vector<Variant> variants;
+  int iters = 50, warmup = 10, untimed = 6;
+  std::string command;
+  for (int i = 0; i < argc; ++i) command += (i ? " " : "") + std::string(argv[i]);
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    auto next = [&]() -> std::string {
+      if (i + 1 >= argc) {
+        std::fprintf(stderr, "%s needs a value\n", a.c_str());
+        std::exit(2);
+      }
+      return argv[++i];
+    };
+    if (a == "--json") json_path = next();
+    else if (a == "--dump-tables") dump_dir = next();
+    else if (a == "--filter") filter = next();
+    else if (a == "--iters") iters = std::stoi(next());
+    else if (a == "--variants") {
+      std::string list = next();
+      for (size_t p = 0; p <= list.size();) {
+        size_t q = list.find(',', p);
+        if (q == std::string::npos) q = list.size();
+        if (q > p) variants.push_back(parse_variant(list.substr(p, q - p)));
+        p = q + 1;
+      }
+    } else {
+      std::fprintf(stderr, "unknown argument %s\n", a.c_str());
+      return 2;
+    }
+  }
+  if (variants.empty()) variants.push_back(parse_variant("s0m256p1"));
+
+  int device = 0;
+  CHECK_CUDA(cudaGetDevice(&device));
+  cudaDeviceProp prop{};
+  CHECK_CUDA(cudaGetDeviceProperties(&prop, device));
+  int driver = 0, runtime = 0;
+  cudaDriverGetVersion(&driver);
+  cudaRuntimeGetVersion(&runtime);
+  std::printf("device %s, %d SMs, L2 %d MB\n", prop.name, prop.multiProcessorCount, prop.l2CacheSize >> 20);
+
+  cudaStream_t stream;
+  CHECK_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  const size_t flush_bytes = 2 * size_t(prop.l2CacheSize);
+  void* flush = nullptr;
+  CHECK_CUDA(cudaMalloc(&flush, flush_bytes));
+  cudaEvent_t start, stop;
+  CHECK_CUDA(cudaEventCreate(&start));
+  CHECK_CUDA(cudaEventCreate(&stop));
+
+  nlohmann::json results = nlohmann::json::array();
+  std::printf("%-36s %5s %6s %8s %9s %9s %7s %6s", "workload", "batch", "pages", "MB", "floor_us", "us", "TB/s",
+              "x_floor");
+  for (size_t v = 1; v < variants.size(); ++v) std::printf(" %10s", variants[v].name.c_str());
+  std::printf("\n");
+
+  for (const char* def_name : {"gqa_paged_decode_h32_kv4_d128_ps1", "gqa_paged_decode_h24_kv4_d128_ps64"}) {
+    const auto problem = kindex::catalog::builtin_problem(def_name);
+    const auto dp = *kindex::catalog::decode_params(problem.definition);
+    int index = 0;
+    for (const auto& w : problem.workloads) {
+      const std::string label = std::string(def_name).substr(17) + "#" + std::to_string(index++);
+      if (!filter.empty() && label.find(filter) == std::string::npos) continue;
+      kindex::catalog::GenerateOptions opt;
+      opt.skip_random_floats = true;
+      const auto inputs = kindex::catalog::generate_inputs(problem.definition, w, 1, opt);
+      const auto& indptr = inputs.tensors.at("kv_indptr");
+      const auto& indices = inputs.tensors.at("kv_indices");
+      const bool has_last = inputs.tensors.count("kv_last_page_len") > 0;
+      const int batch = int(w.axes.at("batch_size"));
+      const int64_t num_pages = w.axes.at("num_pages"), n = w.axes.at("num_kv_indices");
+      const int hq = int(dp.num_qo_heads), hkv = int(dp.num_kv_heads), d = int(dp.head_dim), ps = int(dp.page_size);
+
+      if (!dump_dir.empty()) {  // the same tables for the PyTorch baselines
+        std::filesystem::create_directories(dump_dir);
+        const std::string base = dump_dir + "/" + label;
+        std::ofstream(base + ".indptr", std::ios::binary).write((const char*)indptr.data(), std::streamsize(indptr.nbytes()));
+        std::ofstream(base + ".indices", std::ios::binary).write((const char*)indices.data(), std::streamsize(indices.nbytes()));
+        if (has_last) {
+          const auto& last = inputs.tensors.at("kv_last_page_len");
+          std::ofstream(base + ".last", std::ios::binary).write((const char*)last.data(), std::streamsize(last.nbytes()));
+        }
+      }
+
+      // Bytes a call must move.
+      int64_t tokens = 0;
+      const int32_t* ip = indptr.ptr<int32_t>();
+      for (int b = 0; b < batch; ++b) {
+        const int64_t pages = ip[b + 1] - ip[b];
+        if (pages > 0) tokens += (pages - 1) * ps + (has_last ? inputs.tensors.at("kv_last_page_len").ptr<int32_t>()[b] : ps);
+      }
+      const double kv_bytes = double(tokens) * hkv * d * 2 * 2;
+      const double bytes = kv_bytes + 2.0 * batch * hq * d * 2 + batch * hq * 4.0 + (batch + 1) * 4.0 + n * 4.0 +
+                           (has_last ? batch * 4.0 : 0.0);
+      const double floor_us = bytes / kCopyBytesPerSecond * 1e6;
+
+      // Device inputs.
+      const size_t cache_elems = size_t(num_pages) * ps * hkv * d;
+      void *q, *k, *v, *out, *d_indptr, *d_indices, *d_last = nullptr;
+      float* lse;
+      CHECK_CUDA(cudaMalloc(&q, size_t(batch) * hq * d * 2));
+      CHECK_CUDA(cudaMalloc(&k, cache_elems * 2));
+      CHECK_CUDA(cudaMalloc(&v, cache_elems * 2));
+      CHECK_CUDA(cudaMalloc(&out, size_t(batch) * hq * d * 2));
+      CHECK_CUDA(cudaMalloc(&lse, size_t(batch) * hq * 4));
+      CHECK_CUDA(cudaMalloc(&d_indptr, indptr.nbytes()));
+      CHECK_CUDA(cudaMalloc(&d_indices, std::max<size_t>(indices.nbytes(), 4)));
+      fill_random<<<1024, 256, 0, stream>>>(static_cast<uint16_t*>(q), size_t(batch) * hq * d, 11);
+      fill_random<<<4096, 256, 0, stream>>>(static_cast<uint16_t*>(k), cache_elems, 12);
+      fill_random<<<4096, 256, 0, stream>>>(static_cast<uint16_t*>(v), cache_elems, 13);
+      CHECK_CUDA(cudaGetLastError());
+      CHECK_CUDA(cudaMemcpy(d_indptr, indptr.data(), indptr.nbytes(), cudaMemcpyHostToDevice));
+      CHECK_CUDA(cudaMemcpy(d_indices, indices.data(), indices.nbytes(), cudaMemcpyHostToDevice));
+      if (has_last) {
+        const auto& last = inputs.tensors.at("kv_last_page_len");
+        CHECK_CUDA(cudaMalloc(&d_last, last.nbytes()));
+        CHECK_CUDA(cudaMemcpy(d_last, last.data(), last.nbytes(), cudaMemcpyHostToDevice));
+      }
+      kindex_paged_decode_params p{};
+      p.dtype = KINDEX_DTYPE_BF16;
+      p.batch_size = batch;
+      p.num_qo_heads = hq;
+      p.num_kv_heads = hkv;
+      p.head_dim = d;
+      p.page_size = ps;
+      p.num_pages = num_pages;
+      p.num_kv_indices = n;
+      p.q = q;
+      p.k_cache = k;
+      p.v_cache = v;
+      p.kv_indptr = static_cast<const int32_t*>(d_indptr);
+      p.kv_indices = static_cast<const int32_t*>(d_indices);
+      p.kv_last_page_len = static_cast<const int32_t*>(d_last);
+      p.sm_scale = float(inputs.scalars.at("sm_scale"));
+      p.output = out;
+      p.lse = lse;
+
+      nlohmann::json row = {{"definition", def_name}, {"uuid", w.uuid}, {"label", label}, {"batch_size", batch},
+                            {"num_pages", num_pages}, {"num_kv_indices", n}, {"kv_tokens", tokens},
+                            {"bytes", bytes}, {"floor_us", floor_us}};
+      nlohmann::json per_variant = nlohmann::json::object();
+      std::vector<double> medians;
+      for (const Variant& var : variants) {
+        auto& t = kindex::decode::tuning();
+        t.stages = var.stages;
+        t.min_segment_tokens = var.min_segment_tokens;
+        t.programmatic_merge = var.programmatic;
+        const kindex::decode::Plan plan = kindex::decode::make_plan(p);
+        void* ws = nullptr;
+        if (plan.workspace_bytes()) CHECK_CUDA(cudaMalloc(&ws, plan.workspace_bytes()));
+        auto call = [&] {
+          if (kindex_paged_decode(&p, ws, plan.workspace_bytes(), stream) != KINDEX_STATUS_OK) {
+            std::fprintf(stderr, "%s: %s\n", label.c_str(), kindex_last_error());
+            std::exit(1);
+          }
+        };
+        std::vector<double> us;
+        for (int it = 0; it < untimed + warmup + iters; ++it) {
+          CHECK_CUDA(cudaMemsetAsync(flush, 0, flush_bytes, stream));
+          CHECK_CUDA(cudaStreamSynchronize(stream));
+          CHECK_CUDA(cudaEventRecord(start, stream));
+          call();
+          CHECK_CUDA(cudaEventRecord(stop, stream));
+          CHECK_CUDA(cudaEventSynchronize(stop));
+          float ms = 0;
+          CHECK_CUDA(cudaEventElapsedTime(&ms, start, stop));
+          if (it >= untimed + warmup) us.push_back(ms * 1e3);
+        }
+        CHECK_CUDA(cudaGetLastError());
+        if (ws) CHECK_CUDA(cudaFree(ws));
+        const Stats s = summarize(us);
+        medians.push_back(s.median_us);
+        per_variant[var.name] = {{"median_us", s.median_us}, {"min_us", s.min_us}, {"p05_us", s.p05_us},
+                                 {"p95_us", s.p95_us}, {"mean_us", s.mean_us},
+                                 {"achieved_tb_per_s", bytes / (s.median_us * 1e-6) / 1e12},
+                                 {"ratio_to_floor", s.median_us / floor_us},
+                                 {"num_segments", plan.num_segments}, {"pages_per_segment", plan.pages_per_segment},
+                                 {"stages", plan.stages}, {"workspace_bytes", plan.workspace_bytes()}};
+      }
+      kindex::decode::tuning() = kindex::decode::Tuning{};
+      row["kindex"] = per_variant[variants[0].name];
+      row["variants"] = per_variant;
+      results.push_back(row);
+      std::printf("%-36s %5d %6lld %8.2f %9.2f %9.2f %7.3f %6.2f", label.c_str(), batch, (long long)n, bytes / 1e6,
+                  floor_us, medians[0], bytes / (medians[0] * 1e-6) / 1e12, medians[0] / floor_us);
+      for (size_t i = 1; i < medians.size(); ++i) std::printf(" %10.2f", medians[i]);
+      std::printf("\n");
+      std::fflush(stdout);
+
+      for (void* ptr : {q, k, v, out, (void*)lse, d_indptr, d_indices, d_last})
+        if (ptr) CHECK_CUDA(cudaFree(ptr));
+    }
+  }
+
+  if (!json_path.empty()) {
+    nlohmann::json doc = {
+        {"benchmark", "bench_decode"},
+        {"command", command},
+        {"date_utc", now_utc()},
+        {"device", {{"name", prop.name}, {"sm_count", prop.multiProcessorCount}, {"l2_bytes", prop.l2CacheSize},
+                    {"driver_version", driver}, {"runtime_version", runtime}}},
+        {"protocol", {{"cold_l2", true}, {"flush_bytes", flush_bytes}, {"untimed", untimed}, {"warmup", warmup},
+                      {"iterations", iters}, {"statistic", "median"}, {"timer", "cuda_events"}}},
+        {"floor", {{"bytes", "K/V of referenced tokens + q + output + lse + kv_indptr + kv_indices + kv_last_page_len"},
+                   {"bandwidth_bytes_per_s", kCopyBytesPerSecond},
+                   {"bandwidth_source", "H200 device-to-device copy, docs/protocols.md section 4"}}},
+        {"variants", [&] {
+           nlohmann::json a = nlohmann::json::array();
+           for (const auto& v : variants) a.push_back(v.name);
+           return a;
+         }()},
+        {"workloads", results}};
+    std::ofstream(json_path) << doc.dump(1) << "\n";
+    std::printf("wrote %s\n", json_path.c_str());
+  }
+  return 0;
+}

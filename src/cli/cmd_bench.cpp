@@ -1,0 +1,81 @@
+// `kindex bench`: verify and time implementations the way FlashInfer-Bench and SOL-ExecBench do, and record the
+// results as traces, KernelIndex manifests and store rows. A thin layer over bench/session.hpp.
+#include <CLI/CLI.hpp>
+#include <unistd.h>
+
+#include <iostream>
+#include <memory>
+
+#include "bench/session.hpp"
+#include "catalog/builtin.hpp"
+#include "cli/commands.hpp"
+#include "core/error.hpp"
+
+namespace kindex::cli {
+
+void add_bench_command(CLI::App& app, Registry& registry) {
+  auto s = std::make_shared<bench::SessionOptions>();
+  s->output.out_dir = "kindex-results";
+  s->output.store_uri = "sqlite:kindex-results/kindex.db";
+  auto list = std::make_shared<bool>(false);
+  auto events = std::make_shared<bool>(false);
+  auto in_process = std::make_shared<bool>(false);
+  auto store = std::make_shared<std::string>(s->output.store_uri);
+
+  CLI::App* cmd = app.add_subcommand("bench", "Verify and time implementations on a problem's workloads");
+  cmd->add_option("--problem", s->problems,
+                  "Bundled problem name (see --list) or a definition file / dataset directory; repeatable");
+  cmd->add_option("--workloads", s->workloads, "all | small | uuid (prefix) list | index ranges like 0-3,7")
+      ->default_val("all");
+  cmd->add_option("--impl", s->bench.implementations,
+                  "kindex | gpu-reference | cpu-reference | external:PATH.so (exports kindex's C ABI); repeatable")
+      ->default_val(std::vector<std::string>{"kindex"});
+  cmd->add_option("--reference", s->bench.reference, "What outputs are judged against: auto | cpu-reference | gpu-reference")
+      ->check(CLI::IsMember({"auto", "cpu-reference", "gpu-reference"}))
+      ->default_val("auto");
+  cmd->add_option("--trials", s->bench.trials, "Correctness rounds of fresh inputs (FlashInfer-Bench 3, SOL-ExecBench 10)")
+      ->check(CLI::Range(1, 1000));
+  cmd->add_option("--timing-trials", s->bench.timing_trials, "Timed trials (FlashInfer-Bench 3, SOL-ExecBench 1)")
+      ->check(CLI::Range(1, 100));
+  cmd->add_option("--iterations", s->bench.iterations, "Timed iterations per trial (50; 5 on the CPU path)")
+      ->check(CLI::Range(1, 100000));
+  cmd->add_option("--warmup", s->bench.warmup, "Warm-up calls (10; 1 on the CPU path)")->check(CLI::Range(0, 100000));
+  cmd->add_option("--seed", s->bench.seed, "Base seed of the inputs (FlashInfer-Bench 1, SOL-ExecBench 200)");
+  cmd->add_option("--timeout", s->bench.timeout_s, "Seconds per (implementation, workload) before it is a timeout")
+      ->check(CLI::Range(0.001, 1e6))
+      ->default_val(900);
+  cmd->add_option("--out", s->output.out_dir, "Output directory for traces, manifests, samples, results.json ('' = none)")
+      ->default_val("kindex-results");
+  cmd->add_option("--store", *store, "Store URI: sqlite:PATH, PATH, postgresql://... or 'none'")
+      ->default_val("sqlite:kindex-results/kindex.db");
+  cmd->add_flag("--json", s->json, "Print the machine-readable report on stdout instead of the table");
+  cmd->add_flag("--events", *events, "Time with CUDA events instead of the CUPTI activity API");
+  cmd->add_flag("--in-process", *in_process, "Run without worker processes (no crash isolation, no timeout)");
+  cmd->add_flag("--list", *list, "List the bundled problems and exit");
+
+  cmd->callback([&registry, s, list, events, in_process, store] {
+    registry.selected = [s, list, events, in_process, store] {
+      if (*list) {
+        for (const auto& name : catalog::list_builtin()) std::cout << name << "\n";
+        return 0;
+      }
+      if (s->problems.empty()) throw Error("kindex bench", "--problem", "", "is required (see --list for the bundled problems)");
+      s->output.store_uri = *store == "none" ? "" : *store;
+      s->bench.prefer_cupti = !*events;
+      s->bench.isolate = !*in_process;
+      s->bench.progress = !s->json && isatty(STDERR_FILENO);
+      return bench::run_session(*s, std::cout, std::cerr);
+    };
+  });
+}
+
+int bench_main_job() {
+  const bool gpu = bench::probe_gpu();
+  bench::SessionOptions s = bench::main_job_options(gpu);
+  s.bench.progress = isatty(STDERR_FILENO);
+  std::cout << (gpu ? "kindex: GPU found: benchmarking kindex's kernels on the seed problems' bundled workloads\n"
+                    : "kindex: no GPU: running the CPU path (the CPU reference on the small workloads)\n");
+  return bench::run_session(s, std::cout, std::cerr);
+}
+
+}  // namespace kindex::cli

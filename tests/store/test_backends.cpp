@@ -1,0 +1,95 @@
+// The same store suite against SQLite and a real PostgreSQL server this test starts: same rows, same answers.
+#include <gtest/gtest.h>
+
+#include <memory>
+
+#include "store/fixtures.hpp"
+#include "store/import.hpp"
+#include "store/postgres_server.hpp"
+#include "store/query.hpp"
+
+namespace kindex::store {
+namespace {
+
+std::string slice() { return kindex::test::shared_dir() + "/kernelindex/export-slice-gqa.jsonl.zst"; }
+
+class Backends : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+#ifdef KINDEX_HAVE_POSTGRES
+    server_ = std::make_unique<test::PostgresServer>();
+#endif
+  }
+  static void TearDownTestSuite() { server_.reset(); }
+  // A fresh, empty store per backend.
+  std::vector<std::unique_ptr<Store>> stores(const std::string& name) {
+    std::vector<std::unique_ptr<Store>> out;
+    out.push_back(Store::open(":memory:"));
+#ifdef KINDEX_HAVE_POSTGRES
+    out.push_back(Store::open(server_->create_database(name)));
+#else
+    ADD_FAILURE() << "built without PostgreSQL support (KINDEX_POSTGRES=OFF)";
+    (void)name;
+#endif
+    return out;
+  }
+  static std::unique_ptr<test::PostgresServer> server_;
+};
+std::unique_ptr<test::PostgresServer> Backends::server_;
+
+// Drops what legitimately differs between two stores (the time a view was rendered).
+nlohmann::json stable(nlohmann::json j) {
+  if (j.is_object()) {
+    j.erase("citation");
+    j.erase("createdAt");
+    j.erase("at");
+    for (auto& [k, v] : j.items()) v = stable(v);
+  } else if (j.is_array()) {
+    for (auto& v : j) v = stable(v);
+  }
+  return j;
+}
+
+TEST_F(Backends, SliceImportGivesTheSameAnswers) {
+  auto s = stores("slice");
+  ASSERT_EQ(s.size(), 2u);
+  std::vector<nlohmann::json> answers;
+  for (auto& store : s) {
+    SCOPED_TRACE(store->backend());
+    ImportReport first = import_files(*store, {slice()});
+    EXPECT_EQ(first.inserted["benchmark_runs"], 347);
+    EXPECT_EQ(import_files(*store, {slice()}).total_inserted(), 0);
+    EXPECT_EQ(store->integrity_check(), "ok");
+    ResolveQuery q{"gqa_paged_decode_h24_kv4_d128_ps64", {{"batch_size", 1}, {"num_pages", 425}}, "bf16", "B200"};
+    answers.push_back({{"counts", store->counts()},
+                       {"search", search(*store, "gqa")},
+                       {"operation", operation_view(*store, "gqa_paged_decode_h24_kv4_d128_ps64")},
+                       {"resolve", resolve(*store, q)},
+                       {"records", records(*store, "gqa_paged_decode_h32_kv4_d128_ps1")},
+                       {"run", run_view(*store, operation_view(*store, "gqa_paged_decode_h32_kv4_d128_ps1")["cohorts"][0]["runs"][0]["id"])}});
+  }
+  EXPECT_EQ(answers[0]["counts"], answers[1]["counts"]);
+  for (const char* part : {"search", "operation", "resolve", "records", "run"}) {
+    EXPECT_EQ(stable(answers[0][part]), stable(answers[1][part])) << part << " differs between SQLite and PostgreSQL";
+  }
+}
+
+TEST_F(Backends, RecordsAndRetractionsBehaveAlike) {
+  auto s = stores("records");
+  std::vector<nlohmann::json> answers;
+  for (auto& store : s) {
+    SCOPED_TRACE(store->backend());
+    auto a = store->record_run(test::example_run(9000, 1, true, {9000, 9010}, 1));
+    auto b = store->record_run(test::example_run(8000, 2, false, {}, 2));
+    EXPECT_TRUE(b.new_record);
+    EXPECT_FALSE(store->record_run(test::example_run(8000, 2, false, {}, 2)).inserted);
+    store->retract_run(b.run_id, "bad", "2026-09-01T00:00:00Z");
+    auto r = records(*store);
+    EXPECT_EQ(r[0]["record"]["id"], a.run_id);
+    answers.push_back(stable(r));
+  }
+  EXPECT_EQ(answers[0], answers[1]);
+}
+
+}  // namespace
+}  // namespace kindex::store

@@ -3,7 +3,9 @@
 // and 50 timed iterations, median of CUDA-event spans. Also times the GEMMs alone and the attention kernels alone
 // (the share of each), and reports T_SOL (datasheet H200: 989.4 TFLOP/s, 4.8 TB/s), T_b (H200 torch.compile,
 // protocols.md section 4) and the SOL score S = 1 / (1 + (T_k - T_SOL) / (T_b - T_SOL)).
-//   bench_backward [--out FILE.json] [--iters N] [--warmup N] [--cases 1x128,4x1024]
+//   bench_backward [--out FILE.json] [--iters N] [--warmup N] [--cases 1x128,4x1024] [--attention-only]
+// --attention-only runs just the attention kernels (no cuBLASLt, no JSON): for compute-sanitizer racecheck, which
+// cannot instrument cuBLASLt's Hopper kernels.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -116,8 +118,18 @@ struct Timing {
 int main(int argc, char** argv) {
   std::string out_path = "bench_backward.json", cases;
   int iters = 50, warmup = 10;
-  for (int i = 1; i + 1 < argc; i += 2) {
+  bool attention_only = false;
+  for (int i = 1; i < argc; i += 2) {
     const std::string a = argv[i];
+    if (a == "--attention-only") {
+      attention_only = true;
+      --i;
+      continue;
+    }
+    if (i + 1 >= argc) {
+      std::fprintf(stderr, "option %s needs a value\n", a.c_str());
+      return 2;
+    }
     if (a == "--out") out_path = argv[i + 1];
     else if (a == "--iters") iters = std::atoi(argv[i + 1]);
     else if (a == "--warmup") warmup = std::atoi(argv[i + 1]);
@@ -194,6 +206,16 @@ int main(int argc, char** argv) {
       return Timing{percentile(ms, 0.5), *std::min_element(ms.begin(), ms.end()), percentile(ms, 0.05),
                     percentile(ms, 0.95)};
     };
+    if (attention_only) {
+      const Timing t = time_parts(kb::Parts::attention);
+      CHECK(cudaDeviceSynchronize());
+      std::printf("%-9s attention only %.4f ms\n", tag.c_str(), t.median_ms);
+      for (auto& set : sets)
+        for (void* p : set.ptrs) cudaFree(p);
+      for (void* p : outs) cudaFree(p);
+      cudaFree(ws);
+      continue;
+    }
     // The public entry point once (validation included), then the timed variants.
     if (kindex_gqa_rope_backward(&p0, ws, ws_bytes, stream) != KINDEX_STATUS_OK) {
       std::fprintf(stderr, "%s\n", kindex_last_error());
@@ -230,6 +252,7 @@ int main(int argc, char** argv) {
     for (void* p : outs) cudaFree(p);
     cudaFree(ws);
   }
+  if (attention_only) return 0;
   if (count == 0) {
     std::fprintf(stderr, "no workload selected\n");
     return 2;

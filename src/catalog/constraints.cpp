@@ -5,9 +5,8 @@
 
 namespace kindex::catalog {
 
-void check_page_table(const int32_t* kv_indptr, int64_t len_indptr, const int32_t* kv_indices,
-                      int64_t num_kv_indices, const int32_t* kv_last_page_len, int64_t num_pages, int64_t page_size,
-                      const std::string& where) {
+void check_page_table(const int32_t* kv_indptr, int64_t len_indptr, const int32_t* kv_indices, int64_t num_kv_indices,
+                      const int32_t* kv_last_page_len, int64_t num_pages, int64_t page_size, const std::string& where) {
   if (len_indptr < 1) throw Error(where, "kv_indptr", "[]", "kv_indptr needs at least one entry");
   if (kv_indptr[0] != 0) throw Error(where, "kv_indptr[0]", std::to_string(kv_indptr[0]), "must be 0");
   for (int64_t b = 0; b + 1 < len_indptr; ++b)
@@ -48,8 +47,7 @@ void check_decode_page_table(const std::map<std::string, int64_t>& axes, const I
   if (indptr->dtype() != DType::i32 || indices->dtype() != DType::i32 || indptr->shape().size() != 1 ||
       indices->shape().size() != 1)
     return;  // the definition declares something else; the shape and dtype checks judged it
-  if (last && (last->dtype() != DType::i32 || last->shape().size() != 1 ||
-               last->shape()[0] + 1 != indptr->shape()[0]))
+  if (last && (last->dtype() != DType::i32 || last->shape().size() != 1 || last->shape()[0] + 1 != indptr->shape()[0]))
     last = nullptr;
   int64_t page_size = axes.count("page_size") ? axes.at("page_size") : 1;
   check_page_table(indptr->ptr<int32_t>(), indptr->shape()[0], indices->ptr<int32_t>(), indices->shape()[0],

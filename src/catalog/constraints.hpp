@@ -56,8 +56,7 @@ void check_inputs(const Definition& def, const std::map<std::string, int64_t>& a
 // The decode family's page-table checks: kv_indptr[0] == 0, non-decreasing, kv_indptr[-1] == num_kv_indices
 // (the length of kv_indices); every kv_indices[i] in [0, num_pages); kv_last_page_len[b] in [1, page_size]
 // for non-empty sequences (the reference reads it only for those). Each error names field, index and value.
-void check_page_table(const int32_t* kv_indptr, int64_t len_indptr, const int32_t* kv_indices,
-                      int64_t num_kv_indices, const int32_t* kv_last_page_len, int64_t num_pages, int64_t page_size,
-                      const std::string& where);
+void check_page_table(const int32_t* kv_indptr, int64_t len_indptr, const int32_t* kv_indices, int64_t num_kv_indices,
+                      const int32_t* kv_last_page_len, int64_t num_pages, int64_t page_size, const std::string& where);
 
 }  // namespace kindex::catalog

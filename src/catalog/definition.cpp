@@ -5,9 +5,7 @@
 
 namespace kindex::catalog {
 
-std::string_view source_name(Source s) {
-  return s == Source::flashinfer_bench ? "flashinfer-bench" : "sol-execbench";
-}
+std::string_view source_name(Source s) { return s == Source::flashinfer_bench ? "flashinfer-bench" : "sol-execbench"; }
 
 const Axis* Definition::axis(const std::string& n) const {
   for (const auto& [name, a] : axes)
@@ -31,9 +29,12 @@ namespace {
 
 std::string describe_axis(const Axis& a) {
   switch (a.kind) {
-    case Axis::Kind::constant: return "const " + std::to_string(a.value);
-    case Axis::Kind::variable: return "var";
-    case Axis::Kind::expression: return "expr " + a.expression;
+    case Axis::Kind::constant:
+      return "const " + std::to_string(a.value);
+    case Axis::Kind::variable:
+      return "var";
+    case Axis::Kind::expression:
+      return "expr " + a.expression;
   }
   return "?";
 }
@@ -63,7 +64,8 @@ bool same_signature(const Definition& a, const Definition& b, std::string* diffe
   for (const auto& [n, x] : a.axes) axes_a[n] = describe_axis(x);
   for (const auto& [n, x] : b.axes) axes_b[n] = describe_axis(x);
   for (const auto& [n, d] : axes_a)
-    if (!axes_b.count(n) || axes_b[n] != d) return differ("axis " + n + ": " + d + " vs " + (axes_b.count(n) ? axes_b[n] : "absent"));
+    if (!axes_b.count(n) || axes_b[n] != d)
+      return differ("axis " + n + ": " + d + " vs " + (axes_b.count(n) ? axes_b[n] : "absent"));
   for (const auto& [n, d] : axes_b)
     if (!axes_a.count(n)) return differ("axis " + n + ": absent vs " + d);
   if (a.constraints != b.constraints) return differ("constraints differ");

@@ -20,8 +20,8 @@ std::string_view source_name(Source s);  // "flashinfer-bench", "sol-execbench"
 
 struct Axis {
   enum class Kind { constant, variable, expression } kind = Kind::variable;
-  int64_t value = 0;           // constant
-  std::string expression;      // expression, over other axes ("num_attention_heads * head_dim")
+  int64_t value = 0;       // constant
+  std::string expression;  // expression, over other axes ("num_attention_heads * head_dim")
   std::string description;
 };
 
@@ -53,9 +53,9 @@ struct Definition {
 
 struct InputSpec {
   enum class Kind { random, scalar, safetensors } kind = Kind::random;
-  double value = 0;          // scalar
-  std::string path;          // safetensors, relative to Workload::base_dir unless absolute
-  std::string tensor_key;    // safetensors
+  double value = 0;        // scalar
+  std::string path;        // safetensors, relative to Workload::base_dir unless absolute
+  std::string tensor_key;  // safetensors
 };
 
 struct Tolerance {

@@ -3,9 +3,9 @@
 // division and modulo, chained comparisons, short-circuit and/or.
 #include <cctype>
 #include <cerrno>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
-#include <cmath>
 #include <limits>
 #include <variant>
 
@@ -20,18 +20,34 @@ constexpr size_t kMaxExpressionLength = 4096;
 constexpr int kMaxDepth = 400;  // parser recursion levels: about 100 nested parentheses
 
 enum class Op {
-  number, name, call, index, attribute, neg, pos, not_, add, sub, mul, div, floordiv, mod, and_, or_, compare
+  number,
+  name,
+  call,
+  index,
+  attribute,
+  neg,
+  pos,
+  not_,
+  add,
+  sub,
+  mul,
+  div,
+  floordiv,
+  mod,
+  and_,
+  or_,
+  compare
 };
 
 }  // namespace
 
 struct ExprNode {
   Op op = Op::number;
-  bool is_int = true;       // number: integer literal
-  int64_t int_value = 0;    // number
-  double float_value = 0;   // number
-  std::string name;         // name, call (function), attribute (attribute name; called if `called`)
-  bool called = false;      // attribute followed by ()
+  bool is_int = true;      // number: integer literal
+  int64_t int_value = 0;   // number
+  double float_value = 0;  // number
+  std::string name;        // name, call (function), attribute (attribute name; called if `called`)
+  bool called = false;     // attribute followed by ()
   std::vector<std::shared_ptr<const ExprNode>> args;  // operands; compare: operands with ops in cmp_ops
   std::vector<std::string> cmp_ops;
 };
@@ -77,8 +93,9 @@ class Parser {
       if (std::isdigit(static_cast<unsigned char>(c)) ||
           (c == '.' && i + 1 < text_.size() && std::isdigit(static_cast<unsigned char>(text_[i + 1])))) {
         size_t j = i;
-        while (j < text_.size() && (std::isalnum(static_cast<unsigned char>(text_[j])) || text_[j] == '.' ||
-                                    ((text_[j] == '+' || text_[j] == '-') && (text_[j - 1] == 'e' || text_[j - 1] == 'E'))))
+        while (j < text_.size() &&
+               (std::isalnum(static_cast<unsigned char>(text_[j])) || text_[j] == '.' ||
+                ((text_[j] == '+' || text_[j] == '-') && (text_[j - 1] == 'e' || text_[j - 1] == 'E'))))
           ++j;
         t.kind = Token::number;
         t.text = std::string(text_.substr(i, j - i));
@@ -167,19 +184,27 @@ class Parser {
   Node parse_arith() {
     Node lhs = parse_term();
     for (;;) {
-      if (accept("+")) lhs = make(Op::add, {lhs, parse_term()});
-      else if (accept("-")) lhs = make(Op::sub, {lhs, parse_term()});
-      else return lhs;
+      if (accept("+"))
+        lhs = make(Op::add, {lhs, parse_term()});
+      else if (accept("-"))
+        lhs = make(Op::sub, {lhs, parse_term()});
+      else
+        return lhs;
     }
   }
   Node parse_term() {
     Node lhs = parse_unary();
     for (;;) {
-      if (accept("*")) lhs = make(Op::mul, {lhs, parse_unary()});
-      else if (accept("//")) lhs = make(Op::floordiv, {lhs, parse_unary()});
-      else if (accept("/")) lhs = make(Op::div, {lhs, parse_unary()});
-      else if (accept("%")) lhs = make(Op::mod, {lhs, parse_unary()});
-      else return lhs;
+      if (accept("*"))
+        lhs = make(Op::mul, {lhs, parse_unary()});
+      else if (accept("//"))
+        lhs = make(Op::floordiv, {lhs, parse_unary()});
+      else if (accept("/"))
+        lhs = make(Op::div, {lhs, parse_unary()});
+      else if (accept("%"))
+        lhs = make(Op::mod, {lhs, parse_unary()});
+      else
+        return lhs;
     }
   }
   Node parse_unary() {
@@ -297,8 +322,8 @@ using Value = std::variant<int64_t, double, TensorRef, Shape>;
 
 class Evaluator {
  public:
-  Evaluator(const Expression::Scope& scope, const std::string& where, const std::string& field,
-            const std::string& text, bool integer_only)
+  Evaluator(const Expression::Scope& scope, const std::string& where, const std::string& field, const std::string& text,
+            bool integer_only)
       : scope_(scope), where_(where), field_(field), text_(text), integer_only_(integer_only) {}
 
   Value eval(const ExprNode& n) {
@@ -307,10 +332,14 @@ class Evaluator {
         if (n.is_int) return n.int_value;
         if (integer_only_) fail("only integers are allowed here");
         return n.float_value;
-      case Op::name: return lookup(n.name);
-      case Op::call: return call(n);
-      case Op::index: return index(eval(*n.args[0]), eval(*n.args[1]));
-      case Op::attribute: return attribute(n.name, eval(*n.args[0]));
+      case Op::name:
+        return lookup(n.name);
+      case Op::call:
+        return call(n);
+      case Op::index:
+        return index(eval(*n.args[0]), eval(*n.args[1]));
+      case Op::attribute:
+        return attribute(n.name, eval(*n.args[0]));
       case Op::neg: {
         Value v = scalar(eval(*n.args[0]));
         if (auto* i = std::get_if<int64_t>(&v)) {
@@ -319,10 +348,14 @@ class Evaluator {
         }
         return -std::get<double>(v);
       }
-      case Op::pos: return scalar(eval(*n.args[0]));
-      case Op::not_: return int64_t(!truth(eval(*n.args[0])));
-      case Op::and_: return int64_t(truth(eval(*n.args[0])) && truth(eval(*n.args[1])));
-      case Op::or_: return int64_t(truth(eval(*n.args[0])) || truth(eval(*n.args[1])));
+      case Op::pos:
+        return scalar(eval(*n.args[0]));
+      case Op::not_:
+        return int64_t(!truth(eval(*n.args[0])));
+      case Op::and_:
+        return int64_t(truth(eval(*n.args[0])) && truth(eval(*n.args[1])));
+      case Op::or_:
+        return int64_t(truth(eval(*n.args[0])) || truth(eval(*n.args[1])));
       case Op::compare: {
         Value lhs = scalar(eval(*n.args[0]));
         for (size_t k = 0; k < n.cmp_ops.size(); ++k) {
@@ -332,7 +365,8 @@ class Evaluator {
         }
         return int64_t(1);
       }
-      default: return arithmetic(n.op, scalar(eval(*n.args[0])), scalar(eval(*n.args[1])));
+      default:
+        return arithmetic(n.op, scalar(eval(*n.args[0])), scalar(eval(*n.args[1])));
     }
   }
 
@@ -461,9 +495,15 @@ class Evaluator {
     if (ai && bi) {
       int64_t x = *ai, y = *bi, r = 0;
       switch (op) {
-        case Op::add: if (__builtin_add_overflow(x, y, &r)) fail("integer overflow"); return r;
-        case Op::sub: if (__builtin_sub_overflow(x, y, &r)) fail("integer overflow"); return r;
-        case Op::mul: if (__builtin_mul_overflow(x, y, &r)) fail("integer overflow"); return r;
+        case Op::add:
+          if (__builtin_add_overflow(x, y, &r)) fail("integer overflow");
+          return r;
+        case Op::sub:
+          if (__builtin_sub_overflow(x, y, &r)) fail("integer overflow");
+          return r;
+        case Op::mul:
+          if (__builtin_mul_overflow(x, y, &r)) fail("integer overflow");
+          return r;
         case Op::div:
           if (y == 0) fail("division by zero");
           if (integer_only_) {
@@ -482,16 +522,20 @@ class Evaluator {
           }
           return op == Op::floordiv ? q : m;
         }
-        default: break;
+        default:
+          break;
       }
     }
     if (integer_only_) fail("only integers are allowed here");
     double x = ai ? double(*ai) : std::get<double>(a);
     double y = bi ? double(*bi) : std::get<double>(b);
     switch (op) {
-      case Op::add: return x + y;
-      case Op::sub: return x - y;
-      case Op::mul: return x * y;
+      case Op::add:
+        return x + y;
+      case Op::sub:
+        return x - y;
+      case Op::mul:
+        return x * y;
       case Op::div:
         if (y == 0) fail("division by zero");
         return x / y;
@@ -504,7 +548,8 @@ class Evaluator {
         if (m != 0 && ((m < 0) != (y < 0))) m += y;
         return m;
       }
-      default: fail("internal: bad operator");
+      default:
+        fail("internal: bad operator");
     }
   }
 

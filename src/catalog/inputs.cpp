@@ -40,13 +40,16 @@ void fill_sol_tensor(Tensor& t, const std::string& name, uint64_t seed, Inputs& 
     const bool is_cos = name == "cos";
     TensorView v = t.view();
     const uint64_t stream = stream_id("rope_angle");
-    parallel_for(t.numel(), [&](int64_t b, int64_t e) {
-      for (int64_t i = b; i < e; ++i) {
-        float angle = std::clamp(float(standard_normal(seed, stream, uint64_t(i))), -std::numbers::pi_v<float>,
-                                 std::numbers::pi_v<float>);
-        v.set(i, is_cos ? std::cos(angle) : std::sin(angle));
-      }
-    }, 1 << 14);
+    parallel_for(
+        t.numel(),
+        [&](int64_t b, int64_t e) {
+          for (int64_t i = b; i < e; ++i) {
+            float angle = std::clamp(float(standard_normal(seed, stream, uint64_t(i))), -std::numbers::pi_v<float>,
+                                     std::numbers::pi_v<float>);
+            v.set(i, is_cos ? std::cos(angle) : std::sin(angle));
+          }
+        },
+        1 << 14);
     return;
   }
   if (name == "attn_weights" && !t.shape().empty() && t.shape().back() > 0) {
@@ -54,19 +57,22 @@ void fill_sol_tensor(Tensor& t, const std::string& name, uint64_t seed, Inputs& 
     const int64_t cols = t.shape().back(), rows = t.numel() / cols;
     TensorView v = t.view();
     const uint64_t stream = stream_id(name.c_str());
-    parallel_for(rows, [&](int64_t b, int64_t e) {
-      std::vector<float> x(static_cast<size_t>(cols));
-      for (int64_t r = b; r < e; ++r) {
-        float m = -INFINITY;
-        for (int64_t c = 0; c < cols; ++c) {
-          x[size_t(c)] = float(standard_normal(seed, stream, uint64_t(r * cols + c)));
-          m = std::max(m, x[size_t(c)]);
-        }
-        float sum = 0.f;
-        for (float& xi : x) sum += (xi = std::exp(xi - m));
-        for (int64_t c = 0; c < cols; ++c) v.set(r * cols + c, x[size_t(c)] / sum);
-      }
-    }, std::max<int64_t>(1, (1 << 14) / cols));
+    parallel_for(
+        rows,
+        [&](int64_t b, int64_t e) {
+          std::vector<float> x(static_cast<size_t>(cols));
+          for (int64_t r = b; r < e; ++r) {
+            float m = -INFINITY;
+            for (int64_t c = 0; c < cols; ++c) {
+              x[size_t(c)] = float(standard_normal(seed, stream, uint64_t(r * cols + c)));
+              m = std::max(m, x[size_t(c)]);
+            }
+            float sum = 0.f;
+            for (float& xi : x) sum += (xi = std::exp(xi - m));
+            for (int64_t c = 0; c < cols; ++c) v.set(r * cols + c, x[size_t(c)] / sum);
+          }
+        },
+        std::max<int64_t>(1, (1 << 14) / cols));
     return;
   }
   (void)inputs;
@@ -100,7 +106,8 @@ Inputs generate_inputs(const Definition& def, const Workload& workload, uint64_t
       if (f == files.end()) f = files.emplace(path.string(), read_safetensors(path)).first;
       auto t = f->second.tensors.find(given.tensor_key);
       if (t == f->second.tensors.end())
-        throw Error(path.string(), "tensor_key", given.tensor_key, "no such tensor in the file (input " + spec.name + ")");
+        throw Error(path.string(), "tensor_key", given.tensor_key,
+                    "no such tensor in the file (input " + spec.name + ")");
       if (t->second.dtype() != spec.dtype)
         throw Error(path.string(), given.tensor_key + ".dtype", std::string(dtype_name(t->second.dtype())),
                     "input " + spec.name + " is declared " + std::string(dtype_name(spec.dtype)));
@@ -120,8 +127,10 @@ Inputs generate_inputs(const Definition& def, const Workload& workload, uint64_t
     }
     if (options.skip_random_floats) continue;
     Tensor t(spec.dtype, shape);
-    if (def.source == Source::sol_execbench) fill_sol_tensor(t, spec.name, seed, in);
-    else fill_normal(t, seed, stream_id(spec.name.c_str()));
+    if (def.source == Source::sol_execbench)
+      fill_sol_tensor(t, spec.name, seed, in);
+    else
+      fill_normal(t, seed, stream_id(spec.name.c_str()));
     in.tensors[spec.name] = std::move(t);
   }
 

@@ -41,7 +41,8 @@ ojson parse_json(std::string_view text, const std::string& where, const std::str
   auto callback = [&](int, ojson::parse_event_t event, ojson& parsed) {
     switch (event) {
       case ojson::parse_event_t::object_start:
-        stack.push_back({{}, stack.empty() ? "" : (stack.back().path.empty() ? last_key : stack.back().path + "." + last_key)});
+        stack.push_back(
+            {{}, stack.empty() ? "" : (stack.back().path.empty() ? last_key : stack.back().path + "." + last_key)});
         break;
       case ojson::parse_event_t::object_end:
         if (!stack.empty()) stack.pop_back();
@@ -51,7 +52,8 @@ ojson parse_json(std::string_view text, const std::string& where, const std::str
         if (!stack.empty() && !stack.back().keys.insert(last_key).second && duplicate.empty())
           duplicate = stack.back().path.empty() ? last_key : stack.back().path + "." + last_key;
         break;
-      default: break;
+      default:
+        break;
     }
     return true;
   };
@@ -67,7 +69,7 @@ ojson parse_json(std::string_view text, const std::string& where, const std::str
     auto colon = what.find("syntax error");
     if (colon != std::string::npos) what = what.substr(colon);
     std::string position = line_prefix.empty() ? "line " + std::to_string(line) + ", column " + std::to_string(column)
-                                                : line_prefix + "column " + std::to_string(byte + 1);
+                                               : line_prefix + "column " + std::to_string(byte + 1);
     throw Error(where, position, "", "malformed JSON: " + what);
   }
   if (!duplicate.empty()) throw Error(where, line_prefix + duplicate, "", "duplicate key");
@@ -127,7 +129,8 @@ struct Fields {
 
 bool is_identifier(const std::string& s) {
   if (s.empty() || !(std::isalpha(static_cast<unsigned char>(s[0])) || s[0] == '_')) return false;
-  return std::all_of(s.begin(), s.end(), [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; });
+  return std::all_of(s.begin(), s.end(),
+                     [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; });
 }
 
 bool is_file_name_safe(const std::string& s) {
@@ -200,8 +203,7 @@ void check_axis_expressions(const Definition& def, const Fields& f) {
     progress = false;
     for (const auto& [name, names] : deps) {
       if (known.count(name)) continue;
-      if (!std::all_of(names.begin(), names.end(), [&](const std::string& n) { return known.count(n) > 0; }))
-        continue;
+      if (!std::all_of(names.begin(), names.end(), [&](const std::string& n) { return known.count(n) > 0; })) continue;
       std::string field = "axes." + name + ".expression";
       int64_t v = Expression::parse(def.axis(name)->expression, f.where, field).evaluate_integer(known, f.where, field);
       if (v < 1) f.fail(field, nullptr, def.axis(name)->expression + " = " + std::to_string(v) + " is not positive");
@@ -214,21 +216,26 @@ void check_axis_expressions(const Definition& def, const Fields& f) {
 Definition parse_definition_json(const ojson& j, const std::string& where, std::optional<Source> source) {
   Fields f{where, ""};
   f.object(j, "");
-  f.allow_keys(j, "", {"name", "description", "op_type", "tags", "axes", "constraints", "inputs", "outputs",
-                       "reference", "hf_id", "custom_inputs_entrypoint"});
+  f.allow_keys(j, "",
+               {"name", "description", "op_type", "tags", "axes", "constraints", "inputs", "outputs", "reference",
+                "hf_id", "custom_inputs_entrypoint"});
   Definition def;
   def.source = source ? *source : (j.contains("op_type") ? Source::flashinfer_bench : Source::sol_execbench);
   def.name = f.string(f.require(j, "", "name"), "name");
   if (!is_file_name_safe(def.name)) f.fail("name", &j["name"], "a name may hold letters, digits, '_', '-', '.'");
   if (const ojson* d = f.get(j, "description")) def.description = f.string(*d, "description");
-  if (const ojson* op = f.get(j, "op_type")) def.op_type = f.string(*op, "op_type");
-  else if (def.source == Source::flashinfer_bench) f.fail("op_type", nullptr, "missing");
+  if (const ojson* op = f.get(j, "op_type"))
+    def.op_type = f.string(*op, "op_type");
+  else if (def.source == Source::flashinfer_bench)
+    f.fail("op_type", nullptr, "missing");
   if (const ojson* tags = f.get(j, "tags")) {
     if (!tags->is_array()) f.fail("tags", tags, "expected a list of strings");
-    for (size_t i = 0; i < tags->size(); ++i) def.tags.push_back(f.string((*tags)[i], "tags[" + std::to_string(i) + "]"));
+    for (size_t i = 0; i < tags->size(); ++i)
+      def.tags.push_back(f.string((*tags)[i], "tags[" + std::to_string(i) + "]"));
   }
   if (const ojson* h = f.get(j, "hf_id"); h && !h->is_null()) f.string(*h, "hf_id");
-  if (const ojson* c = f.get(j, "custom_inputs_entrypoint"); c && !c->is_null()) f.string(*c, "custom_inputs_entrypoint");
+  if (const ojson* c = f.get(j, "custom_inputs_entrypoint"); c && !c->is_null())
+    f.string(*c, "custom_inputs_entrypoint");
 
   const ojson& axes = f.object(f.require(j, "", "axes"), "axes");
   if (axes.empty()) f.fail("axes", &axes, "a definition needs at least one axis");
@@ -285,8 +292,10 @@ Definition parse_definition_json(const ojson& j, const std::string& where, std::
       def.constraints.push_back(std::move(text));
     }
   }
-  if (const ojson* r = f.get(j, "reference")) def.reference = f.string(*r, "reference");
-  else if (def.source == Source::flashinfer_bench) f.fail("reference", nullptr, "missing");
+  if (const ojson* r = f.get(j, "reference"))
+    def.reference = f.string(*r, "reference");
+  else if (def.source == Source::flashinfer_bench)
+    f.fail("reference", nullptr, "missing");
   def.raw = nlohmann::json::parse(j.dump());
   return def;
 }
@@ -482,9 +491,8 @@ void for_each_line(std::string_view text, Fn&& fn) {
   }
 }
 
-std::vector<Workload> parse_workloads_collecting(std::string_view text, const Definition& def,
-                                                 const std::string& where, const std::string& base_dir,
-                                                 std::vector<Error>* errors) {
+std::vector<Workload> parse_workloads_collecting(std::string_view text, const Definition& def, const std::string& where,
+                                                 const std::string& base_dir, std::vector<Error>* errors) {
   std::vector<Workload> out;
   std::set<std::string> uuids;
   for_each_line(text, [&](int line_no, std::string_view line) {
@@ -549,7 +557,8 @@ void load_fib_root(const fs::path& root, std::vector<Problem>& out, std::vector<
     try {
       Problem p{load_definition(file), {}};
       if (auto wl = implied_workloads_file(file, p.definition))
-        p.workloads = parse_workloads_collecting(read_text_file(*wl), p.definition, wl->string(), root.string(), errors);
+        p.workloads =
+            parse_workloads_collecting(read_text_file(*wl), p.definition, wl->string(), root.string(), errors);
       out.push_back(std::move(p));
     } catch (const Error& e) {
       if (!errors) throw;

@@ -82,9 +82,12 @@ enum class Role { normal, empty, one_token, full_one_page, repeats };
 PageTable generate_page_table(int64_t batch_size, int64_t num_pages, int64_t num_kv_indices, int64_t page_size,
                               uint64_t seed, const PageTableOptions& options) {
   constexpr int64_t kMax = std::numeric_limits<int32_t>::max();
-  if (batch_size < 1 || batch_size >= kMax) throw Error(kWhere, "batch_size", std::to_string(batch_size), "must be in [1, 2^31 - 1)");
-  if (num_pages < 1 || num_pages > kMax) throw Error(kWhere, "num_pages", std::to_string(num_pages), "must be in [1, 2^31 - 1]");
-  if (page_size < 1 || page_size > kMax) throw Error(kWhere, "page_size", std::to_string(page_size), "must be in [1, 2^31 - 1]");
+  if (batch_size < 1 || batch_size >= kMax)
+    throw Error(kWhere, "batch_size", std::to_string(batch_size), "must be in [1, 2^31 - 1)");
+  if (num_pages < 1 || num_pages > kMax)
+    throw Error(kWhere, "num_pages", std::to_string(num_pages), "must be in [1, 2^31 - 1]");
+  if (page_size < 1 || page_size > kMax)
+    throw Error(kWhere, "page_size", std::to_string(page_size), "must be in [1, 2^31 - 1]");
   if (num_kv_indices < 0 || num_kv_indices > kMax)
     throw Error(kWhere, "num_kv_indices", std::to_string(num_kv_indices), "must be in [0, 2^31 - 1]");
   if (num_kv_indices < batch_size && !options.allow_empty)
@@ -93,8 +96,8 @@ PageTable generate_page_table(int64_t batch_size, int64_t num_pages, int64_t num
                     ") would leave a sequence empty; allow_empty permits that");
 
   const size_t B = size_t(batch_size);
-  Draws length_draws(seed, "page_table.lengths"), id_draws(seed, "page_table.ids"),
-      last_draws(seed, "page_table.last"), role_draws(seed, "page_table.roles");
+  Draws length_draws(seed, "page_table.lengths"), id_draws(seed, "page_table.ids"), last_draws(seed, "page_table.last"),
+      role_draws(seed, "page_table.roles");
 
   // 1. Sequence lengths in pages; in adversarial mode some sequences get fixed roles first.
   std::vector<int64_t> lengths(B, 0);
@@ -127,7 +130,8 @@ PageTable generate_page_table(int64_t batch_size, int64_t num_pages, int64_t num
     uneven_split(lengths, normal, budget, min_normal, length_draws);
   } else if (budget > 0) {  // every sequence has a role: the longest-capable one takes the remainder
     size_t taker = size_t(std::find(roles.begin(), roles.end(), Role::repeats) - roles.begin());
-    if (taker == B) taker = size_t(std::find_if(roles.begin(), roles.end(), [](Role r) { return r != Role::empty; }) - roles.begin());
+    if (taker == B)
+      taker = size_t(std::find_if(roles.begin(), roles.end(), [](Role r) { return r != Role::empty; }) - roles.begin());
     if (roles[taker] != Role::repeats) roles[taker] = Role::normal;
     lengths[taker] += budget;
   }
@@ -140,7 +144,7 @@ PageTable generate_page_table(int64_t batch_size, int64_t num_pages, int64_t num
   steps = std::max<int64_t>(steps, 0);
   const int64_t region = steps * batch_size;
   const int64_t base = id_draws.below(num_pages - region);  // decode region [base, base + region)
-  int64_t k = id_draws.below(num_pages - region);            // prefix: any id outside the region
+  int64_t k = id_draws.below(num_pages - region);           // prefix: any id outside the region
   const int64_t prefix = k < base ? k : k + region;
 
   std::vector<int64_t> recent(B, 0);
@@ -154,7 +158,8 @@ PageTable generate_page_table(int64_t batch_size, int64_t num_pages, int64_t num
   // [0, available) and map past the excluded ids (sorted; x = j + #{i : excluded[i] - i <= j}).
   std::vector<int64_t> excluded = {prefix};
   for (size_t b = 0; b < B; ++b)
-    for (int64_t step = steps - recent[b]; step < steps; ++step) excluded.push_back(base + step * batch_size + int64_t(b));
+    for (int64_t step = steps - recent[b]; step < steps; ++step)
+      excluded.push_back(base + step * batch_size + int64_t(b));
   std::sort(excluded.begin(), excluded.end());
   std::vector<int64_t> shifted(excluded.size());
   for (size_t i = 0; i < excluded.size(); ++i) shifted[i] = excluded[i] - int64_t(i);
@@ -174,12 +179,13 @@ PageTable generate_page_table(int64_t batch_size, int64_t num_pages, int64_t num
     size_t begin = t.kv_indices.size();
     if (lengths[b] > 0) {
       t.kv_indices.push_back(int32_t(prefix));
-      for (int64_t i = 0; i < lengths[b] - 1 - recent[b]; ++i) t.kv_indices.push_back(int32_t(scattered[next_scattered++]));
+      for (int64_t i = 0; i < lengths[b] - 1 - recent[b]; ++i)
+        t.kv_indices.push_back(int32_t(scattered[next_scattered++]));
       for (int64_t step = steps - recent[b]; step < steps; ++step)
         t.kv_indices.push_back(int32_t(base + step * batch_size + int64_t(b)));
     }
     if (roles[b] == Role::repeats && lengths[b] >= 3) {
-      t.kv_indices[begin + 2] = t.kv_indices[begin + 1];                                  // adjacent repeat
+      t.kv_indices[begin + 2] = t.kv_indices[begin + 1];                                    // adjacent repeat
       if (lengths[b] >= 4) t.kv_indices[begin + size_t(lengths[b]) - 1] = int32_t(prefix);  // distant repeat
     }
     t.kv_indptr[b + 1] = int32_t(t.kv_indices.size());

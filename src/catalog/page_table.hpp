@@ -14,10 +14,10 @@ struct PageTableOptions {
 };
 
 struct PageTable {
-  std::vector<int32_t> kv_indptr;         // [batch_size + 1], kv_indptr[0] == 0, non-decreasing
-  std::vector<int32_t> kv_indices;        // [num_kv_indices], every id in [0, num_pages)
-  std::vector<int32_t> kv_last_page_len;  // [batch_size], in [1, page_size] (1 for page_size 1)
-  int32_t shared_prefix_page = -1;        // the id that starts every non-empty sequence
+  std::vector<int32_t> kv_indptr;           // [batch_size + 1], kv_indptr[0] == 0, non-decreasing
+  std::vector<int32_t> kv_indices;          // [num_kv_indices], every id in [0, num_pages)
+  std::vector<int32_t> kv_last_page_len;    // [batch_size], in [1, page_size] (1 for page_size 1)
+  int32_t shared_prefix_page = -1;          // the id that starts every non-empty sequence
   int64_t tokens(int64_t page_size) const;  // total KV tokens referenced
 };
 

@@ -55,12 +55,14 @@ SafetensorsFile parse_safetensors(std::string_view bytes, const std::string& whe
     for (const auto& [k, v] : entry.items())
       if (k != "dtype" && k != "shape" && k != "data_offsets") throw Error(where, name + "." + k, "", "unknown key");
     auto dtype_it = entry.find("dtype");
-    if (dtype_it == entry.end() || !dtype_it->is_string()) throw Error(where, name + ".dtype", "", "missing or not a string");
+    if (dtype_it == entry.end() || !dtype_it->is_string())
+      throw Error(where, name + ".dtype", "", "missing or not a string");
     auto dtype = parse_safetensors_dtype(dtype_it->get<std::string>());
     if (!dtype) throw Error(where, name + ".dtype", dtype_it->get<std::string>(), "unknown or unsupported dtype");
 
     auto shape_it = entry.find("shape");
-    if (shape_it == entry.end() || !shape_it->is_array()) throw Error(where, name + ".shape", "", "missing or not a list");
+    if (shape_it == entry.end() || !shape_it->is_array())
+      throw Error(where, name + ".shape", "", "missing or not a list");
     std::vector<int64_t> shape;
     uint64_t numel = 1;
     for (const auto& d : *shape_it) {
@@ -87,7 +89,8 @@ SafetensorsFile parse_safetensors(std::string_view bytes, const std::string& whe
     if (numel > std::numeric_limits<uint64_t>::max() / size || numel * size != end - begin)
       throw Error(where, name + ".data_offsets", off_it->dump(),
                   "holds " + std::to_string(end - begin) + " bytes but shape " + shape_string(shape) + " of " +
-                      std::string(dtype_name(*dtype)) + " needs " + std::to_string(numel) + " x " + std::to_string(size));
+                      std::string(dtype_name(*dtype)) + " needs " + std::to_string(numel) + " x " +
+                      std::to_string(size));
     ranges.emplace_back(begin, end);
     Tensor t(*dtype, shape);
     if (end > begin) std::memcpy(t.data(), data.data() + begin, end - begin);
@@ -114,7 +117,8 @@ std::string serialize_safetensors(const std::map<std::string, Tensor>& tensors,
   if (!metadata.empty()) header["__metadata__"] = metadata;
   uint64_t offset = 0;
   for (const auto& [name, t] : tensors) {
-    header[name] = {{"dtype", dtype_safetensors_name(t.dtype())}, {"shape", t.shape()},
+    header[name] = {{"dtype", dtype_safetensors_name(t.dtype())},
+                    {"shape", t.shape()},
                     {"data_offsets", {offset, offset + t.nbytes()}}};
     offset += t.nbytes();
   }

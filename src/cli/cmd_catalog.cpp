@@ -37,7 +37,8 @@ std::string shape_text(const TensorSpec& t) {
 
 int list_command() {
   std::cout << std::left << std::setw(50) << "definition" << std::setw(18) << "source" << std::right << std::setw(10)
-            << "workloads" << std::setw(8) << "small" << "\n";
+            << "workloads" << std::setw(8) << "small"
+            << "\n";
   for (const std::string& name : list_builtin()) {
     Problem p = builtin_problem(name);
     int small = 0;
@@ -109,8 +110,8 @@ int check_command(const std::string& path, const std::string& workloads_file) {
         GenerateOptions options;
         options.skip_random_floats = true;
         Inputs in = generate_inputs(p.definition, w, default_seed(p.definition), options);
-        check_inputs(p.definition, resolve_axes(p.definition, w), in,
-                     "workload " + w.uuid + " of " + p.definition.name, /*allow_missing=*/true);
+        check_inputs(p.definition, resolve_axes(p.definition, w), in, "workload " + w.uuid + " of " + p.definition.name,
+                     /*allow_missing=*/true);
       } catch (const Error& e) {
         errors.push_back(e);
       }
@@ -150,7 +151,8 @@ void add_catalog_command(CLI::App& app, Registry& registry) {
     std::string path, workloads;
   };
   auto check_args = std::make_shared<CheckArgs>();
-  CLI::App* check = cmd->add_subcommand("check", "Load a dataset directory or a definition file and report what is wrong");
+  CLI::App* check =
+      cmd->add_subcommand("check", "Load a dataset directory or a definition file and report what is wrong");
   check->add_option("path", check_args->path, "Dataset directory or definition JSON file")->required();
   check->add_option("--workloads", check_args->workloads, "Workload JSONL for a definition file");
   check->callback([&registry, check_args] {

@@ -38,7 +38,7 @@ struct SolTolerance {
   double atol = 1e-2;
   double rtol = 1e-2;
   double required_ratio = 0.99;  // the harness's value; the dataset's "required_match_ratio" is not used upstream
-  std::optional<double> max_error_cap;
+  std::optional<double> max_error_cap = std::nullopt;  // max abs error above this fails, whatever the ratio
 };
 
 // One output of one trial.

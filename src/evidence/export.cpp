@@ -197,9 +197,10 @@ VerifyReport verify_export(const ExportData& data) {
       if (it == in.end()) throw std::runtime_error(std::string("no ") + what + " row " + id);
       return it->second;
     };
+    // A stored value the run manifest states ("" when absent: counted as a mismatch, never thrown here).
     const auto run_spec_field = [&](const char* key) {
-      const auto& spec = part("run").at("spec");
-      return spec.contains(key) && spec[key].is_string() ? spec[key].get<std::string>() : std::string();
+      const auto ptr = nlohmann::json::json_pointer("/run/spec/" + std::string(key));
+      return m.contains(ptr) && m.at(ptr).is_string() ? m.at(ptr).get<std::string>() : std::string();
     };
     const auto protocol_key = [&] { return manifest_digest(part("protocol")); };
     const auto environment_key = [&] { return manifest_digest(part("environment")); };

@@ -1,8 +1,9 @@
+#include "catalog/builtin.hpp"
+
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
 
-#include "catalog/builtin.hpp"
 #include "catalog/loader.hpp"
 #include "helpers.hpp"
 #include "support/paths.hpp"
@@ -66,8 +67,9 @@ TEST(Builtin, GeneratedNamesAndInvalidNames) {
   EXPECT_TRUE(def->input("kv_last_page_len"));
   EXPECT_EQ(decode_params(*def)->group_size(), 4);
   EXPECT_TRUE(builtin_workloads(def->name).empty());
-  for (const char* bad : {"gqa_paged_decode_h12_kv5_d64_ps16", "gqa_paged_decode_h12_kv3_d64", "gqa_paged_decode_h0_kv1_d64_ps1",
-                          "gqa_paged_decode_h012_kv3_d64_ps16", "gqa_paged_decode_h12_kv3_d64_ps16x", "nope"})
+  for (const char* bad :
+       {"gqa_paged_decode_h12_kv5_d64_ps16", "gqa_paged_decode_h12_kv3_d64", "gqa_paged_decode_h0_kv1_d64_ps1",
+        "gqa_paged_decode_h012_kv3_d64_ps16", "gqa_paged_decode_h12_kv3_d64_ps16x", "nope"})
     EXPECT_FALSE(find_builtin(bad)) << bad;
   EXPECT_KINDEX_ERROR(builtin_problem("nope"), "builtin", "name", "nope");
   EXPECT_FALSE(decode_params(*find_builtin(kSolGqaRopeBackward)));
@@ -87,8 +89,9 @@ TEST(Builtin, SolDefinitionIsTheUpstreamFile) {
 }
 
 TEST(Builtin, Ps1WorkloadsKeepUpstreamUuidsAndAxes) {
-  auto upstream = load_workloads(specs() / "flashinfer-trace" / "workloads" / "gqa_paged" / "gqa_paged_decode_h32_kv4_d128_ps1.jsonl",
-                                 *find_builtin("gqa_paged_decode_h32_kv4_d128_ps1"));
+  auto upstream = load_workloads(
+      specs() / "flashinfer-trace" / "workloads" / "gqa_paged" / "gqa_paged_decode_h32_kv4_d128_ps1.jsonl",
+      *find_builtin("gqa_paged_decode_h32_kv4_d128_ps1"));
   auto bundled = builtin_workloads("gqa_paged_decode_h32_kv4_d128_ps1");
   ASSERT_EQ(bundled.size(), 48u);
   ASSERT_EQ(upstream.size(), 48u);
@@ -106,19 +109,20 @@ TEST(Builtin, Ps1WorkloadsKeepUpstreamUuidsAndAxes) {
 
 TEST(Builtin, Ps64WorkloadsAreTheProtocolCases) {
   const std::vector<std::array<int64_t, 3>> expected = {
-      {2, 1348, 130},    {4, 1610, 247},    {4, 1729, 275},     {1, 425, 361},     {8, 6458, 471},
-      {8, 6785, 527},    {1, 1266, 882},    {16, 14913, 993},   {32, 20673, 1954}, {32, 21889, 2178},
-      {8, 8888, 3176},   {64, 22913, 3939}, {64, 25089, 4387},  {4, 6180, 4583},   {16, 14977, 6068},
-      {128, 27201, 7865}, {8, 14271, 7941}, {128, 31809, 8761}, {32, 20737, 12162}, {16, 19713, 16593}};
+      {2, 1348, 130},     {4, 1610, 247},    {4, 1729, 275},     {1, 425, 361},      {8, 6458, 471},
+      {8, 6785, 527},     {1, 1266, 882},    {16, 14913, 993},   {32, 20673, 1954},  {32, 21889, 2178},
+      {8, 8888, 3176},    {64, 22913, 3939}, {64, 25089, 4387},  {4, 6180, 4583},    {16, 14977, 6068},
+      {128, 27201, 7865}, {8, 14271, 7941},  {128, 31809, 8761}, {32, 20737, 12162}, {16, 19713, 16593}};
   const std::string name = "gqa_paged_decode_h24_kv4_d128_ps64";
   auto w = builtin_workloads(name);
   ASSERT_EQ(w.size(), 20u);
   std::set<std::string> uuids;
   for (size_t i = 0; i < 20; ++i) {
     auto [b, p, k] = expected[i];
-    EXPECT_EQ(w[i].axes, (std::map<std::string, int64_t>{{"batch_size", b}, {"num_pages", p}, {"len_indptr", b + 1},
-                                                         {"num_kv_indices", k}}));
-    EXPECT_EQ(w[i].uuid, stable_uuid(name + "/b" + std::to_string(b) + "/p" + std::to_string(p) + "/i" + std::to_string(k)));
+    EXPECT_EQ(w[i].axes, (std::map<std::string, int64_t>{
+                             {"batch_size", b}, {"num_pages", p}, {"len_indptr", b + 1}, {"num_kv_indices", k}}));
+    EXPECT_EQ(w[i].uuid,
+              stable_uuid(name + "/b" + std::to_string(b) + "/p" + std::to_string(p) + "/i" + std::to_string(k)));
     EXPECT_NEAR(w[i].inputs.at("sm_scale").value, 0.08838834764831843, 1e-15);
     uuids.insert(w[i].uuid);
   }
@@ -170,8 +174,8 @@ TEST(Builtin, SmallWorkloads) {
   for (const auto& w : builtin_workloads(ps1))
     if (w.axes.at("batch_size") <= 16) EXPECT_TRUE(is_small(def1, w)) << w.uuid;
   EXPECT_FALSE(small(ps1, 64, 61535));
-  EXPECT_TRUE(small(ps64, 1, 425));     // 23104 tokens, 27.9M cache elements in all
-  EXPECT_FALSE(small(ps64, 2, 1348));   // 44M elements per cache
+  EXPECT_TRUE(small(ps64, 1, 425));    // 23104 tokens, 27.9M cache elements in all
+  EXPECT_FALSE(small(ps64, 2, 1348));  // 44M elements per cache
   EXPECT_FALSE(small(ps64, 16, 19713));
   auto sol = *find_builtin(kSolGqaRopeBackward);
   int sol_small = 0;

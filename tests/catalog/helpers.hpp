@@ -27,12 +27,12 @@ kindex::Error catch_error(F&& f) {
 }
 
 // Expects f to throw a kindex::Error whose where / field / value contain the given parts.
-#define EXPECT_KINDEX_ERROR(stmt, where_part, field_part, value_part)                                   \
-  do {                                                                                                 \
-    kindex::Error e_ = kindex::test::catch_error([&] { stmt; });                                       \
-    EXPECT_NE(e_.where().find(where_part), std::string::npos) << "where: " << e_.what();                \
-    EXPECT_NE(e_.field().find(field_part), std::string::npos) << "field: " << e_.what();                \
-    EXPECT_NE(e_.value().find(value_part), std::string::npos) << "value: " << e_.what();                \
+#define EXPECT_KINDEX_ERROR(stmt, where_part, field_part, value_part)                    \
+  do {                                                                                   \
+    kindex::Error e_ = kindex::test::catch_error([&] { stmt; });                         \
+    EXPECT_NE(e_.where().find(where_part), std::string::npos) << "where: " << e_.what(); \
+    EXPECT_NE(e_.field().find(field_part), std::string::npos) << "field: " << e_.what(); \
+    EXPECT_NE(e_.value().find(value_part), std::string::npos) << "value: " << e_.what(); \
   } while (0)
 
 // A fresh temporary directory, removed at destruction.

@@ -1,12 +1,14 @@
+#include "catalog/inputs.hpp"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <cstring>
+
 #include <nlohmann/json.hpp>
 
 #include "catalog/builtin.hpp"
 #include "catalog/constraints.hpp"
-#include "catalog/inputs.hpp"
 #include "catalog/page_table.hpp"
 #include "catalog/safetensors.hpp"
 #include "helpers.hpp"
@@ -174,12 +176,13 @@ TEST(Inputs, SafetensorsInputsAreReadFromDisk) {
   std::memcpy(indices.data(), pt.kv_indices.data(), 36);
   test::TempDir dir;
   auto line = [&](const std::string& key) {
-    nlohmann::json w = {{"uuid", "u"},
-                        {"axes", {{"batch_size", 2}, {"num_pages", 50}, {"len_indptr", 3}, {"num_kv_indices", 9}}},
-                        {"inputs",
-                         {{"kv_indptr", {{"type", "safetensors"}, {"path", "./blob/t.safetensors"}, {"tensor_key", "kv_indptr"}}},
-                          {"kv_indices", {{"type", "safetensors"}, {"path", "./blob/t.safetensors"}, {"tensor_key", key}}},
-                          {"sm_scale", {{"type", "scalar"}, {"value", 0.5}}}}}};
+    nlohmann::json w = {
+        {"uuid", "u"},
+        {"axes", {{"batch_size", 2}, {"num_pages", 50}, {"len_indptr", 3}, {"num_kv_indices", 9}}},
+        {"inputs",
+         {{"kv_indptr", {{"type", "safetensors"}, {"path", "./blob/t.safetensors"}, {"tensor_key", "kv_indptr"}}},
+          {"kv_indices", {{"type", "safetensors"}, {"path", "./blob/t.safetensors"}, {"tensor_key", key}}},
+          {"sm_scale", {{"type", "scalar"}, {"value", 0.5}}}}}};
     return nlohmann::json{{"definition", kPs1}, {"workload", w}}.dump();
   };
   std::filesystem::create_directories(dir.path() / "blob");
@@ -193,7 +196,8 @@ TEST(Inputs, SafetensorsInputsAreReadFromDisk) {
   EXPECT_KINDEX_ERROR(generate_inputs(def, bad_key, 1), "t.safetensors", "tensor_key", "nope");
   Workload wrong_tensor = parse_workload_line(line("kv_indptr"), def, "w.jsonl", 1, dir.path().string());
   EXPECT_KINDEX_ERROR(generate_inputs(def, wrong_tensor, 1), "t.safetensors", "kv_indptr.shape", "[3]");
-  Workload missing_file = parse_workload_line(line("kv_indices"), def, "w.jsonl", 1, (dir.path() / "elsewhere").string());
+  Workload missing_file =
+      parse_workload_line(line("kv_indices"), def, "w.jsonl", 1, (dir.path() / "elsewhere").string());
   EXPECT_KINDEX_ERROR(generate_inputs(def, missing_file, 1), "t.safetensors", "", "");
 }
 

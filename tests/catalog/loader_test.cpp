@@ -1,8 +1,9 @@
+#include "catalog/loader.hpp"
+
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
 
-#include "catalog/loader.hpp"
 #include "helpers.hpp"
 #include "support/paths.hpp"
 
@@ -22,9 +23,10 @@ ojson ps64_json() { return ojson::parse(test::read_file(fib_definition_path("gqa
 Definition ps64() { return parse_definition(ps64_json().dump(), "ps64.json"); }
 
 std::string ps64_line(int64_t batch = 2, int64_t pages = 1348, int64_t len_indptr = 3, int64_t indices = 130) {
-  ojson w = {{"uuid", "u-1"},
-             {"axes", {{"batch_size", batch}, {"num_pages", pages}, {"len_indptr", len_indptr}, {"num_kv_indices", indices}}},
-             {"inputs", {{"sm_scale", {{"type", "scalar"}, {"value", 0.088}}}}}};
+  ojson w = {
+      {"uuid", "u-1"},
+      {"axes", {{"batch_size", batch}, {"num_pages", pages}, {"len_indptr", len_indptr}, {"num_kv_indices", indices}}},
+      {"inputs", {{"sm_scale", {{"type", "scalar"}, {"value", 0.088}}}}}};
   return ojson{{"definition", "gqa_paged_decode_h24_kv4_d128_ps64"}, {"workload", w}}.dump();
 }
 
@@ -109,7 +111,8 @@ TEST(Loader, MalformedJsonNamesFileAndPosition) {
   EXPECT_NE(e.problem().find("malformed JSON"), std::string::npos) << e.what();
 
   Definition def = ps64();
-  EXPECT_KINDEX_ERROR(parse_workloads(ps64_line() + "\n{\"uuid\": \n", def, "w.jsonl"), "w.jsonl", "line 2: column", "");
+  EXPECT_KINDEX_ERROR(parse_workloads(ps64_line() + "\n{\"uuid\": \n", def, "w.jsonl"), "w.jsonl", "line 2: column",
+                      "");
 }
 
 TEST(Loader, DefinitionValidation) {
@@ -124,11 +127,15 @@ TEST(Loader, DefinitionValidation) {
        "inputs.k_cache.shape[1]", "page_sise"},
       {"const axis without value", [](ojson& j) { j["axes"]["page_size"].erase("value"); }, "axes.page_size.value", ""},
       {"const axis of 0", [](ojson& j) { j["axes"]["page_size"]["value"] = 0; }, "axes.page_size.value", "0"},
-      {"const axis not an integer", [](ojson& j) { j["axes"]["page_size"]["value"] = 6.5; }, "axes.page_size.value", "6.5"},
-      {"unknown axis kind", [](ojson& j) { j["axes"]["page_size"]["type"] = "constant"; }, "axes.page_size.type", "constant"},
+      {"const axis not an integer", [](ojson& j) { j["axes"]["page_size"]["value"] = 6.5; }, "axes.page_size.value",
+       "6.5"},
+      {"unknown axis kind", [](ojson& j) { j["axes"]["page_size"]["type"] = "constant"; }, "axes.page_size.type",
+       "constant"},
       {"var axis with a value", [](ojson& j) { j["axes"]["num_pages"]["value"] = 3; }, "axes.num_pages.value", "3"},
       {"expr over an unknown axis",
-       [](ojson& j) { j["axes"]["len_indptr"] = {{"type", "expr"}, {"expression", "batch + 1"}}; },
+       [](ojson& j) {
+         j["axes"]["len_indptr"] = {{"type", "expr"}, {"expression", "batch + 1"}};
+       },
        "axes.len_indptr.expression", ""},
       {"expr cycle",
        [](ojson& j) {
@@ -137,11 +144,14 @@ TEST(Loader, DefinitionValidation) {
        },
        "axes.", ""},
       {"expr not positive",
-       [](ojson& j) { j["axes"]["len_indptr"] = {{"type", "expr"}, {"expression", "head_dim - 128"}}; },
+       [](ojson& j) {
+         j["axes"]["len_indptr"] = {{"type", "expr"}, {"expression", "head_dim - 128"}};
+       },
        "axes.len_indptr.expression", ""},
       {"unknown key", [](ojson& j) { j["inputs"]["q"]["dtpye"] = "bfloat16"; }, "inputs.q.dtpye", ""},
       {"output named like an input", [](ojson& j) { j["outputs"]["q"] = j["outputs"]["lse"]; }, "outputs.q", ""},
-      {"constraint syntax", [](ojson& j) { j["constraints"][0] = "len_indptr == = 1"; }, "constraints[0]", "len_indptr == = 1"},
+      {"constraint syntax", [](ojson& j) { j["constraints"][0] = "len_indptr == = 1"; }, "constraints[0]",
+       "len_indptr == = 1"},
       {"constraint over an unknown name", [](ojson& j) { j["constraints"][1] = "num_kv_indices == kv_indptrs[-1]"; },
        "constraints[1]", "kv_indptrs"},
       {"missing inputs", [](ojson& j) { j.erase("inputs"); }, "inputs", ""},
@@ -177,22 +187,44 @@ TEST(Loader, WorkloadValidation) {
     std::string field, value;
   };
   std::vector<Case> cases = {
-      {"axis not positive", line([](ojson& w) { w["axes"]["batch_size"] = 0; }), "line 7: workload.axes.batch_size", "0"},
-      {"axis not an integer", line([](ojson& w) { w["axes"]["num_pages"] = "9"; }), "line 7: workload.axes.num_pages", "\"9\""},
+      {"axis not positive", line([](ojson& w) { w["axes"]["batch_size"] = 0; }), "line 7: workload.axes.batch_size",
+       "0"},
+      {"axis not an integer", line([](ojson& w) { w["axes"]["num_pages"] = "9"; }), "line 7: workload.axes.num_pages",
+       "\"9\""},
       {"axis missing", line([](ojson& w) { w["axes"].erase("num_pages"); }), "line 7: workload.axes.num_pages", ""},
-      {"const axis given", line([](ojson& w) { w["axes"]["page_size"] = 64; }), "line 7: workload.axes.page_size", "64"},
+      {"const axis given", line([](ojson& w) { w["axes"]["page_size"] = 64; }), "line 7: workload.axes.page_size",
+       "64"},
       {"unknown axis", line([](ojson& w) { w["axes"]["pages"] = 64; }), "line 7: workload.axes.pages", "64"},
       {"huge axis", line([](ojson& w) { w["axes"]["num_pages"] = 1ll << 40; }), "line 7: workload.axes.num_pages", ""},
-      {"unknown input", line([](ojson& w) { w["inputs"]["kv_idx"] = {{"type", "random"}}; }), "line 7: workload.inputs.kv_idx", ""},
-      {"scalar without value", line([](ojson& w) { w["inputs"].erase("sm_scale"); }), "line 7: workload.inputs.sm_scale", ""},
-      {"scalar as random", line([](ojson& w) { w["inputs"]["sm_scale"] = {{"type", "random"}}; }),
+      {"unknown input", line([](ojson& w) {
+         w["inputs"]["kv_idx"] = {{"type", "random"}};
+       }),
+       "line 7: workload.inputs.kv_idx", ""},
+      {"scalar without value", line([](ojson& w) { w["inputs"].erase("sm_scale"); }),
+       "line 7: workload.inputs.sm_scale", ""},
+      {"scalar as random", line([](ojson& w) {
+         w["inputs"]["sm_scale"] = {{"type", "random"}};
+       }),
        "line 7: workload.inputs.sm_scale.type", ""},
-      {"unknown input type", line([](ojson& w) { w["inputs"]["q"] = {{"type", "zeros"}}; }), "line 7: workload.inputs.q.type", "zeros"},
-      {"safetensors without path", line([](ojson& w) { w["inputs"]["q"] = {{"type", "safetensors"}}; }),
+      {"unknown input type", line([](ojson& w) {
+         w["inputs"]["q"] = {{"type", "zeros"}};
+       }),
+       "line 7: workload.inputs.q.type", "zeros"},
+      {"safetensors without path", line([](ojson& w) {
+         w["inputs"]["q"] = {{"type", "safetensors"}};
+       }),
        "line 7: workload.inputs.q.path", ""},
-      {"negative tolerance", line([](ojson& w) { w["tolerance"] = {{"max_atol", -1}}; }), "line 7: workload.tolerance.max_atol", "-1"},
+      {"negative tolerance", line([](ojson& w) {
+         w["tolerance"] = {{"max_atol", -1}};
+       }),
+       "line 7: workload.tolerance.max_atol", "-1"},
       {"constraint over axes", ps64_line(2, 1348, 4, 130), "line 7: constraints[0]", "4 == 3"},
-      {"wrong definition", [] { ojson j = ojson::parse(ps64_line()); j["definition"] = "other"; return j.dump(); }(),
+      {"wrong definition",
+       [] {
+         ojson j = ojson::parse(ps64_line());
+         j["definition"] = "other";
+         return j.dump();
+       }(),
        "line 7: definition", "other"},
       {"not an object", "[1, 2]", "line 7", ""},
   };
@@ -201,7 +233,8 @@ TEST(Loader, WorkloadValidation) {
     EXPECT_KINDEX_ERROR(parse_workload_line(c.text, def, "data/w.jsonl", 7), "data/w.jsonl", c.field, c.value);
   }
   // Duplicate uuids in one file.
-  EXPECT_KINDEX_ERROR(parse_workloads(ps64_line() + "\n\n" + ps64_line() + "\n", def, "w.jsonl"), "w.jsonl", "line 3: uuid", "u-1");
+  EXPECT_KINDEX_ERROR(parse_workloads(ps64_line() + "\n\n" + ps64_line() + "\n", def, "w.jsonl"), "w.jsonl",
+                      "line 3: uuid", "u-1");
 }
 
 TEST(Loader, DatasetLayoutsAndErrorCollection) {

@@ -1,3 +1,5 @@
+#include "catalog/page_table.hpp"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -5,7 +7,6 @@
 #include <set>
 
 #include "catalog/constraints.hpp"
-#include "catalog/page_table.hpp"
 #include "helpers.hpp"
 
 namespace kindex::catalog {
@@ -16,10 +17,10 @@ struct Case {
 };
 
 // The ps1 and ps64 seed shapes and a few edge shapes.
-const std::vector<Case> kCases = {{1, 8, 7, 1},          {1, 9347, 102, 1},      {16, 8686, 8636, 1},
-                                  {64, 28831, 28815, 1}, {2, 1348, 130, 64},     {128, 31809, 8761, 64},
-                                  {16, 19713, 16593, 64}, {1, 425, 361, 64},     {7, 3, 50, 16},
-                                  {5, 1, 5, 1},          {32, 100000, 32, 128}};
+const std::vector<Case> kCases = {{1, 8, 7, 1},           {1, 9347, 102, 1},    {16, 8686, 8636, 1},
+                                  {64, 28831, 28815, 1},  {2, 1348, 130, 64},   {128, 31809, 8761, 64},
+                                  {16, 19713, 16593, 64}, {1, 425, 361, 64},    {7, 3, 50, 16},
+                                  {5, 1, 5, 1},           {32, 100000, 32, 128}};
 
 std::vector<int32_t> sequence(const PageTable& t, size_t b) {
   return std::vector<int32_t>(t.kv_indices.begin() + t.kv_indptr[b], t.kv_indices.begin() + t.kv_indptr[b + 1]);
@@ -86,7 +87,8 @@ TEST(PageTable, LooksLikeACapturedServingTable) {
   std::set<int32_t> lasts(t.kv_last_page_len.begin(), t.kv_last_page_len.end());
   EXPECT_GT(lasts.size(), 4u);
   for (int32_t l : t.kv_last_page_len) EXPECT_TRUE(l >= 1 && l <= P);
-  EXPECT_EQ(t.tokens(P), (M - B) * P + std::accumulate(t.kv_last_page_len.begin(), t.kv_last_page_len.end(), int64_t(0)));
+  EXPECT_EQ(t.tokens(P),
+            (M - B) * P + std::accumulate(t.kv_last_page_len.begin(), t.kv_last_page_len.end(), int64_t(0)));
   // page_size 1: every last page holds one token.
   PageTable t1 = generate_page_table(4, 100, 40, 1, 3);
   for (int32_t l : t1.kv_last_page_len) EXPECT_EQ(l, 1);
@@ -108,8 +110,8 @@ TEST(PageTable, AdversarialMode) {
   const int64_t P = 16;
   for (uint64_t seed = 0; seed < 20; ++seed) {
     PageTable t = generate_page_table(8, 5000, 200, P, seed, opt);
-    EXPECT_NO_THROW(check_page_table(t.kv_indptr.data(), 9, t.kv_indices.data(), 200, t.kv_last_page_len.data(),
-                                     5000, P, "adversarial"));
+    EXPECT_NO_THROW(check_page_table(t.kv_indptr.data(), 9, t.kv_indices.data(), 200, t.kv_last_page_len.data(), 5000,
+                                     P, "adversarial"));
     bool empty = false, one_token = false, full_one_page = false, repeated = false, full_last = false;
     for (size_t b = 0; b < 8; ++b) {
       auto seq = sequence(t, b);

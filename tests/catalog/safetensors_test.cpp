@@ -1,10 +1,9 @@
+#include "catalog/safetensors.hpp"
+
 #include <gtest/gtest.h>
 
 #include <cstring>
 
-#include <nlohmann/json.hpp>
-
-#include "catalog/safetensors.hpp"
 #include "core/random.hpp"
 #include "helpers.hpp"
 
@@ -22,8 +21,10 @@ TEST(Safetensors, RoundTripEveryDtype) {
   std::map<std::string, Tensor> tensors;
   for (DType d : {DType::bf16, DType::f16, DType::f32, DType::f64, DType::i32, DType::i64, DType::u8, DType::boolean}) {
     Tensor t(d, {3, 5});
-    if (is_floating(d)) fill_normal(t, 1, stream_id(std::string(dtype_name(d)).c_str()));
-    else for (int64_t i = 0; i < t.numel(); ++i) t.set(i, double(i % 2));
+    if (is_floating(d))
+      fill_normal(t, 1, stream_id(std::string(dtype_name(d)).c_str()));
+    else
+      for (int64_t i = 0; i < t.numel(); ++i) t.set(i, double(i % 2));
     tensors[std::string(dtype_name(d))] = t;
   }
   tensors["empty"] = Tensor(DType::f32, {0, 4});
@@ -62,14 +63,19 @@ TEST(Safetensors, CorruptFilesAreRejected) {
       {"header not JSON", with_header("{\"a\": ", data), "header"},
       {"header not an object", with_header("[1]", data), "header"},
       {"unknown dtype", with_header(R"({"a":{"dtype":"F12","shape":[4],"data_offsets":[0,16]}})", data), "a.dtype"},
-      {"shape vs bytes", with_header(R"({"a":{"dtype":"F32","shape":[5],"data_offsets":[0,16]}})", data), "a.data_offsets"},
-      {"offsets past the end", with_header(R"({"a":{"dtype":"F32","shape":[8],"data_offsets":[0,32]}})", data), "a.data_offsets"},
-      {"offsets reversed", with_header(R"({"a":{"dtype":"U8","shape":[0],"data_offsets":[8,4]}})", data), "a.data_offsets"},
+      {"shape vs bytes", with_header(R"({"a":{"dtype":"F32","shape":[5],"data_offsets":[0,16]}})", data),
+       "a.data_offsets"},
+      {"offsets past the end", with_header(R"({"a":{"dtype":"F32","shape":[8],"data_offsets":[0,32]}})", data),
+       "a.data_offsets"},
+      {"offsets reversed", with_header(R"({"a":{"dtype":"U8","shape":[0],"data_offsets":[8,4]}})", data),
+       "a.data_offsets"},
       {"negative dim", with_header(R"({"a":{"dtype":"F32","shape":[-4],"data_offsets":[0,16]}})", data), "a.shape"},
       {"overflowing shape",
        with_header(R"({"a":{"dtype":"F32","shape":[4294967296,4294967296,0],"data_offsets":[0,0]}})", data), "a.shape"},
       {"overlap",
-       with_header(R"({"a":{"dtype":"F32","shape":[3],"data_offsets":[0,12]},"b":{"dtype":"F32","shape":[2],"data_offsets":[8,16]}})", data),
+       with_header(
+           R"({"a":{"dtype":"F32","shape":[3],"data_offsets":[0,12]},"b":{"dtype":"F32","shape":[2],"data_offsets":[8,16]}})",
+           data),
        "data_offsets"},
       {"missing offsets", with_header(R"({"a":{"dtype":"F32","shape":[4]}})", data), "a.data_offsets"},
       {"metadata not strings", with_header(R"({"__metadata__":{"k":1}})", data), "__metadata__.k"},

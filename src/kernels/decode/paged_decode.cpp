@@ -120,10 +120,11 @@ Plan make_plan(const kindex_paged_decode_params& p) {
   const Tuning& tune = tuning();
   plan.stages = tune.stages ? tune.stages : detail::default_stages(p.head_dim);
   const int64_t n = p.num_kv_indices;
+  // Also raises the kernel's shared-memory limit on this device, once: launches rely on it.
+  const int64_t slots = p.batch_size > 0 ? resident_ctas(p.dtype, p.head_dim, plan.stages) : 1;
   if (n > 0 && p.batch_size > 0) {
     // One wave of equal segments: num_segments * num_kv_heads CTAs fill the resident slots of all SMs, but no
     // segment is shorter than min_segment_tokens (short ones would pay the merge for little parallelism).
-    const int64_t slots = resident_ctas(p.dtype, p.head_dim, plan.stages);
     const int64_t target = std::max<int64_t>(1, slots / p.num_kv_heads);
     const int64_t min_pages = std::max<int64_t>(1, (tune.min_segment_tokens + p.page_size - 1) / p.page_size);
     plan.pages_per_segment = std::max(min_pages, (n + target - 1) / target);

@@ -24,6 +24,7 @@ constexpr int kThreads = kWarps * 32;
 constexpr int kChunk = 16;  // tokens per warp per pipeline stage: one k-step of P V
 constexpr int kRows = 16;   // MMA rows
 constexpr int kTable = 64;  // sequence pieces staged in shared memory at a time
+constexpr int kIndptrCache = 1024;  // kv_indptr / kv_last_page_len entries kept in shared memory from the count pass
 
 struct Args {
   const void* q;
@@ -55,13 +56,21 @@ struct Layout {
   static constexpr int kChunksPerRow = D / 8;  // 16-byte copies per token row
   static constexpr int kTokPerPass = kChunksPerRow >= 32 ? 1 : 32 / kChunksPerRow;
   static constexpr int kTokPerLane = kChunk / kTokPerPass;
-  static constexpr int kTileElems = kChunk * D;                       // one K or V chunk
+  static constexpr int kTileElems = kChunk * D;  // one K or V chunk
+  static constexpr int kIdSlots = S + 1;         // page ids are fetched S chunks ahead of their K/V copies
+  static constexpr int kQVec = kRows * D / 8 / kThreads;  // 16-byte pieces of the Q tile per thread
+  static constexpr bool kQInRegisters = D <= 128;         // at 256 the O accumulators need the registers
+  // Shared memory, in this order.
   static constexpr int kRingBytes = kWarps * S * 2 * kTileElems * 2;  // bf16/fp16
   static constexpr int kMergeStride = D + 8;                          // floats; padding spreads the banks
   static constexpr int kMergeBytes = kWarps * kRows * kMergeStride * 4;
-  static constexpr int kStatBytes = kWarps * kRows * 2 * 4;           // m and l
+  static constexpr int kStatBytes = kWarps * kRows * 2 * 4;  // m and l
+  static constexpr int kQBytes = kRows * D * 2;
+  static constexpr int kIdBytes = kWarps * kIdSlots * kChunk * 2 * 4;  // page id and in-page offset
   static constexpr int kTableBytes = kTable * int(sizeof(Piece));
-  static constexpr int kSmemBytes = kRingBytes + kMergeBytes + kStatBytes + kTableBytes;
+  static constexpr int kCacheBytes = (2 * kIndptrCache + 1) * 4;
+  static constexpr int kSmemBytes =
+      kRingBytes + kMergeBytes + kStatBytes + kQBytes + kIdBytes + kTableBytes + kCacheBytes;
 };
 
 template <class T> struct Traits;
@@ -104,6 +113,9 @@ __device__ __forceinline__ void cp_async16(uint32_t dst, const void* src, bool v
   // src-size 0 zero-fills the 16 bytes: masked tokens read as zeros, never as stale or NaN shared memory.
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(valid ? 16 : 0));
 }
+__device__ __forceinline__ void cp_async4(uint32_t dst, const void* src) {
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(dst), "l"(src));
+}
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
 template <int N>
 __device__ __forceinline__ void cp_async_wait() {
@@ -138,45 +150,63 @@ __device__ __forceinline__ void seq_range(const Args& a, int b, int& start, int&
   end = clampi(__ldg(a.indptr + b + 1), start, a.num_kv_indices);
 }
 
-// The per-warp producer: walks this warp's chunks (piece k, chunk c = warp, warp + 4, ...) and keeps the
-// page ids of the next chunk to issue in registers, loaded one chunk ahead.
+// The per-warp producer walks this warp's chunks (piece k, chunk c = warp, warp + 4, ...) with two cursors: one
+// copies the chunks' page ids (and stores the in-page offsets) into a small shared ring S chunks ahead, the other
+// issues the K/V copies of a chunk from ids that have long arrived. So a warp keeps S - 1 chunks in flight and
+// never waits on a page id, even at page_size 1 where every token has its own.
 template <int D, int S, class T>
 struct Producer {
   using L = Layout<D, S>;
-  int k, c;         // next chunk to issue
-  int id, off;      // lane (l & 15)'s token of that chunk: page id and offset in the page (off < 0: masked)
-  int stage;
+  int k, c, seq;     // next chunk to issue, and its number in this warp's sequence of chunks
+  int fk, fc, fseq;  // next chunk whose ids to fetch
+  int* ids;          // this warp's [kIdSlots][kChunk] page ids
+  int* offs;         // this warp's [kIdSlots][kChunk] in-page offsets, -1 past the piece's end
 
-  __device__ __forceinline__ void find(const Piece* table, int n, int warp) {
+  static __device__ __forceinline__ void next(const Piece* table, int n, int warp, int& k, int& c) {
     while (k < n && c * kChunk >= table[k].tokens) {
       ++k;
       c = warp;
     }
   }
-  __device__ __forceinline__ void load_ids(const Args& a, const Piece* table, int n, int lane) {
-    off = -1;
-    id = 0;
-    if (k < n) {
-      const Piece& p = table[k];
-      int t = c * kChunk + (lane & 15);
+  __device__ __forceinline__ void fetch(const Args& a, const Piece* table, int n, int warp, int lane) {
+    if (fk >= n) return;
+    if (lane < kChunk) {
+      const Piece& p = table[fk];
+      const int slot = (fseq % L::kIdSlots) * kChunk + lane;
+      const int t = fc * kChunk + lane;
+      int off = -1;
       if (t < p.tokens) {
-        int page = t / a.page_size;
+        const int page = t / a.page_size;
         off = t - page * a.page_size;
-        id = __ldg(a.indices + p.page_begin + page);
+        cp_async4(uint32_t(__cvta_generic_to_shared(ids + slot)), a.indices + p.page_begin + page);
       }
+      offs[slot] = off;
     }
+    ++fseq;
+    fc += kWarps;
+    next(table, n, warp, fk, fc);
   }
+  // Fetches the ids of the first S chunks and waits for them: the one id round trip a batch of pieces pays.
   __device__ __forceinline__ void start(const Args& a, const Piece* table, int n, int warp, int lane) {
-    k = 0;
-    c = warp;
-    stage = 0;
-    find(table, n, warp);
-    load_ids(a, table, n, lane);
+    k = fk = 0;
+    c = fc = warp;
+    seq = fseq = 0;
+    next(table, n, warp, k, c);
+    next(table, n, warp, fk, fc);
+#pragma unroll
+    for (int i = 0; i < S; ++i) fetch(a, table, n, warp, lane);
+    cp_async_commit();
+    cp_async_wait<0>();
+    __syncwarp();
   }
-  // Issues the next chunk into its ring stage (or nothing past the end) and commits one group either way.
+  // Issues the next chunk's K/V copies into its ring stage (nothing past the end), fetches the ids S chunks
+  // further, and commits one group either way.
   __device__ __forceinline__ void issue(const Args& a, const Piece* table, int n, T* ring, int warp, int lane,
                                         int kvh) {
+    __syncwarp();  // every lane is done with the id slot the fetch below may overwrite
     if (k < n) {
+      const int stage = seq % S;
+      const int slot = (seq % L::kIdSlots) * kChunk;
       T* kt = ring + ((warp * S + stage) * 2) * L::kTileElems;
       T* vt = kt + L::kTileElems;
       const uint32_t k_smem = uint32_t(__cvta_generic_to_shared(kt));
@@ -186,23 +216,54 @@ struct Producer {
 #pragma unroll
       for (int i = 0; i < L::kTokPerLane; ++i) {
         const int t = lane / L::kChunksPerRow + i * L::kTokPerPass;
-        const int tid = __shfl_sync(0xffffffffu, id, t);
-        const int toff = __shfl_sync(0xffffffffu, off, t);
-        const long long page = min(max((long long)tid, 0ll), max_page);  // out-of-range ids stay in bounds
+        const int toff = offs[slot + t];
+        const long long page = min(max((long long)ids[slot + t], 0ll), max_page);  // bad ids stay in bounds
         const long long row = page * a.page_size + max(toff, 0);
         const long long elem = (row * a.num_kv_heads + kvh) * D + chunk * 8;
         const int so = tile_offset<D>(t, chunk) * 2;
         cp_async16(k_smem + so, static_cast<const T*>(a.k) + elem, toff >= 0);
         cp_async16(v_smem + so, static_cast<const T*>(a.v) + elem, toff >= 0);
       }
-      stage = stage + 1 == S ? 0 : stage + 1;
+      ++seq;
       c += kWarps;
-      find(table, n, warp);
-      load_ids(a, table, n, lane);
+      next(table, n, warp, k, c);
+      fetch(a, table, n, warp, lane);
     }
     cp_async_commit();
   }
 };
+
+// The Q tile of one sequence (its group's rows, zeros below) moves global -> registers -> shared memory one piece
+// ahead, so a piece never waits on its Q.
+template <int D, int S, class T>
+struct QStage {
+  using L = Layout<D, S>;
+  uint4 v[L::kQVec];
+  __device__ __forceinline__ void load(const Args& a, int b, int kvh) {
+#pragma unroll
+    for (int i = 0; i < L::kQVec; ++i) {
+      const int idx = threadIdx.x + i * kThreads, row = idx / L::kChunksPerRow, col = idx % L::kChunksPerRow;
+      v[i] = make_uint4(0, 0, 0, 0);
+      if (row < a.group)
+        v[i] = __ldg(reinterpret_cast<const uint4*>(static_cast<const T*>(a.q) +
+                                                    ((long long)b * a.num_qo_heads + kvh * a.group + row) * D) + col);
+    }
+  }
+  __device__ __forceinline__ void store(T* q_tile) const {
+#pragma unroll
+    for (int i = 0; i < L::kQVec; ++i) {
+      const int idx = threadIdx.x + i * kThreads, row = idx / L::kChunksPerRow, col = idx % L::kChunksPerRow;
+      *reinterpret_cast<uint4*>(q_tile + tile_offset<D>(row, col)) = v[i];
+    }
+  }
+};
+
+// A fragment of Q for k-step kk from the shared Q tile.
+template <int D>
+__device__ __forceinline__ void load_q_fragment(uint32_t q_smem, int kk, int lane, uint32_t (&f)[4]) {
+  const int row = (lane & 7) + ((lane >> 3) & 1) * 8, col = kk * 2 + (lane >> 4);
+  ldmatrix_x4(q_smem + tile_offset<D>(row, col) * 2, f[0], f[1], f[2], f[3]);
+}
 
 template <int D, int S, class T>
 __global__ void __launch_bounds__(kThreads, 1) decode_kernel(const Args a) {
@@ -213,7 +274,12 @@ __global__ void __launch_bounds__(kThreads, 1) decode_kernel(const Args a) {
   float* merge_o = reinterpret_cast<float*>(smem + L::kRingBytes);  // [warp][row][kMergeStride]
   float* merge_m = merge_o + kWarps * kRows * L::kMergeStride;      // [warp][row]
   float* merge_l = merge_m + kWarps * kRows;
-  Piece* table = reinterpret_cast<Piece*>(merge_l + kWarps * kRows);
+  T* q_tile = reinterpret_cast<T*>(merge_l + kWarps * kRows);       // [16][D], swizzled like a K tile
+  int* id_ring = reinterpret_cast<int*>(q_tile + kRows * D);        // [warp][kIdSlots][kChunk]
+  int* off_ring = id_ring + kWarps * L::kIdSlots * kChunk;
+  Piece* table = reinterpret_cast<Piece*>(off_ring + kWarps * L::kIdSlots * kChunk);
+  int* indptr_cache = reinterpret_cast<int*>(table + kTable);  // [kIndptrCache + 1]
+  int* last_cache = indptr_cache + kIndptrCache + 1;            // [kIndptrCache]
   __shared__ int counts[2];
 
   // The merge kernel may be scheduled now; it waits for this grid's completion before reading anything.
@@ -228,14 +294,20 @@ __global__ void __launch_bounds__(kThreads, 1) decode_kernel(const Args a) {
   // Sequences touching this segment form the range [b_begin, b_end): those entirely before it are a prefix
   // (ended by seg_begin, started before it); those starting at or after seg_end a suffix. Empty sequences are
   // owned by the segment holding their position (the last segment owns position N). Counted in one pass of
-  // independent loads rather than a binary search of dependent ones.
+  // independent loads rather than a binary search of dependent ones; the first entries stay in shared memory.
   if (threadIdx.x < 2) counts[threadIdx.x] = 0;
   __syncthreads();
   int before = 0, started = 0;
   for (int b = threadIdx.x; b < a.batch; b += kThreads) {
-    int s = __ldg(a.indptr + b), e = __ldg(a.indptr + b + 1);
+    const int s = __ldg(a.indptr + b), e = __ldg(a.indptr + b + 1);
+    const int last = a.last_len ? __ldg(a.last_len + b) : a.page_size;
     before += (e <= seg_begin && s < seg_begin);
     started += s < seg_end;
+    if (b < kIndptrCache) {
+      indptr_cache[b] = s;
+      last_cache[b] = last;
+      if (b + 1 == a.batch || b + 1 == kIndptrCache) indptr_cache[b + 1] = e;
+    }
   }
 #pragma unroll
   for (int o = 16; o; o >>= 1) {
@@ -252,32 +324,44 @@ __global__ void __launch_bounds__(kThreads, 1) decode_kernel(const Args a) {
 
   const int g = lane / 4, t4 = lane % 4;  // MMA fragment coordinates: row g (and g + 8), column pair t4
   const float neg_inf = -__int_as_float(0x7f800000);
+  const uint32_t q_smem = uint32_t(__cvta_generic_to_shared(q_tile));
+  Producer<D, S, T> prod;
+  prod.ids = id_ring + warp * L::kIdSlots * kChunk;
+  prod.offs = off_ring + warp * L::kIdSlots * kChunk;
+  QStage<D, S, T> qnext;
 
   for (int tb = b_begin; tb < b_end; tb += kTable) {
     const int n = min(kTable, b_end - tb);
     __syncthreads();  // the previous batch's table is no longer read
     if (threadIdx.x < n) {
       const int b = tb + threadIdx.x;
-      int start, end;
-      seq_range(a, b, start, end);
+      int start, end, last;
+      if (b < kIndptrCache) {
+        start = clampi(indptr_cache[b], 0, a.num_kv_indices);
+        end = clampi(indptr_cache[b + 1], start, a.num_kv_indices);
+        last = last_cache[b];
+      } else {
+        seq_range(a, b, start, end);
+        last = a.last_len ? __ldg(a.last_len + b) : a.page_size;
+      }
+      last = clampi(last, 1, a.page_size);
       const int pb = max(start, seg_begin), pe = min(end, seg_end);
       Piece p{b, pb, 0, start >= seg_begin && end <= seg_end};
-      if (pe > pb) {
-        const int last = a.last_len ? clampi(__ldg(a.last_len + b), 1, a.page_size) : a.page_size;
-        p.tokens = (pe - pb - 1) * a.page_size + (pe == end ? last : a.page_size);
-      } else if (start != end) {
-        p.whole = -1;  // malformed indptr: nothing of it lies here
-      }
+      if (pe > pb) p.tokens = (pe - pb - 1) * a.page_size + (pe == end ? last : a.page_size);
+      else if (start != end) p.whole = -1;  // malformed indptr: nothing of it lies here
       table[threadIdx.x] = p;
     }
+    qnext.load(a, tb, kvh);  // piece 0's Q, while the ids of the first chunks arrive
     __syncthreads();
 
-    Producer<D, S, T> prod;
     prod.start(a, table, n, warp, lane);
+    qnext.store(q_tile);
+    if (n > 1) qnext.load(a, table[1].b, kvh);
 #pragma unroll
     for (int s = 0; s < S - 1; ++s) prod.issue(a, table, n, ring, warp, lane, kvh);
-    int stage = 0;
+    __syncthreads();  // piece 0's Q tile is complete
 
+    int consumed = 0;  // this warp's chunks consumed in this batch; chunk i sits in ring stage i % S
     for (int k = 0; k < n; ++k) {
       const Piece piece = table[k];
       float m[2] = {neg_inf, neg_inf}, l[2] = {0.f, 0.f};
@@ -286,30 +370,20 @@ __global__ void __launch_bounds__(kThreads, 1) decode_kernel(const Args a) {
       for (int j = 0; j < D / 8; ++j) o[j][0] = o[j][1] = o[j][2] = o[j][3] = 0.f;
 
       if (piece.tokens > warp * kChunk) {
-        // Q fragments of this sequence's group (rows >= group are zero).
-        uint32_t qf[D / 16][4];
-        const int h0 = kvh * a.group;
-        const uint32_t* q32 = static_cast<const uint32_t*>(a.q);
-        const long long qrow0 = ((long long)piece.b * a.num_qo_heads + h0 + g) * (D / 2);
-        const long long qrow1 = qrow0 + 8LL * (D / 2);
-        const bool r0 = g < a.group, r1 = g + 8 < a.group;
+        uint32_t qf[L::kQInRegisters ? D / 16 : 1][4];
+        if constexpr (L::kQInRegisters) {
 #pragma unroll
-        for (int kk = 0; kk < D / 16; ++kk) {
-          qf[kk][0] = r0 ? __ldg(q32 + qrow0 + kk * 8 + t4) : 0u;
-          qf[kk][1] = r1 ? __ldg(q32 + qrow1 + kk * 8 + t4) : 0u;
-          qf[kk][2] = r0 ? __ldg(q32 + qrow0 + kk * 8 + 4 + t4) : 0u;
-          qf[kk][3] = r1 ? __ldg(q32 + qrow1 + kk * 8 + 4 + t4) : 0u;
+          for (int kk = 0; kk < D / 16; ++kk) load_q_fragment<D>(q_smem, kk, lane, qf[kk]);
         }
 
         for (int c = warp; c * kChunk < piece.tokens; c += kWarps) {
-          __syncwarp();  // every lane is done reading the stage the next issue overwrites
           prod.issue(a, table, n, ring, warp, lane, kvh);
           cp_async_wait<S - 1>();
           __syncwarp();  // this chunk's copies, made by all lanes, are visible to all lanes
 
+          const int stage = consumed++ % S;
           const T* kt = ring + ((warp * S + stage) * 2) * L::kTileElems;
           const T* vt = kt + L::kTileElems;
-          stage = stage + 1 == S ? 0 : stage + 1;
           const uint32_t k_smem = uint32_t(__cvta_generic_to_shared(kt));
           const uint32_t v_smem = uint32_t(__cvta_generic_to_shared(vt));
 
@@ -321,11 +395,16 @@ __global__ void __launch_bounds__(kThreads, 1) decode_kernel(const Args a) {
             for (int kk = 0; kk < D / 16; ++kk) {
               uint32_t b0, b1, b2, b3;
               ldmatrix_x4(k_smem + tile_offset<D>(tt, kk * 2 + hi) * 2, b0, b1, b2, b3);
-              Tr::mma(s[0], qf[kk], b0, b1);
-              Tr::mma(s[1], qf[kk], b2, b3);
+              if constexpr (L::kQInRegisters) {
+                Tr::mma(s[0], qf[kk], b0, b1);
+                Tr::mma(s[1], qf[kk], b2, b3);
+              } else {
+                load_q_fragment<D>(q_smem, kk, lane, qf[0]);
+                Tr::mma(s[0], qf[0], b0, b1);
+                Tr::mma(s[1], qf[0], b2, b3);
+              }
             }
           }
-
           // Online softmax in log2 units; tokens past the piece's end are masked.
           const int valid = piece.tokens - c * kChunk;
           float x[2][4];
@@ -430,11 +509,15 @@ __global__ void __launch_bounds__(kThreads, 1) decode_kernel(const Args a) {
           }
         }
       }
-      __syncthreads();  // the merge area is free again
+      // Every warp read this piece's Q before the barrier above: stage the next piece's, fetch the one after.
+      if (k + 1 < n) qnext.store(q_tile);
+      if (k + 2 < n) qnext.load(a, table[k + 2].b, kvh);
+      __syncthreads();  // the merge area is free again and the next Q tile complete
     }
     cp_async_wait<0>();  // nothing real is left in flight, but leave no group behind
   }
 }
+
 
 // Combines the partials of each sequence that spans several segments, in segment order (deterministic).
 template <int D, class T>
@@ -517,11 +600,11 @@ Args make_args(const kindex_paged_decode_params& p, const Plan& plan, void* work
 
 template <int D, int S, class T>
 cudaError_t run(const Args& a, cudaStream_t stream) {
+  // The shared-memory limit was raised when the plan asked for this kernel's occupancy (ctas_per_sm).
   constexpr int smem = Layout<D, S>::kSmemBytes;
-  cudaError_t err = cudaFuncSetAttribute(decode_kernel<D, S, T>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
-  if (err != cudaSuccess) return err;
   decode_kernel<D, S, T><<<dim3(a.num_segments, a.num_kv_heads), kThreads, smem, stream>>>(a);
-  if ((err = cudaGetLastError()) != cudaSuccess || a.num_segments == 1) return err;
+  cudaError_t err = cudaGetLastError();
+  if (err != cudaSuccess || a.num_segments == 1) return err;
 
   cudaLaunchConfig_t cfg{};
   cfg.gridDim = dim3(a.batch, a.num_kv_heads);

@@ -5,6 +5,7 @@
 
 #include <cuda_bf16.h>
 
+#include <algorithm>
 #include <cstring>
 
 namespace kindex::kernels::backward {
@@ -104,26 +105,33 @@ __device__ __forceinline__ void load_rows(uint32_t tile, const bf16* base, int64
   }
 }
 
-// The 64x64 attn_weights tile at (i0, j0) of one (batch, head) [S, S] matrix; out-of-range entries are 0.
-template <bool kAligned>
-__device__ __forceinline__ void load_a_tile(uint32_t tile, uint8_t* tile_ptr, const bf16* a, int S, int i0, int j0,
-                                            int tid) {
-  if constexpr (kAligned) {
+// The 64x64 attn_weights tile at (i0, j0) of one (batch, head) [S, S] matrix stored with row stride `ld` (a
+// multiple of 8 elements, so every 16-byte chunk is aligned; columns S..ld-1 hold zeros); entries outside the
+// matrix are 0.
+__device__ __forceinline__ void load_a_tile(uint32_t tile, const bf16* a, int S, int64_t ld, int i0, int j0, int tid) {
 #pragma unroll
-    for (int k = 0; k < 4; ++k) {
-      const int q = tid + k * kThreads, r = q >> 3, ch = q & 7, row = i0 + r, col = j0 + ch * 8;
-      const bool valid = row < S && col < S;  // S % 8 == 0: a chunk is all in or all out
-      cp_async16(tile + r * 128 + ((ch ^ (r & 7)) << 4), a + (valid ? int64_t(row) * S + col : 0), valid);
-    }
-  } else {
-    // Rows of an odd-length matrix are not 16-byte aligned: plain 2-byte loads, stored swizzled.
-    const unsigned short* a16 = reinterpret_cast<const unsigned short*>(a);
-#pragma unroll 8
-    for (int e = tid; e < kBlock * kBlock; e += kThreads) {
-      const int r = e >> 6, c = e & 63, row = i0 + r, col = j0 + c;
-      const unsigned short v = (row < S && col < S) ? __ldg(a16 + int64_t(row) * S + col) : 0;
-      *reinterpret_cast<unsigned short*>(tile_ptr + swz(r, c, 8)) = v;
-    }
+  for (int k = 0; k < 4; ++k) {
+    const int q = tid + k * kThreads, r = q >> 3, ch = q & 7, row = i0 + r, col = j0 + ch * 8;
+    const bool valid = row < S && col < S;  // a chunk that starts inside the row ends inside ld
+    cp_async16(tile + r * 128 + ((ch ^ (r & 7)) << 4), a + (valid ? row * ld + col : 0), valid);
+  }
+}
+
+// Copies attn_weights [rows, S] into [rows, ld] (ld = S rounded up to 8) with zero padding: odd seq_len leaves the
+// rows unaligned for 16-byte loads, and one extra pass over A is cheaper than element-wise tile loads.
+__global__ void pad_rows_kernel(const uint16_t* __restrict__ src, uint4* __restrict__ dst, int64_t rows, int S,
+                                int64_t ld) {
+  const int64_t chunks_per_row = ld / 8, total = rows * chunks_per_row;
+  for (int64_t q = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; q < total; q += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t row = q / chunks_per_row;
+    const int c0 = int(q - row * chunks_per_row) * 8;
+    const uint16_t* in = src + row * S;
+    uint16_t v[8];
+#pragma unroll
+    for (int e = 0; e < 8; ++e) v[e] = c0 + e < S ? __ldg(in + c0 + e) : uint16_t(0);
+    uint4 out;
+    memcpy(&out, v, 16);
+    dst[q] = out;
   }
 }
 
@@ -170,14 +178,14 @@ __device__ __forceinline__ void store_rows(const float (&acc)[16][4], bool rope,
   }
 }
 
-template <bool kAligned>
 __global__ void __launch_bounds__(kThreads) row_kernel(const AttentionArgs p) {
   extern __shared__ __align__(128) uint8_t smem[];
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
   const int S = p.seq_len, i0 = blockIdx.x * kBlock, h = blockIdx.y, b = blockIdx.z;
   const int64_t bh = int64_t(b) * 32 + h;
   const int nJ = (S + kBlock - 1) / kBlock, total = 2 * nJ;
-  const bf16* attn = static_cast<const bf16*>(p.attn_weights) + bh * S * S;
+  const int64_t ld = p.attn_row_stride;
+  const bf16* attn = static_cast<const bf16*>(p.attn_weights) + bh * S * ld;
   const bf16* v = static_cast<const bf16*>(p.value_states) + bh * S * kDim;
   const bf16* k = static_cast<const bf16*>(p.key_states) + bh * S * kDim;
   const bf16* dO = static_cast<const bf16*>(p.grad_attn_output) + int64_t(b) * S * kQProjCols + h * kDim;
@@ -191,7 +199,7 @@ __global__ void __launch_bounds__(kThreads) row_kernel(const AttentionArgs p) {
     const uint32_t st = base + stage_off(it);
     load_rows(st, v, kDim, j0, S, tid);
     if (second) load_rows(st + kRowTileBytes, k, kDim, j0, S, tid);
-    load_a_tile<kAligned>(st + 2 * kRowTileBytes, smem + stage_off(it) + 2 * kRowTileBytes, attn, S, i0, j0, tid);
+    load_a_tile(st + 2 * kRowTileBytes, attn, S, ld, i0, j0, tid);
   };
 
   load_rows(s_do, dO, kQProjCols, i0, S, tid);
@@ -279,7 +287,6 @@ __global__ void __launch_bounds__(kThreads) row_kernel(const AttentionArgs p) {
   store_rows(dq, true, p, b, i0 + warp * 16, h * kDim, lane);
 }
 
-template <bool kAligned>
 __global__ void __launch_bounds__(kThreads) column_kernel(const AttentionArgs p) {
   extern __shared__ __align__(128) uint8_t smem[];
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, t = lane & 3;
@@ -299,8 +306,8 @@ __global__ void __launch_bounds__(kThreads) column_kernel(const AttentionArgs p)
     load_rows(st, static_cast<const bf16*>(p.grad_attn_output) + int64_t(b) * S * kQProjCols + h * kDim, kQProjCols,
               i0, S, tid);
     load_rows(st + kRowTileBytes, static_cast<const bf16*>(p.query_states) + bh * S * kDim, kDim, i0, S, tid);
-    load_a_tile<kAligned>(st + 2 * kRowTileBytes, smem + stage_off(it) + 2 * kRowTileBytes,
-                          static_cast<const bf16*>(p.attn_weights) + bh * S * S, S, i0, j0, tid);
+    load_a_tile(st + 2 * kRowTileBytes, static_cast<const bf16*>(p.attn_weights) + bh * S * p.attn_row_stride, S,
+                p.attn_row_stride, i0, j0, tid);
     if (tid < kBlock / 4) cp_async16(st + 2 * kRowTileBytes + kATileBytes + tid * 16, p.row_sums + bh * padded + i0 + tid * 4, true);
   };
 
@@ -385,15 +392,30 @@ cudaError_t launch(Kernel kernel, dim3 grid, uint32_t smem_bytes, const Attentio
 
 int64_t padded_seq_len(int64_t seq_len) { return (seq_len + kBlock - 1) / kBlock * kBlock; }
 
-cudaError_t launch_attention(const AttentionArgs& args, cudaStream_t stream) {
-  const int blocks = int((args.seq_len + kBlock - 1) / kBlock);
-  const bool aligned = args.seq_len % 8 == 0;
+size_t padded_attn_bytes(int64_t batch_size, int64_t seq_len) {
+  if (seq_len % 8 == 0) return 0;
+  return size_t(batch_size) * 32 * size_t(seq_len) * size_t((seq_len + 7) / 8 * 8) * 2;
+}
+
+cudaError_t launch_attention(const AttentionArgs& given, cudaStream_t stream) {
+  AttentionArgs args = given;
+  const int S = args.seq_len;
+  if (S % 8 != 0) {
+    const int64_t ld = (S + 7) / 8 * 8, rows = int64_t(args.batch_size) * 32 * S;
+    const int64_t chunks = rows * (ld / 8);
+    const int blocks = int(std::min<int64_t>((chunks + 255) / 256, 132 * 16));
+    pad_rows_kernel<<<blocks, 256, 0, stream>>>(static_cast<const uint16_t*>(args.attn_weights),
+                                                static_cast<uint4*>(args.attn_scratch), rows, S, ld);
+    if (cudaError_t err = cudaGetLastError(); err != cudaSuccess) return err;
+    args.attn_weights = args.attn_scratch;
+    args.attn_row_stride = ld;
+  } else {
+    args.attn_row_stride = S;
+  }
+  const int blocks = int((S + kBlock - 1) / kBlock);
   const dim3 row_grid(blocks, 32, args.batch_size), col_grid(blocks, 8, args.batch_size);
-  cudaError_t err = aligned ? launch(row_kernel<true>, row_grid, kRowSmem, args, stream)
-                            : launch(row_kernel<false>, row_grid, kRowSmem, args, stream);
-  if (err != cudaSuccess) return err;
-  return aligned ? launch(column_kernel<true>, col_grid, kColSmem, args, stream)
-                 : launch(column_kernel<false>, col_grid, kColSmem, args, stream);
+  if (cudaError_t err = launch(row_kernel, row_grid, kRowSmem, args, stream); err != cudaSuccess) return err;
+  return launch(column_kernel, col_grid, kColSmem, args, stream);
 }
 
 }  // namespace kindex::kernels::backward

@@ -8,7 +8,8 @@
 //     blocks it recomputes dP^T and dS^T and accumulates dV = A^T dO and dK = dS^T Q in fp32 (the GQA sum is
 //     the accumulation itself); the epilogue rounds, applies the RoPE backward to dK and writes
 //     dQKV[:, 4096 + g*128 ...] and dQKV[:, 5120 + g*128 ...].
-// Every read of attn_weights is a 64x64 tile: 16-byte cp.async when seq_len % 8 == 0, element loads otherwise.
+// Every read of attn_weights is a 64x64 tile of 16-byte cp.async loads; when seq_len % 8 != 0 the rows are not
+// 16-byte aligned, so A is first copied once into attn_scratch with rows padded to a multiple of 8.
 #include <cstddef>
 #include <cstdint>
 
@@ -25,6 +26,8 @@ struct AttentionArgs {
   const void* cos;               // [B, S, 128] bf16
   const void* sin;               // [B, S, 128] bf16
   float* row_sums;               // D [B*32, padded_seq_len(S)] fp32 scratch
+  void* attn_scratch;            // padded_attn_bytes(B, S) bytes (unused when seq_len % 8 == 0)
+  int64_t attn_row_stride;       // set by launch_attention
   void* grad_qkv;                // dQKV [B*S, 6144] bf16 out
   int batch_size;
   int seq_len;
@@ -33,6 +36,9 @@ struct AttentionArgs {
 
 // Rows of the D scratch per (batch, head): seq_len rounded up to the 64-row block.
 int64_t padded_seq_len(int64_t seq_len);
+
+// Bytes of attn_scratch: B*32*S rows of S rounded up to 8 (0 when S % 8 == 0).
+size_t padded_attn_bytes(int64_t batch_size, int64_t seq_len);
 
 cudaError_t launch_attention(const AttentionArgs& args, cudaStream_t stream);
 

@@ -26,14 +26,15 @@ size_t round_up(size_t x) { return (x + kAlign - 1) / kAlign * kAlign; }
 
 // Workspace carve-up; offsets from the 256-byte aligned start.
 struct Layout {
-  size_t grad_attn_output = 0, grad_qkv = 0, row_sums = 0, gemm_main = 0, gemm_side = 0, end = 0;
+  size_t grad_attn_output = 0, grad_qkv = 0, row_sums = 0, attn_scratch = 0, gemm_main = 0, gemm_side = 0, end = 0;
 };
 Layout layout(int64_t b, int64_t s) {
   Layout l;
   const size_t tokens = size_t(b) * size_t(s);
   l.grad_qkv = round_up(tokens * kQProj * 2);
   l.row_sums = l.grad_qkv + round_up(tokens * kQkvProj * 2);
-  l.gemm_main = l.row_sums + round_up(size_t(b) * kHeads * size_t(padded_seq_len(s)) * 4);
+  l.attn_scratch = l.row_sums + round_up(size_t(b) * kHeads * size_t(padded_seq_len(s)) * 4);
+  l.gemm_main = l.attn_scratch + round_up(padded_attn_bytes(b, s));
   l.gemm_side = l.gemm_main + kGemmWorkspaceBytes;
   l.end = l.gemm_side + kGemmWorkspaceBytes;
   return l;
@@ -169,9 +170,20 @@ kindex_status run(const kindex_gqa_rope_backward_params& p, void* workspace, siz
       return KINDEX_STATUS_NOT_SUPPORTED;
   }
   if (attention) {
-    const AttentionArgs args{dO,         p.query_states, p.key_states,          p.value_states,
-                             p.attn_weights, p.cos,      p.sin,                 reinterpret_cast<float*>(ws + l.row_sums),
-                             dqkv,       int(B),         int(S),                p.scaling};
+    const AttentionArgs args{.grad_attn_output = dO,
+                             .query_states = p.query_states,
+                             .key_states = p.key_states,
+                             .value_states = p.value_states,
+                             .attn_weights = p.attn_weights,
+                             .cos = p.cos,
+                             .sin = p.sin,
+                             .row_sums = reinterpret_cast<float*>(ws + l.row_sums),
+                             .attn_scratch = ws + l.attn_scratch,
+                             .attn_row_stride = 0,
+                             .grad_qkv = dqkv,
+                             .batch_size = int(B),
+                             .seq_len = int(S),
+                             .scaling = p.scaling};
     if (cudaError_t e = launch_attention(args, main); e != cudaSuccess) return fail_cuda("attention kernels", e);
   }
   if (gemms) {

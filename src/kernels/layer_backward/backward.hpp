@@ -27,7 +27,8 @@ constexpr int64_t kQkvProj = kQProj + 2 * kKvProj;  // 6144: dQ | dK | dV side b
 // kernels. The partial modes compute garbage-in/garbage-out values and exist for timing alone.
 enum class Parts { all, gemms, attention };
 
-// Bytes of workspace for these sizes (dO, dQKV, the row sums D, two cuBLASLt workspaces).
+// Bytes of workspace for these sizes (dO, dQKV, the row sums D, a padded copy of attn_weights when seq_len % 8 != 0,
+// two cuBLASLt workspaces).
 size_t workspace_bytes(int64_t batch_size, int64_t seq_len);
 
 // Checks batch_size and seq_len (all the workspace size depends on).

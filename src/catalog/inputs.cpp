@@ -102,8 +102,16 @@ Inputs generate_inputs(const Definition& def, const Workload& workload, uint64_t
     if (given.kind == InputSpec::Kind::safetensors) {
       std::filesystem::path path(given.path);
       if (path.is_relative()) path = std::filesystem::path(workload.base_dir) / path;
+      path = path.lexically_normal();
       auto f = files.find(path.string());
-      if (f == files.end()) f = files.emplace(path.string(), read_safetensors(path)).first;
+      if (f == files.end()) {
+        try {
+          f = files.emplace(path.string(), read_safetensors(path)).first;
+        } catch (const Error& e) {
+          if (!e.field().empty()) throw;
+          throw Error(e.where(), "inputs." + spec.name + " of workload " + workload.uuid, given.path, e.problem());
+        }
+      }
       auto t = f->second.tensors.find(given.tensor_key);
       if (t == f->second.tensors.end())
         throw Error(path.string(), "tensor_key", given.tensor_key,

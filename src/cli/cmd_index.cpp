@@ -95,7 +95,7 @@ void add_index_commands(CLI::App& app, Registry& registry) {
         } else {
           for (const auto& o : r) {
             std::cout << std::left << std::setw(50) << o["name"].get<std::string>() << std::right << std::setw(6) << o["workloads"]
-                      << " workloads" << std::setw(7) << o["runs"] << " runs\n";
+                      << " workloads " << std::setw(6) << o["runs"] << " runs\n";
           }
         }
         return 0;

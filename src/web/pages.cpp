@@ -52,7 +52,7 @@ std::string e(const json& v) {
   return html_escape(v.dump());
 }
 
-std::string times(double x) { return fmt(x >= 100 ? "%.0f×" : x >= 10 ? "%.1f×" : "%.2f×", x); }
+std::string times(double x);
 
 const char* kStyle = R"CSS(
 body{font-family:system-ui,sans-serif;margin:0;color:#1b1f24;background:#fafafa}
@@ -114,6 +114,12 @@ std::string format_ns(double ns) {
   double ms = us / 1000;
   return fmt(ms < 10 ? "%.3f ms" : "%.2f ms", ms);
 }
+
+std::string format_ratio(double x) { return fmt(x >= 100 ? "%.0f×" : x >= 10 ? "%.1f×" : "%.2f×", x); }
+
+namespace {
+std::string times(double x) { return format_ratio(x); }
+}  // namespace
 
 std::string home_page(const json& operations, const std::string& query) {
   std::string body = "<h1>Operations</h1><form method=\"get\" action=\"/\"><input name=\"q\" value=\"" +

@@ -10,6 +10,8 @@ namespace kindex::web {
 std::string html_escape(const std::string& text);
 // "359.8 µs", "6.96 µs", "1.23 ms", "850 ns".
 std::string format_ns(double ns);
+// "3.44×", "36.4×", "364×": three significant digits.
+std::string format_ratio(double x);
 
 std::string home_page(const nlohmann::json& operations, const std::string& query);
 std::string operation_page(const nlohmann::json& view);

@@ -100,6 +100,18 @@ store::ResolveQuery resolve_query(const httplib::Request& req) {
     if (comma == std::string::npos) break;
     start = comma + 1;
   }
+  // Axis values may also come as their own parameters (?batch_size=1&num_pages=425).
+  for (const auto& [key, value] : req.params) {
+    if (key == "operation" || key == "dtype" || key == "gpu" || key == "axes") continue;
+    if (key.size() > 100 || value.empty() || value.find_first_not_of("-0123456789") != std::string::npos) {
+      throw Error("request", key, value.substr(0, 40), "unknown parameter (axis values must be integers)");
+    }
+    try {
+      q.axes[key] = std::stoll(value);
+    } catch (const std::exception&) {
+      throw Error("request", key, value.substr(0, 40), "not an integer");
+    }
+  }
   return q;
 }
 

@@ -86,9 +86,6 @@ struct HostInputs {
 uint16_t to_half_bits(kindex_dtype dtype, float x) {
   return dtype == KINDEX_DTYPE_BF16 ? kindex::float_to_bf16(x) : kindex::float_to_f16(x);
 }
-float from_half_bits(kindex_dtype dtype, uint16_t h) {
-  return dtype == KINDEX_DTYPE_BF16 ? kindex::bf16_to_float(h) : kindex::f16_to_float(h);
-}
 
 // A cheap near-normal draw (sum of four uniforms, unit variance): the caches hold billions of elements.
 float quick_normal(uint64_t seed, uint64_t stream, uint64_t i) {
@@ -161,7 +158,6 @@ struct DeviceCase {
     p = host_params(c);
     out_elems = size_t(c.batch()) * c.num_qo_heads * c.head_dim;
     lse_elems = size_t(c.batch()) * c.num_qo_heads;
-    const size_t cache_bytes = std::max<size_t>(in.cache_elems * 2, 16);
     auto put = [](DeviceBuffer& d, const void* src, size_t bytes) -> void* {
       void* ptr = d.get(std::max<size_t>(bytes, 16));
       if (ptr && bytes && cudaMemcpy(ptr, src, bytes, cudaMemcpyHostToDevice) != cudaSuccess) return nullptr;
@@ -170,7 +166,6 @@ struct DeviceCase {
     p.q = put(q, in.q.data(), in.q.size() * 2);
     p.k_cache = put(k, in.k.get(), in.cache_elems * 2);
     p.v_cache = put(v, in.v.get(), in.cache_elems * 2);
-    (void)cache_bytes;
     p.kv_indptr = static_cast<const int32_t*>(put(indptr, c.table.kv_indptr.data(), c.table.kv_indptr.size() * 4));
     p.kv_indices = static_cast<const int32_t*>(put(indices, c.table.kv_indices.data(), c.table.kv_indices.size() * 4));
     p.kv_last_page_len =
@@ -348,8 +343,9 @@ TEST_F(Decode, EveryUpstreamDefinitionSmall) {
     if (!dp) continue;
     ++definitions;
     const bool seed = name == "gqa_paged_decode_h32_kv4_d128_ps1" || name == "gqa_paged_decode_h24_kv4_d128_ps64";
-    for (const auto& w : seed ? std::vector<kindex::catalog::Workload>{} : kindex::catalog::builtin_workloads(name))
+    for (const auto& w : seed ? std::vector<kindex::catalog::Workload>{} : kindex::catalog::builtin_workloads(name)) {
       if (w.axes.at("num_kv_indices") * dp->page_size <= (1 << 16)) EXPECT_EQ("", check_case(seed_case(*def, w, 2), dev));
+    }
     for (int min_seg : {256, 16}) {
       TuningScope scope(min_seg);
       Case c = generated_case(name + "/adversarial/min_segment_tokens=" + std::to_string(min_seg), KINDEX_DTYPE_BF16,

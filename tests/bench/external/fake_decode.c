@@ -16,7 +16,9 @@
 static const char* g_error = "";
 KINDEX_API const char* kindex_last_error(void) { return g_error; }
 KINDEX_API int kindex_abi_host_pointers(void) { return 1; }
-KINDEX_API const char* kindex_version(void) { return "fake-decode-" #KX_MODE; }
+#define KX_STR2(x) #x
+#define KX_STR(x) KX_STR2(x)
+KINDEX_API const char* kindex_version(void) { return "fake-decode-" KX_STR(KX_MODE); }
 
 static float bf16_to_float(uint16_t h) {
   uint32_t u = (uint32_t)h << 16;

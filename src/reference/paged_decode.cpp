@@ -97,6 +97,30 @@ uint16_t round_to(kindex_dtype dtype, double x) {
   return h;
 }
 
+// fp64 dot product with four independent sums: the compiler can pipeline and vectorise it, and at fp64 the
+// summation order is far below the output's rounding.
+double dot(const double* __restrict__ a, const double* __restrict__ b, int64_t n) {
+  double s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+  int64_t d = 0;
+  for (; d + 4 <= n; d += 4) {
+    s0 += a[d] * b[d];
+    s1 += a[d + 1] * b[d + 1];
+    s2 += a[d + 2] * b[d + 2];
+    s3 += a[d + 3] * b[d + 3];
+  }
+  for (; d < n; ++d) s0 += a[d] * b[d];
+  return (s0 + s1) + (s2 + s3);
+}
+
+void axpy(double* __restrict__ y, double w, const double* __restrict__ x, int64_t n) {
+  for (int64_t d = 0; d < n; ++d) y[d] += w * x[d];
+}
+
+template <kindex_dtype kDtype>
+void widen_row(const uint16_t* __restrict__ src, double* __restrict__ dst, int64_t n) {
+  for (int64_t d = 0; d < n; ++d) dst[d] = load<kDtype>(src, d);
+}
+
 template <kindex_dtype kDtype>
 void run(const kindex_paged_decode_params& p) {
   const int64_t batch = p.batch_size, hq = p.num_qo_heads, hkv = p.num_kv_heads, dim = p.head_dim;
@@ -110,7 +134,7 @@ void run(const kindex_paged_decode_params& p) {
 
   // One task per (sequence, KV head): it reads that head's K/V rows once for all `group` query heads.
   parallel_for(batch * hkv, [&](int64_t begin, int64_t end) {
-    std::vector<double> q_t(dim * group), row(dim), acc(group * dim), max_score(group), sum_exp(group), scores;
+    std::vector<double> q_rows(group * dim), row(dim), acc(group * dim), max_score(group), sum_exp(group), scores;
     for (int64_t task = begin; task < end; ++task) {
       const int64_t b = task / hkv, kv_head = task % hkv, head0 = kv_head * group;
       const int64_t first = p.kv_indptr[b], pages = p.kv_indptr[b + 1] - first;
@@ -123,25 +147,16 @@ void run(const kindex_paged_decode_params& p) {
         }
         continue;
       }
-      // q transposed to [dim][group] so the per-token inner loop runs over the group's independent sums.
-      for (int64_t g = 0; g < group; ++g)
-        for (int64_t d = 0; d < dim; ++d) q_t[d * group + g] = load<kDtype>(q, (b * hq + head0 + g) * dim + d);
+      widen_row<kDtype>(q + (b * hq + head0) * dim, q_rows.data(), group * dim);  // the group's heads are adjacent
       auto kv_row = [&](int64_t t) {  // element offset of token t's row for this KV head
         int64_t page = p.kv_indices[first + t / page_size];
         return ((page * page_size + t % page_size) * hkv + kv_head) * dim;
       };
 
-      scores.assign(size_t(tokens * group), 0.0);
+      scores.resize(size_t(tokens * group));
       for (int64_t t = 0; t < tokens; ++t) {
-        const int64_t base = kv_row(t);
-        for (int64_t d = 0; d < dim; ++d) row[d] = load<kDtype>(k_cache, base + d);
-        double* s = &scores[t * group];
-        for (int64_t d = 0; d < dim; ++d) {
-          const double kd = row[d];
-          const double* qd = &q_t[d * group];
-          for (int64_t g = 0; g < group; ++g) s[g] += qd[g] * kd;
-        }
-        for (int64_t g = 0; g < group; ++g) s[g] *= sm_scale;
+        widen_row<kDtype>(k_cache + kv_row(t), row.data(), dim);
+        for (int64_t g = 0; g < group; ++g) scores[t * group + g] = sm_scale * dot(&q_rows[g * dim], row.data(), dim);
       }
       for (int64_t g = 0; g < group; ++g) {
         double m = -std::numeric_limits<double>::infinity();
@@ -158,13 +173,8 @@ void run(const kindex_paged_decode_params& p) {
 
       std::fill(acc.begin(), acc.end(), 0.0);
       for (int64_t t = 0; t < tokens; ++t) {
-        const int64_t base = kv_row(t);
-        for (int64_t d = 0; d < dim; ++d) row[d] = load<kDtype>(v_cache, base + d);
-        for (int64_t g = 0; g < group; ++g) {
-          const double w = scores[t * group + g];
-          double* a = &acc[g * dim];
-          for (int64_t d = 0; d < dim; ++d) a[d] += w * row[d];
-        }
+        widen_row<kDtype>(v_cache + kv_row(t), row.data(), dim);
+        for (int64_t g = 0; g < group; ++g) axpy(&acc[g * dim], scores[t * group + g], row.data(), dim);
       }
       for (int64_t g = 0; g < group; ++g) {
         const int64_t head = head0 + g;

@@ -373,8 +373,10 @@ class Evaluator {
   // A number from a value; 1-element tensors read as their element (as torch's implicit conversion does).
   Value scalar(const Value& v) {
     if (auto* t = std::get_if<TensorRef>(&v)) {
-      if (remaining(*t).size() > 0 && numel(remaining(*t)) != 1)
-        fail("'" + t->name + "' is a tensor of shape " + shape_string(remaining(*t)) + ", not a number");
+      const auto& dims = t->tensor->shape();
+      int64_t count = 1;
+      for (size_t i = t->depth; i < dims.size(); ++i) count *= dims[i];
+      if (count != 1) fail("'" + t->name + "' is a tensor of shape " + shape_string(remaining(*t)) + ", not a number");
       return element(*t, t->offset);
     }
     if (std::holds_alternative<Shape>(v)) fail("a shape is not a number");

@@ -10,6 +10,7 @@
 #include <cmath>
 #include <cstring>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "core/error.hpp"
@@ -28,16 +29,20 @@ constexpr int64_t kQProj = kHeads * kDim, kKvProj = kKvHeads * kDim;
 void validate(const kindex_gqa_rope_backward_params& p) {
   if (p.batch_size < 0) throw Error(kWhere, "batch_size", std::to_string(p.batch_size), "must be >= 0");
   if (p.seq_len < 0) throw Error(kWhere, "seq_len", std::to_string(p.seq_len), "must be >= 0");
-  const std::pair<const char*, const void*> pointers[] = {
-      {"grad_output", p.grad_output},     {"hidden_states", p.hidden_states}, {"cos", p.cos},
-      {"sin", p.sin},                     {"q_weight", p.q_weight},           {"k_weight", p.k_weight},
-      {"v_weight", p.v_weight},           {"o_weight", p.o_weight},           {"query_states", p.query_states},
-      {"key_states", p.key_states},       {"value_states", p.value_states},   {"attn_weights", p.attn_weights},
-      {"attn_output", p.attn_output},     {"grad_hidden_states", p.grad_hidden_states},
-      {"grad_q_weight", p.grad_q_weight}, {"grad_k_weight", p.grad_k_weight}, {"grad_v_weight", p.grad_v_weight},
-      {"grad_o_weight", p.grad_o_weight}};
-  for (auto [name, ptr] : pointers)
-    if (!ptr) throw Error(kWhere, name, "NULL", "is required");
+  // Tensors with a token dimension are empty (and may be NULL) when batch_size * seq_len == 0.
+  const bool tokens = int64_t(p.batch_size) * p.seq_len > 0;
+  const std::tuple<const char*, const void*, bool> pointers[] = {
+      {"grad_output", p.grad_output, tokens},     {"hidden_states", p.hidden_states, tokens},
+      {"cos", p.cos, tokens},                     {"sin", p.sin, tokens},
+      {"q_weight", p.q_weight, true},             {"k_weight", p.k_weight, true},
+      {"v_weight", p.v_weight, true},             {"o_weight", p.o_weight, true},
+      {"query_states", p.query_states, tokens},   {"key_states", p.key_states, tokens},
+      {"value_states", p.value_states, tokens},   {"attn_weights", p.attn_weights, tokens},
+      {"attn_output", p.attn_output, tokens},     {"grad_hidden_states", p.grad_hidden_states, tokens},
+      {"grad_q_weight", p.grad_q_weight, true},   {"grad_k_weight", p.grad_k_weight, true},
+      {"grad_v_weight", p.grad_v_weight, true},   {"grad_o_weight", p.grad_o_weight, true}};
+  for (auto [name, ptr, needed] : pointers)
+    if (needed && !ptr) throw Error(kWhere, name, "NULL", "is required");
 }
 
 std::vector<float> widened(const void* src, int64_t n) {

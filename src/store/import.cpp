@@ -522,8 +522,15 @@ ImportReport import_traces(Store& store, const std::string& path, const ImportOp
     std::replace(language.begin(), language.end(), '-', '_');
     if (language.empty() || !std::isalpha(static_cast<unsigned char>(language[0]))) language = "unknown";
     json callable = {{"language", language}};
+    json dtypes = json::array();
+    for (const char* part : {"inputs", "outputs"}) {
+      for (const auto& t : op.at("spec").at(part)) {
+        json d = t.contains("tensor") ? t["tensor"]["dtype"] : t["scalar"]["dtype"];
+        if (std::find(dtypes.begin(), dtypes.end(), d) == dtypes.end()) dtypes.push_back(d);
+      }
+    }
     json impl_spec = {{"callable", callable},
-                      {"support", json::object()},
+                      {"support", {{"hardwareArchitectures", json::array({"unknown"})}, {"dtypes", dtypes}}},
                       {"licensing", json::object()},
                       {"projectRevision", json::object()},
                       {"operation", {{"specDigest", op_digest}}}};

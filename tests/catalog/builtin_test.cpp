@@ -172,7 +172,9 @@ TEST(Builtin, SmallWorkloads) {
   // Every ps1 case up to batch 16 (at most 23079 tokens, 32348 pages) runs on the CPU; the largest do not.
   auto def1 = *find_builtin(ps1);
   for (const auto& w : builtin_workloads(ps1))
-    if (w.axes.at("batch_size") <= 16) EXPECT_TRUE(is_small(def1, w)) << w.uuid;
+    if (w.axes.at("batch_size") <= 16) {
+      EXPECT_TRUE(is_small(def1, w)) << w.uuid;
+    }
   EXPECT_FALSE(small(ps1, 64, 61535));
   EXPECT_TRUE(small(ps64, 1, 425));    // 23104 tokens, 27.9M cache elements in all
   EXPECT_FALSE(small(ps64, 2, 1348));  // 44M elements per cache

@@ -32,6 +32,7 @@
 #include "compare/compare.hpp"
 #include "core/half.hpp"
 #include "core/tensor.hpp"
+#include "kernels/layer_backward/backward.hpp"
 #include "kindex/kindex.h"
 #include "reference/reference.hpp"
 #include "support/paths.hpp"
@@ -297,6 +298,31 @@ TEST(Backward, GraphReplayMatchesDirectCall) {
   cudaGraphExecDestroy(exec);
   cudaGraphDestroy(graph);
   cudaStreamDestroy(stream);
+}
+
+// The two attention schedules (dP recomputed or stored) must give bit-identical outputs: round(dP) is the same bf16
+// value either way. Together with the CPU-reference test of the default schedule this verifies the other one.
+TEST(Backward, AttentionSchedulesAreBitIdentical) {
+  if (!have_device()) GTEST_SKIP() << "no CUDA device";
+  namespace kb = kindex::kernels::backward;
+  for (const Case& c : {Case{1, 131, 0}, Case{2, 449, 0}, Case{1, 1024, 0}, Case{16, 128, 0}}) {
+    SCOPED_TRACE(std::to_string(c.batch_size) + "x" + std::to_string(c.seq_len));
+    DeviceProblem dev(c.batch_size, c.seq_len, make_inputs(c, kSeed + 7));
+    ASSERT_TRUE(dev.allocated());
+    std::map<std::string, Tensor> results[2];
+    const kb::AttentionSchedule schedules[2] = {kb::AttentionSchedule::recompute_dp, kb::AttentionSchedule::store_dp};
+    for (int i = 0; i < 2; ++i) {
+      dev.poison_outputs();
+      std::string message;
+      ASSERT_EQ(kb::run(dev.params, dev.workspace->ptr, dev.workspace->bytes, nullptr, kb::Parts::all, message,
+                        schedules[i]),
+                KINDEX_STATUS_OK)
+          << message;
+      CUDA_OK(cudaDeviceSynchronize());
+      results[i] = dev.download();
+    }
+    EXPECT_TRUE(bit_equal(results[0], results[1]));
+  }
 }
 
 // Bad params need no device: validation runs before anything is enqueued.

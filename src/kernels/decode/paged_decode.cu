@@ -19,8 +19,7 @@
 namespace kindex::decode::detail {
 namespace {
 
-constexpr int kWarps = 4;
-constexpr int kThreads = kWarps * 32;
+constexpr int kMergeThreads = 128;  // the split-KV merge kernel
 constexpr int kChunk = 16;  // tokens per warp per pipeline stage: one k-step of P V
 constexpr int kRows = 16;   // MMA rows
 constexpr int kTable = 64;  // sequence pieces staged in shared memory at a time
@@ -53,24 +52,31 @@ struct Piece {
 
 template <int D, int S>
 struct Layout {
+  // Warps per CTA: 8 (two per scheduler hide each other's MMA/softmax latency), 4 at head_dim 256 and for the
+  // 4-stage ring at 128 (a tuning variant), where the ring would not fit otherwise.
+  static constexpr int kWarps = (D == 256 || (D == 128 && S == 4)) ? 4 : 8;
+  static constexpr int kThreads = kWarps * 32;
   static constexpr int kChunksPerRow = D / 8;  // 16-byte copies per token row
   static constexpr int kTokPerPass = kChunksPerRow >= 32 ? 1 : 32 / kChunksPerRow;
   static constexpr int kTokPerLane = kChunk / kTokPerPass;
   static constexpr int kTileElems = kChunk * D;  // one K or V chunk
   static constexpr int kIdSlots = S + 1;         // page ids are fetched S chunks ahead of their K/V copies
-  static constexpr int kQVec = kRows * D / 8 / kThreads;  // 16-byte pieces of the Q tile per thread
+  static constexpr int kQPieces = kRows * D / 8;                      // 16-byte pieces of the Q tile
+  static constexpr int kQVec = (kQPieces + kThreads - 1) / kThreads;  // per thread
   static constexpr bool kQInRegisters = D <= 128;         // at 256 the O accumulators need the registers
   // Shared memory, in this order.
   static constexpr int kRingBytes = kWarps * S * 2 * kTileElems * 2;  // bf16/fp16
-  static constexpr int kMergeStride = D + 8;                          // floats; padding spreads the banks
-  static constexpr int kMergeBytes = kWarps * kRows * kMergeStride * 4;
-  static constexpr int kStatBytes = kWarps * kRows * 2 * 4;  // m and l
+  // At the end of a piece a warp's (rows x D) fp32 state goes to the ring stage it consumed last, which no copy
+  // targets until the next piece starts: exactly one stage's bytes (16 rows x D x 4 B = K + V of 16 tokens).
+  static_assert(kRows * D * 4 == 2 * kTileElems * 2, "a ring stage holds one warp's merge state");
+  static constexpr int kStatBytes = kWarps * kRows * 2 * 4 + kWarps * 4;  // m, l, and each warp's merge stage
   static constexpr int kQBytes = kRows * D * 2;
   static constexpr int kIdBytes = kWarps * kIdSlots * kChunk * 2 * 4;  // page id and in-page offset
   static constexpr int kTableBytes = kTable * int(sizeof(Piece));
   static constexpr int kCacheBytes = (2 * kIndptrCache + 1) * 4;
   static constexpr int kSmemBytes =
-      kRingBytes + kMergeBytes + kStatBytes + kQBytes + kIdBytes + kTableBytes + kCacheBytes;
+      kRingBytes + kStatBytes + kQBytes + kIdBytes + kTableBytes + kCacheBytes;
+  static_assert(kSmemBytes <= 227 * 1024, "more shared memory than an sm_90 CTA may have");
 };
 
 template <class T> struct Traits;
@@ -141,6 +147,13 @@ __device__ __forceinline__ int tile_offset(int t, int c) {
   return t * D + ((c ^ (t & 7)) << 3);
 }
 
+// Float offset of (row, column) in a warp's [16][D] fp32 merge state: float pairs XOR-swizzled by the row so the
+// warp's 8-byte stores of 8 rows x 4 column pairs hit distinct banks.
+template <int D>
+__device__ __forceinline__ int merge_offset(int row, int col) {
+  return row * D + ((((col >> 1) ^ ((row & 7) << 2))) << 1) + (col & 1);
+}
+
 __device__ __forceinline__ int clampi(int x, int lo, int hi) { return min(max(x, lo), hi); }
 
 // Sequence b's page range [start, end) in kv_indices, clamped to [0, N] so that a malformed indptr can only
@@ -183,7 +196,7 @@ struct Producer {
       offs[slot] = off;
     }
     ++fseq;
-    fc += kWarps;
+    fc += L::kWarps;
     next(table, n, warp, fk, fc);
   }
   // Fetches the ids of the first S chunks and waits for them: the one id round trip a batch of pieces pays.
@@ -225,7 +238,7 @@ struct Producer {
         cp_async16(v_smem + so, static_cast<const T*>(a.v) + elem, toff >= 0);
       }
       ++seq;
-      c += kWarps;
+      c += L::kWarps;
       next(table, n, warp, k, c);
       fetch(a, table, n, warp, lane);
     }
@@ -242,9 +255,9 @@ struct QStage {
   __device__ __forceinline__ void load(const Args& a, int b, int kvh) {
 #pragma unroll
     for (int i = 0; i < L::kQVec; ++i) {
-      const int idx = threadIdx.x + i * kThreads, row = idx / L::kChunksPerRow, col = idx % L::kChunksPerRow;
+      const int idx = threadIdx.x + i * L::kThreads, row = idx / L::kChunksPerRow, col = idx % L::kChunksPerRow;
       v[i] = make_uint4(0, 0, 0, 0);
-      if (row < a.group)
+      if (idx < L::kQPieces && row < a.group)
         v[i] = __ldg(reinterpret_cast<const uint4*>(static_cast<const T*>(a.q) +
                                                     ((long long)b * a.num_qo_heads + kvh * a.group + row) * D) + col);
     }
@@ -252,8 +265,8 @@ struct QStage {
   __device__ __forceinline__ void store(T* q_tile) const {
 #pragma unroll
     for (int i = 0; i < L::kQVec; ++i) {
-      const int idx = threadIdx.x + i * kThreads, row = idx / L::kChunksPerRow, col = idx % L::kChunksPerRow;
-      *reinterpret_cast<uint4*>(q_tile + tile_offset<D>(row, col)) = v[i];
+      const int idx = threadIdx.x + i * L::kThreads, row = idx / L::kChunksPerRow, col = idx % L::kChunksPerRow;
+      if (idx < L::kQPieces) *reinterpret_cast<uint4*>(q_tile + tile_offset<D>(row, col)) = v[i];
     }
   }
 };
@@ -266,18 +279,18 @@ __device__ __forceinline__ void load_q_fragment(uint32_t q_smem, int kk, int lan
 }
 
 template <int D, int S, class T>
-__global__ void __launch_bounds__(kThreads, 1) decode_kernel(const Args a) {
+__global__ void __launch_bounds__((Layout<D, S>::kThreads), 1) decode_kernel(const Args a) {
   using L = Layout<D, S>;
   using Tr = Traits<T>;
   extern __shared__ __align__(128) unsigned char smem[];
   T* ring = reinterpret_cast<T*>(smem);
-  float* merge_o = reinterpret_cast<float*>(smem + L::kRingBytes);  // [warp][row][kMergeStride]
-  float* merge_m = merge_o + kWarps * kRows * L::kMergeStride;      // [warp][row]
-  float* merge_l = merge_m + kWarps * kRows;
-  T* q_tile = reinterpret_cast<T*>(merge_l + kWarps * kRows);       // [16][D], swizzled like a K tile
+  float* merge_m = reinterpret_cast<float*>(smem + L::kRingBytes);  // [warp][row]
+  float* merge_l = merge_m + L::kWarps * kRows;
+  int* merge_stage = reinterpret_cast<int*>(merge_l + L::kWarps * kRows);  // [warp]: where its state went
+  T* q_tile = reinterpret_cast<T*>(merge_stage + L::kWarps);           // [16][D], swizzled like a K tile
   int* id_ring = reinterpret_cast<int*>(q_tile + kRows * D);        // [warp][kIdSlots][kChunk]
-  int* off_ring = id_ring + kWarps * L::kIdSlots * kChunk;
-  Piece* table = reinterpret_cast<Piece*>(off_ring + kWarps * L::kIdSlots * kChunk);
+  int* off_ring = id_ring + L::kWarps * L::kIdSlots * kChunk;
+  Piece* table = reinterpret_cast<Piece*>(off_ring + L::kWarps * L::kIdSlots * kChunk);
   int* indptr_cache = reinterpret_cast<int*>(table + kTable);  // [kIndptrCache + 1]
   int* last_cache = indptr_cache + kIndptrCache + 1;            // [kIndptrCache]
   __shared__ int counts[2];
@@ -298,7 +311,7 @@ __global__ void __launch_bounds__(kThreads, 1) decode_kernel(const Args a) {
   if (threadIdx.x < 2) counts[threadIdx.x] = 0;
   __syncthreads();
   int before = 0, started = 0;
-  for (int b = threadIdx.x; b < a.batch; b += kThreads) {
+  for (int b = threadIdx.x; b < a.batch; b += L::kThreads) {
     const int s = __ldg(a.indptr + b), e = __ldg(a.indptr + b + 1);
     const int last = a.last_len ? __ldg(a.last_len + b) : a.page_size;
     before += (e <= seg_begin && s < seg_begin);
@@ -376,7 +389,7 @@ __global__ void __launch_bounds__(kThreads, 1) decode_kernel(const Args a) {
           for (int kk = 0; kk < D / 16; ++kk) load_q_fragment<D>(q_smem, kk, lane, qf[kk]);
         }
 
-        for (int c = warp; c * kChunk < piece.tokens; c += kWarps) {
+        for (int c = warp; c * kChunk < piece.tokens; c += L::kWarps) {
           prod.issue(a, table, n, ring, warp, lane, kvh);
           cp_async_wait<S - 1>();
           __syncwarp();  // this chunk's copies, made by all lanes, are visible to all lanes
@@ -387,18 +400,31 @@ __global__ void __launch_bounds__(kThreads, 1) decode_kernel(const Args a) {
           const uint32_t k_smem = uint32_t(__cvta_generic_to_shared(kt));
           const uint32_t v_smem = uint32_t(__cvta_generic_to_shared(vt));
 
-          // S = Q K^T over the chunk's 16 tokens (two n-blocks of 8).
+          // S = Q K^T over the chunk's 16 tokens (two n-blocks of 8). With Q in registers, even and odd k-steps
+          // accumulate separately: two short dependent MMA chains instead of one long one.
           float s[2][4] = {{0.f, 0.f, 0.f, 0.f}, {0.f, 0.f, 0.f, 0.f}};
           {
             const int tt = (lane >> 4) * 8 + (lane & 7), hi = (lane >> 3) & 1;
+            if constexpr (L::kQInRegisters) {
+              float s2[2][4] = {{0.f, 0.f, 0.f, 0.f}, {0.f, 0.f, 0.f, 0.f}};
 #pragma unroll
-            for (int kk = 0; kk < D / 16; ++kk) {
-              uint32_t b0, b1, b2, b3;
-              ldmatrix_x4(k_smem + tile_offset<D>(tt, kk * 2 + hi) * 2, b0, b1, b2, b3);
-              if constexpr (L::kQInRegisters) {
-                Tr::mma(s[0], qf[kk], b0, b1);
-                Tr::mma(s[1], qf[kk], b2, b3);
-              } else {
+              for (int kk = 0; kk < D / 16; ++kk) {
+                uint32_t b0, b1, b2, b3;
+                ldmatrix_x4(k_smem + tile_offset<D>(tt, kk * 2 + hi) * 2, b0, b1, b2, b3);
+                float(&acc)[2][4] = kk % 2 ? s2 : s;
+                Tr::mma(acc[0], qf[kk], b0, b1);
+                Tr::mma(acc[1], qf[kk], b2, b3);
+              }
+#pragma unroll
+              for (int e = 0; e < 4; ++e) {
+                s[0][e] += s2[0][e];
+                s[1][e] += s2[1][e];
+              }
+            } else {
+#pragma unroll
+              for (int kk = 0; kk < D / 16; ++kk) {
+                uint32_t b0, b1, b2, b3;
+                ldmatrix_x4(k_smem + tile_offset<D>(tt, kk * 2 + hi) * 2, b0, b1, b2, b3);
                 load_q_fragment<D>(q_smem, kk, lane, qf[0]);
                 Tr::mma(s[0], qf[0], b0, b1);
                 Tr::mma(s[1], qf[0], b2, b3);
@@ -464,15 +490,18 @@ __global__ void __launch_bounds__(kThreads, 1) decode_kernel(const Args a) {
       l[0] += __shfl_xor_sync(0xffffffffu, l[0], 2);
       l[1] += __shfl_xor_sync(0xffffffffu, l[1], 1);
       l[1] += __shfl_xor_sync(0xffffffffu, l[1], 2);
-      float* mo = merge_o + warp * kRows * L::kMergeStride;
+      // The stage consumed last is free: the producer is at most S - 1 chunks ahead of the consumer.
+      const int free_stage = (consumed + S - 1) % S;
+      float* mo = reinterpret_cast<float*>(ring + ((warp * S + free_stage) * 2) * L::kTileElems);
+      __syncwarp();  // every lane's ldmatrix reads of that stage are done
 #pragma unroll
       for (int j = 0; j < D / 8; ++j) {
         if (g < a.group)
-          *reinterpret_cast<float2*>(mo + g * L::kMergeStride + j * 8 + 2 * t4) = make_float2(o[j][0], o[j][1]);
+          *reinterpret_cast<float2*>(mo + merge_offset<D>(g, j * 8 + 2 * t4)) = make_float2(o[j][0], o[j][1]);
         if (g + 8 < a.group)
-          *reinterpret_cast<float2*>(mo + (g + 8) * L::kMergeStride + j * 8 + 2 * t4) =
-              make_float2(o[j][2], o[j][3]);
+          *reinterpret_cast<float2*>(mo + merge_offset<D>(g + 8, j * 8 + 2 * t4)) = make_float2(o[j][2], o[j][3]);
       }
+      if (lane == 0) merge_stage[warp] = free_stage;
       if (t4 == 0) {
         merge_m[warp * kRows + g] = m[0];
         merge_l[warp * kRows + g] = l[0];
@@ -484,18 +513,19 @@ __global__ void __launch_bounds__(kThreads, 1) decode_kernel(const Args a) {
         const int rows = a.group;
         const long long head0 = (long long)piece.b * a.num_qo_heads + kvh * a.group;
         const long long slot_head0 = ((long long)seg + piece.b) * a.num_qo_heads + kvh * a.group;
-        for (int i = threadIdx.x; i < rows * D; i += kThreads) {
+        for (int i = threadIdx.x; i < rows * D; i += L::kThreads) {
           const int r = i / D, d = i % D;
           float mm = neg_inf;
 #pragma unroll
-          for (int w = 0; w < kWarps; ++w) mm = fmaxf(mm, merge_m[w * kRows + r]);
+          for (int w = 0; w < L::kWarps; ++w) mm = fmaxf(mm, merge_m[w * kRows + r]);
           float acc = 0.f, sum = 0.f;
           if (piece.tokens > 0) {
 #pragma unroll
-            for (int w = 0; w < kWarps; ++w) {
+            for (int w = 0; w < L::kWarps; ++w) {
               const float wt = fast_exp2(merge_m[w * kRows + r] - mm);
               sum += merge_l[w * kRows + r] * wt;
-              acc += merge_o[(w * kRows + r) * L::kMergeStride + d] * wt;
+              const float* wo = reinterpret_cast<const float*>(ring + ((w * S + merge_stage[w]) * 2) * L::kTileElems);
+              acc += wo[merge_offset<D>(r, d)] * wt;
             }
             acc /= sum;
           }
@@ -521,7 +551,7 @@ __global__ void __launch_bounds__(kThreads, 1) decode_kernel(const Args a) {
 
 // Combines the partials of each sequence that spans several segments, in segment order (deterministic).
 template <int D, class T>
-__global__ void __launch_bounds__(kThreads) merge_kernel(const Args a) {
+__global__ void __launch_bounds__(kMergeThreads) merge_kernel(const Args a) {
   asm volatile("griddepcontrol.wait;" ::: "memory");
   const int b = blockIdx.x, kvh = blockIdx.y;
   int start, end;
@@ -530,7 +560,7 @@ __global__ void __launch_bounds__(kThreads) merge_kernel(const Args a) {
   const int s0 = start / a.pages_per_segment, s1 = (end - 1) / a.pages_per_segment;
   if (s0 == s1) return;
   const long long head0 = (long long)b * a.num_qo_heads + kvh * a.group;
-  for (int i = threadIdx.x; i < a.group * D; i += kThreads) {
+  for (int i = threadIdx.x; i < a.group * D; i += kMergeThreads) {
     const int r = i / D, d = i % D;
     const int h = kvh * a.group + r;
     float mm = -__int_as_float(0x7f800000);
@@ -602,13 +632,13 @@ template <int D, int S, class T>
 cudaError_t run(const Args& a, cudaStream_t stream) {
   // The shared-memory limit was raised when the plan asked for this kernel's occupancy (ctas_per_sm).
   constexpr int smem = Layout<D, S>::kSmemBytes;
-  decode_kernel<D, S, T><<<dim3(a.num_segments, a.num_kv_heads), kThreads, smem, stream>>>(a);
+  decode_kernel<D, S, T><<<dim3(a.num_segments, a.num_kv_heads), Layout<D, S>::kThreads, smem, stream>>>(a);
   cudaError_t err = cudaGetLastError();
   if (err != cudaSuccess || a.num_segments == 1) return err;
 
   cudaLaunchConfig_t cfg{};
   cfg.gridDim = dim3(a.batch, a.num_kv_heads);
-  cfg.blockDim = dim3(kThreads);
+  cfg.blockDim = dim3(kMergeThreads);
   cfg.stream = stream;
   cudaLaunchAttribute attr{};
   attr.id = cudaLaunchAttributeProgrammaticStreamSerialization;
@@ -630,7 +660,7 @@ int occupancy() {
       cudaSuccess)
     return 1;
   int blocks = 0;
-  if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, decode_kernel<D, S, T>, kThreads, smem) !=
+  if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, decode_kernel<D, S, T>, Layout<D, S>::kThreads, smem) !=
       cudaSuccess)
     return 1;
   return blocks > 0 ? blocks : 1;
@@ -638,13 +668,14 @@ int occupancy() {
 
 }  // namespace
 
-// Ring depths: 4 stages of 16 tokens per warp keep ~96 KB of K/V in flight per SM at head_dim 128; at 256 the
-// 16-token chunk doubles, and 2 stages are what fits beside the merge area.
-int default_stages(int head_dim) { return head_dim == 256 ? 2 : 4; }
+// Ring depths (per warp, 16-token chunks) and, through Layout, warps per CTA: head_dim 64 8 warps x 4 stages,
+// 128 8 x 3, 256 4 x 3: the most warps per SM and chunks in flight that fit in shared memory
+// (docs/perf/decode.md has the measurements behind them).
+int default_stages(int head_dim) { return head_dim == 64 ? 4 : 3; }
 
-// Only head_dim 128 carries extra ring depths (for tuning runs); the others use their default.
+// Only head_dim 128 carries extra ring depths (4 warps x 3 or 4 stages, for tuning runs).
 static bool valid_stages(int head_dim, int stages) {
-  return stages == default_stages(head_dim) || (head_dim == 128 && (stages == 2 || stages == 3));
+  return stages == default_stages(head_dim) || (head_dim == 128 && (stages == 2 || stages == 4));
 }
 
 int ctas_per_sm(kindex_dtype dtype, int head_dim, int stages) {
@@ -656,7 +687,7 @@ int ctas_per_sm(kindex_dtype dtype, int head_dim, int stages) {
       if (stages == 2) return bf ? occupancy<128, 2, __nv_bfloat16>() : occupancy<128, 2, __half>();
       if (stages == 3) return bf ? occupancy<128, 3, __nv_bfloat16>() : occupancy<128, 3, __half>();
       return bf ? occupancy<128, 4, __nv_bfloat16>() : occupancy<128, 4, __half>();
-    default: return bf ? occupancy<256, 2, __nv_bfloat16>() : occupancy<256, 2, __half>();
+    default: return bf ? occupancy<256, 3, __nv_bfloat16>() : occupancy<256, 3, __half>();
   }
 }
 
@@ -680,7 +711,7 @@ int launch_decode(const kindex_paged_decode_params& p, const Plan& plan, void* w
       if (stages == 2) return run_dtype<128, 2>(p, a, stream);
       if (stages == 3) return run_dtype<128, 3>(p, a, stream);
       return run_dtype<128, 4>(p, a, stream);
-    default: return run_dtype<256, 2>(p, a, stream);
+    default: return run_dtype<256, 3>(p, a, stream);
   }
 }
 

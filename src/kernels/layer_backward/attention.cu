@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <type_traits>
 
 namespace kindex::kernels::backward {
 namespace {
@@ -21,12 +22,9 @@ constexpr int kQProjCols = 4096, kQkvCols = 6144, kKOffset = 4096, kVOffset = 51
 constexpr uint32_t kRowTileBytes = kBlock * kDim * 2;  // 64 x 128 bf16 = 16 KB
 constexpr uint32_t kATileBytes = kBlock * kBlock * 2;  // 64 x 64 bf16 = 8 KB
 
-// Row kernel shared memory: dO tile, then two stages of {V, K, A}.
-constexpr uint32_t kRowStage = 2 * kRowTileBytes + kATileBytes;
-constexpr uint32_t kRowSmem = kRowTileBytes + 2 * kRowStage;
-// Column kernel: two V buffers (one per head in flight), then two stages of {dO, Q, A, D}.
-constexpr uint32_t kColStage = 2 * kRowTileBytes + kATileBytes + kBlock * 4;
-constexpr uint32_t kColSmem = 2 * kRowTileBytes + 2 * kColStage;
+// Column kernel: two stages of {dO, Q, A, dS}.
+constexpr uint32_t kColStage = 2 * kRowTileBytes + 2 * kATileBytes;
+constexpr uint32_t kColSmem = 2 * kColStage;
 
 // Byte offset of element (r, c) in a tile whose rows are `chunks` 16-byte chunks long (8 or 16).
 __device__ __forceinline__ uint32_t swz(int r, int c, int chunks) {
@@ -178,31 +176,64 @@ __device__ __forceinline__ void store_rows(const float (&acc)[16][4], bool rope,
   }
 }
 
-__global__ void __launch_bounds__(kThreads) row_kernel(const AttentionArgs p) {
+// The row kernel in two launches (the column kernel needs dS from the second):
+//   RowPass::row_sums: D_i = sum_j round(dP_ij) A_ij, with dP = dO V^T    (reads dO, V, A)
+//   RowPass::grad_q:   dS from dP and D, dQ = dS K, RoPE; writes dS      (reads dO, V, K, A and D)
+// With kStoredDp (AttentionSchedule::store_dp) the row_sums pass also writes round(dP) into the dS buffer and the
+// grad_q pass reads it back instead of recomputing it (reads dP, K, A; overwrites dP with dS in place): one matmul
+// fewer per tile for two more passes over a dS-sized buffer. Both give bit-identical results: round(dP) is the
+// same bf16 value either way.
+enum class RowPass { row_sums, grad_q };
+template <RowPass kPass, bool kStoredDp>
+struct RowLayout {
+  static constexpr bool kSums = kPass == RowPass::row_sums;
+  static constexpr bool kNeedDo = kSums || !kStoredDp;  // dP is computed here
+  // Stage: [V] [K] A [dP], the bracketed ones only when used.
+  static constexpr uint32_t kKOffset = kNeedDo ? kRowTileBytes : 0;
+  static constexpr uint32_t kAOffset = kKOffset + (kSums ? 0 : kRowTileBytes);
+  static constexpr uint32_t kDpOffset = kAOffset + kATileBytes;
+  static constexpr uint32_t kStage = kDpOffset + (!kSums && kStoredDp ? kATileBytes : 0);
+  static constexpr uint32_t kStagesOffset = kNeedDo ? kRowTileBytes : 0;  // after the dO tile
+  static constexpr uint32_t kSmem = kStagesOffset + 2 * kStage;
+  // 64 KB passes fit 3 CTAs per SM when they keep to 168 registers (no spills: checked with -Xptxas -v).
+  static constexpr int kMinBlocks = kSmem <= 72 * 1024 ? 3 : 1;
+};
+
+template <RowPass kPass, bool kStoredDp>
+__global__ void __launch_bounds__(kThreads, RowLayout<kPass, kStoredDp>::kMinBlocks) row_kernel(const AttentionArgs p) {
+  using L = RowLayout<kPass, kStoredDp>;
+  constexpr bool kSums = L::kSums;
   extern __shared__ __align__(128) uint8_t smem[];
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
   const int S = p.seq_len, i0 = blockIdx.x * kBlock, h = blockIdx.y, b = blockIdx.z;
   const int64_t bh = int64_t(b) * 32 + h;
-  const int nJ = (S + kBlock - 1) / kBlock, total = 2 * nJ;
+  const int nJ = (S + kBlock - 1) / kBlock;
   const int64_t ld = p.attn_row_stride;
   const bf16* attn = static_cast<const bf16*>(p.attn_weights) + bh * S * ld;
   const bf16* v = static_cast<const bf16*>(p.value_states) + bh * S * kDim;
   const bf16* k = static_cast<const bf16*>(p.key_states) + bh * S * kDim;
   const bf16* dO = static_cast<const bf16*>(p.grad_attn_output) + int64_t(b) * S * kQProjCols + h * kDim;
+  const int64_t padded = int64_t(nJ) * kBlock;
+  float* D = p.row_sums + bh * padded + i0 + warp * 16 + g;  // rows g and g + 8 of this warp
+  // The [padded, padded] dP/dS matrix of this (batch, head); it covers every tile, and rows/columns past seq_len
+  // hold 0 (A is zero-filled there).
+  bf16* scores = static_cast<bf16*>(p.grad_scores) + bh * padded * padded;
+  // Rows g and g + 8 of this warp, as 32-bit pairs of columns starting at 2t.
+  uint32_t* scores_out = reinterpret_cast<uint32_t*>(scores + (i0 + warp * 16 + g) * padded + 2 * t);
   const uint32_t base = uint32_t(__cvta_generic_to_shared(smem));
   const uint32_t s_do = base;
-  auto stage_off = [&](int it) { return kRowTileBytes + uint32_t(it & 1) * kRowStage; };
+  auto stage_off = [&](int it) { return L::kStagesOffset + uint32_t(it & 1) * L::kStage; };
 
   auto issue = [&](int it) {
-    const bool second = it >= nJ;
-    const int j0 = (second ? it - nJ : it) * kBlock;
+    const int j0 = it * kBlock;
     const uint32_t st = base + stage_off(it);
-    load_rows(st, v, kDim, j0, S, tid);
-    if (second) load_rows(st + kRowTileBytes, k, kDim, j0, S, tid);
-    load_a_tile(st + 2 * kRowTileBytes, attn, S, ld, i0, j0, tid);
+    if (L::kNeedDo) load_rows(st, v, kDim, j0, S, tid);
+    if (!kSums) load_rows(st + L::kKOffset, k, kDim, j0, S, tid);
+    load_a_tile(st + L::kAOffset, attn, S, ld, i0, j0, tid);
+    if (!kSums && kStoredDp) load_a_tile(st + L::kDpOffset, scores, int(padded), padded, i0, j0, tid);
   };
 
-  load_rows(s_do, dO, kQProjCols, i0, S, tid);
+  if (L::kNeedDo) load_rows(s_do, dO, kQProjCols, i0, S, tid);
   issue(0);
   cp_commit();
 
@@ -210,66 +241,88 @@ __global__ void __launch_bounds__(kThreads) row_kernel(const AttentionArgs p) {
   float dq[16][4];
 #pragma unroll
   for (int n = 0; n < 16; ++n) dq[n][0] = dq[n][1] = dq[n][2] = dq[n][3] = 0.f;
-  float d_lo = 0.f, d_hi = 0.f;  // D of rows g and g + 8 of this warp (partial per thread until reduced)
+  // D of rows g and g + 8: partial per thread while summing, complete (written by the row_sums pass) for grad_q.
+  float d_lo = 0.f, d_hi = 0.f;
+  if (!kSums) {
+    d_lo = D[0];
+    d_hi = D[8];
+  }
 
-  for (int it = 0; it < total; ++it) {
-    if (it + 1 < total) issue(it + 1);
+  for (int it = 0; it < nJ; ++it) {
+    if (it + 1 < nJ) issue(it + 1);
     cp_commit();
     cp_wait_one();
     __syncthreads();
-    if (it == 0) {
-#pragma unroll
-      for (int kc = 0; kc < 8; ++kc) ldsm_x4(dof[kc], a_addr(s_do, warp * 16, kc * 16, lane, 16));
-    }
-    const bool second = it >= nJ;
-    if (it == nJ) {
-      d_lo += __shfl_xor_sync(0xffffffffu, d_lo, 1);
-      d_lo += __shfl_xor_sync(0xffffffffu, d_lo, 2);
-      d_hi += __shfl_xor_sync(0xffffffffu, d_hi, 1);
-      d_hi += __shfl_xor_sync(0xffffffffu, d_hi, 2);
-      if (t == 0) {
-        float* D = p.row_sums + bh * (int64_t(nJ) * kBlock) + i0 + warp * 16 + g;
-        D[0] = d_lo;
-        D[8] = d_hi;
-      }
-    }
-    const uint32_t sv = base + stage_off(it), sk = sv + kRowTileBytes, sa = sv + 2 * kRowTileBytes;
+    const uint32_t st = base + stage_off(it), sv = st, sk = st + L::kKOffset, sa = st + L::kAOffset;
+    const int64_t col = (int64_t(it) * kBlock) / 2;  // this tile's first column pair in scores_out
 
-    float dp[8][4];
+    float dp[8][4];  // round(dP) in the mma accumulator layout: [n-tile][(g, 2t) (g, 2t+1) (g+8, 2t) (g+8, 2t+1)]
+    if (L::kNeedDo) {
+      if (it == 0) {
 #pragma unroll
-    for (int n = 0; n < 8; ++n) dp[n][0] = dp[n][1] = dp[n][2] = dp[n][3] = 0.f;
+        for (int kc = 0; kc < 8; ++kc) ldsm_x4(dof[kc], a_addr(s_do, warp * 16, kc * 16, lane, 16));
+      }
 #pragma unroll
-    for (int kc = 0; kc < 8; ++kc) {
+      for (int n = 0; n < 8; ++n) dp[n][0] = dp[n][1] = dp[n][2] = dp[n][3] = 0.f;
 #pragma unroll
-      for (int np = 0; np < 4; ++np) {
-        uint32_t bf[4];
-        ldsm_x4(bf, bn_addr(sv, np * 16, kc * 16, lane, 16));
-        mma(dp[2 * np], dof[kc], bf[0], bf[1]);
-        mma(dp[2 * np + 1], dof[kc], bf[2], bf[3]);
+      for (int kc = 0; kc < 8; ++kc) {
+#pragma unroll
+        for (int np = 0; np < 4; ++np) {
+          uint32_t bf[4];
+          ldsm_x4(bf, bn_addr(sv, np * 16, kc * 16, lane, 16));
+          mma(dp[2 * np], dof[kc], bf[0], bf[1]);
+          mma(dp[2 * np + 1], dof[kc], bf[2], bf[3]);
+        }
+      }
+#pragma unroll
+      for (int nt = 0; nt < 8; ++nt)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) dp[nt][e] = rb(dp[nt][e]);
+      if (kSums && kStoredDp) {
+#pragma unroll
+        for (int nt = 0; nt < 8; ++nt) {
+          scores_out[col + nt * 4] = pack(dp[nt][0], dp[nt][1]);
+          scores_out[col + 4 * padded + nt * 4] = pack(dp[nt][2], dp[nt][3]);
+        }
+      }
+    } else {
+      uint32_t dpf[4][4];  // stored round(dP), loaded like A below
+#pragma unroll
+      for (int kc = 0; kc < 4; ++kc) ldsm_x4(dpf[kc], a_addr(st + L::kDpOffset, warp * 16, kc * 16, lane, 8));
+#pragma unroll
+      for (int nt = 0; nt < 8; ++nt) {
+        const float2 lo = unpack(dpf[nt >> 1][2 * (nt & 1)]), hi = unpack(dpf[nt >> 1][2 * (nt & 1) + 1]);
+        dp[nt][0] = lo.x;
+        dp[nt][1] = lo.y;
+        dp[nt][2] = hi.x;
+        dp[nt][3] = hi.y;
       }
     }
     uint32_t af[4][4];  // A in the accumulator layout of dp (two n-tiles per 16-column block)
 #pragma unroll
     for (int kc = 0; kc < 4; ++kc) ldsm_x4(af[kc], a_addr(sa, warp * 16, kc * 16, lane, 8));
 
-    if (!second) {
+    if (kSums) {
 #pragma unroll
       for (int nt = 0; nt < 8; ++nt) {
         const float2 al = unpack(af[nt >> 1][2 * (nt & 1)]), ah = unpack(af[nt >> 1][2 * (nt & 1) + 1]);
-        d_lo += rb(dp[nt][0]) * al.x + rb(dp[nt][1]) * al.y;
-        d_hi += rb(dp[nt][2]) * ah.x + rb(dp[nt][3]) * ah.y;
+        d_lo += dp[nt][0] * al.x + dp[nt][1] * al.y;
+        d_hi += dp[nt][2] * ah.x + dp[nt][3] * ah.y;
       }
     } else {
       uint32_t dsf[4][4];
 #pragma unroll
       for (int nt = 0; nt < 8; ++nt) {
         const float2 al = unpack(af[nt >> 1][2 * (nt & 1)]), ah = unpack(af[nt >> 1][2 * (nt & 1) + 1]);
-        const float s0 = rb(rb(al.x * (rb(dp[nt][0]) - d_lo)) * p.scaling);
-        const float s1 = rb(rb(al.y * (rb(dp[nt][1]) - d_lo)) * p.scaling);
-        const float s2 = rb(rb(ah.x * (rb(dp[nt][2]) - d_hi)) * p.scaling);
-        const float s3 = rb(rb(ah.y * (rb(dp[nt][3]) - d_hi)) * p.scaling);
+        const float s0 = rb(rb(al.x * (dp[nt][0] - d_lo)) * p.scaling);
+        const float s1 = rb(rb(al.y * (dp[nt][1] - d_lo)) * p.scaling);
+        const float s2 = rb(rb(ah.x * (dp[nt][2] - d_hi)) * p.scaling);
+        const float s3 = rb(rb(ah.y * (dp[nt][3] - d_hi)) * p.scaling);
         dsf[nt >> 1][2 * (nt & 1)] = pack(s0, s1);
         dsf[nt >> 1][2 * (nt & 1) + 1] = pack(s2, s3);
+        // Stored dP of this tile was read into shared memory before this write (cp.async completed above).
+        scores_out[col + nt * 4] = dsf[nt >> 1][2 * (nt & 1)];
+        scores_out[col + 4 * padded + nt * 4] = dsf[nt >> 1][2 * (nt & 1) + 1];
       }
 #pragma unroll
       for (int kc = 0; kc < 4; ++kc) {
@@ -284,31 +337,42 @@ __global__ void __launch_bounds__(kThreads) row_kernel(const AttentionArgs p) {
     }
     __syncthreads();
   }
-  store_rows(dq, true, p, b, i0 + warp * 16, h * kDim, lane);
+  if (kSums) {
+    d_lo += __shfl_xor_sync(0xffffffffu, d_lo, 1);
+    d_lo += __shfl_xor_sync(0xffffffffu, d_lo, 2);
+    d_hi += __shfl_xor_sync(0xffffffffu, d_hi, 1);
+    d_hi += __shfl_xor_sync(0xffffffffu, d_hi, 2);
+    if (t == 0) {
+      D[0] = d_lo;
+      D[8] = d_hi;
+    }
+  } else {
+    store_rows(dq, true, p, b, i0 + warp * 16, h * kDim, lane);
+  }
 }
 
+// Two matmuls per tile: dV += A^T dO and dK += dS^T Q, with dS read back from the grad_q pass (exactly the values
+// dQ used); the GQA sum over the 4 heads is the fp32 accumulation.
 __global__ void __launch_bounds__(kThreads) column_kernel(const AttentionArgs p) {
   extern __shared__ __align__(128) uint8_t smem[];
-  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, t = lane & 3;
+  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
   const int S = p.seq_len, j0 = blockIdx.x * kBlock, grp = blockIdx.y, b = blockIdx.z;
   const int nI = (S + kBlock - 1) / kBlock, total = kHeadsPerGroup * nI;
   const int64_t padded = int64_t(nI) * kBlock;
   const uint32_t base = uint32_t(__cvta_generic_to_shared(smem));
-  auto stage_off = [&](int it) { return 2 * kRowTileBytes + uint32_t(it & 1) * kColStage; };
+  auto stage_off = [&](int it) { return uint32_t(it & 1) * kColStage; };
 
   auto issue = [&](int it) {
     const int r = it / nI, i0 = (it - r * nI) * kBlock, h = grp * kHeadsPerGroup + r;
     const int64_t bh = int64_t(b) * 32 + h;
-    if (i0 == 0)
-      load_rows(base + uint32_t(r & 1) * kRowTileBytes,
-                static_cast<const bf16*>(p.value_states) + bh * S * kDim, kDim, j0, S, tid);
     const uint32_t st = base + stage_off(it);
     load_rows(st, static_cast<const bf16*>(p.grad_attn_output) + int64_t(b) * S * kQProjCols + h * kDim, kQProjCols,
               i0, S, tid);
     load_rows(st + kRowTileBytes, static_cast<const bf16*>(p.query_states) + bh * S * kDim, kDim, i0, S, tid);
     load_a_tile(st + 2 * kRowTileBytes, static_cast<const bf16*>(p.attn_weights) + bh * S * p.attn_row_stride, S,
                 p.attn_row_stride, i0, j0, tid);
-    if (tid < kBlock / 4) cp_async16(st + 2 * kRowTileBytes + kATileBytes + tid * 16, p.row_sums + bh * padded + i0 + tid * 4, true);
+    load_a_tile(st + 2 * kRowTileBytes + kATileBytes, static_cast<const bf16*>(p.grad_scores) + bh * padded * padded,
+                int(padded), padded, i0, j0, tid);
   };
 
   issue(0);
@@ -326,40 +390,13 @@ __global__ void __launch_bounds__(kThreads) column_kernel(const AttentionArgs p)
     cp_commit();
     cp_wait_one();
     __syncthreads();
-    const uint32_t sv = base + uint32_t((it / nI) & 1) * kRowTileBytes;
-    const uint32_t sdo = base + stage_off(it), sq = sdo + kRowTileBytes, sa = sdo + 2 * kRowTileBytes;
-    const float* sD = reinterpret_cast<const float*>(smem + stage_off(it) + 2 * kRowTileBytes + kATileBytes);
-
-    // dP^T = V_j dO_i^T: rows are this warp's 16 keys, columns the 64 queries of the block.
-    float dp[8][4];
+    const uint32_t sdo = base + stage_off(it), sq = sdo + kRowTileBytes, sa = sdo + 2 * kRowTileBytes,
+                   sds = sa + kATileBytes;
+    uint32_t at[4][4], dst[4][4];  // A^T and dS^T for this warp's 16 keys x the 64 queries of the block
 #pragma unroll
-    for (int n = 0; n < 8; ++n) dp[n][0] = dp[n][1] = dp[n][2] = dp[n][3] = 0.f;
-#pragma unroll
-    for (int kc = 0; kc < 8; ++kc) {
-      uint32_t va[4];
-      ldsm_x4(va, a_addr(sv, warp * 16, kc * 16, lane, 16));
-#pragma unroll
-      for (int np = 0; np < 4; ++np) {
-        uint32_t bf[4];
-        ldsm_x4(bf, bn_addr(sdo, np * 16, kc * 16, lane, 16));
-        mma(dp[2 * np], va, bf[0], bf[1]);
-        mma(dp[2 * np + 1], va, bf[2], bf[3]);
-      }
-    }
-    uint32_t at[4][4];  // A^T: the mma operand of dV and, unpacked, the factor of dS^T
-#pragma unroll
-    for (int kc = 0; kc < 4; ++kc) ldsm_x4_t(at[kc], at_addr(sa, warp * 16, kc * 16, lane, 8));
-    uint32_t dsf[4][4];
-#pragma unroll
-    for (int nt = 0; nt < 8; ++nt) {
-      const float2 al = unpack(at[nt >> 1][2 * (nt & 1)]), ah = unpack(at[nt >> 1][2 * (nt & 1) + 1]);
-      const float2 d = *reinterpret_cast<const float2*>(sD + nt * 8 + 2 * t);
-      const float s0 = rb(rb(al.x * (rb(dp[nt][0]) - d.x)) * p.scaling);
-      const float s1 = rb(rb(al.y * (rb(dp[nt][1]) - d.y)) * p.scaling);
-      const float s2 = rb(rb(ah.x * (rb(dp[nt][2]) - d.x)) * p.scaling);
-      const float s3 = rb(rb(ah.y * (rb(dp[nt][3]) - d.y)) * p.scaling);
-      dsf[nt >> 1][2 * (nt & 1)] = pack(s0, s1);
-      dsf[nt >> 1][2 * (nt & 1) + 1] = pack(s2, s3);
+    for (int kc = 0; kc < 4; ++kc) {
+      ldsm_x4_t(at[kc], at_addr(sa, warp * 16, kc * 16, lane, 8));
+      ldsm_x4_t(dst[kc], at_addr(sds, warp * 16, kc * 16, lane, 8));
     }
 #pragma unroll
     for (int kc = 0; kc < 4; ++kc) {
@@ -370,8 +407,8 @@ __global__ void __launch_bounds__(kThreads) column_kernel(const AttentionArgs p)
         mma(dv[2 * np], at[kc], bf[0], bf[1]);
         mma(dv[2 * np + 1], at[kc], bf[2], bf[3]);
         ldsm_x4_t(bf, bk_addr(sq, kc * 16, np * 16, lane, 16));
-        mma(dk[2 * np], dsf[kc], bf[0], bf[1]);
-        mma(dk[2 * np + 1], dsf[kc], bf[2], bf[3]);
+        mma(dk[2 * np], dst[kc], bf[0], bf[1]);
+        mma(dk[2 * np + 1], dst[kc], bf[2], bf[3]);
       }
     }
     __syncthreads();
@@ -392,13 +429,19 @@ cudaError_t launch(Kernel kernel, dim3 grid, uint32_t smem_bytes, const Attentio
 
 int64_t padded_seq_len(int64_t seq_len) { return (seq_len + kBlock - 1) / kBlock * kBlock; }
 
+size_t grad_scores_bytes(int64_t batch_size, int64_t seq_len) {
+  const size_t padded = size_t(padded_seq_len(seq_len));
+  return size_t(batch_size) * 32 * padded * padded * 2;
+}
+
 size_t padded_attn_bytes(int64_t batch_size, int64_t seq_len) {
   if (seq_len % 8 == 0) return 0;
   return size_t(batch_size) * 32 * size_t(seq_len) * size_t((seq_len + 7) / 8 * 8) * 2;
 }
 
-cudaError_t launch_attention(const AttentionArgs& given, cudaStream_t stream) {
+cudaError_t launch_attention(const AttentionArgs& given, const AttentionStreams& streams) {
   AttentionArgs args = given;
+  const cudaStream_t stream = streams.main;
   const int S = args.seq_len;
   if (S % 8 != 0) {
     const int64_t ld = (S + 7) / 8 * 8, rows = int64_t(args.batch_size) * 32 * S;
@@ -414,8 +457,22 @@ cudaError_t launch_attention(const AttentionArgs& given, cudaStream_t stream) {
   }
   const int blocks = int((S + kBlock - 1) / kBlock);
   const dim3 row_grid(blocks, 32, args.batch_size), col_grid(blocks, 8, args.batch_size);
-  if (cudaError_t err = launch(row_kernel, row_grid, kRowSmem, args, stream); err != cudaSuccess) return err;
-  return launch(column_kernel, col_grid, kColSmem, args, stream);
+  auto row_passes = [&](auto stored_dp) {
+    constexpr bool kStoredDp = decltype(stored_dp)::value;
+    using Sums = RowLayout<RowPass::row_sums, kStoredDp>;
+    using GradQ = RowLayout<RowPass::grad_q, kStoredDp>;
+    cudaError_t err = launch(row_kernel<RowPass::row_sums, kStoredDp>, row_grid, Sums::kSmem, args, stream);
+    if (err == cudaSuccess) err = launch(row_kernel<RowPass::grad_q, kStoredDp>, row_grid, GradQ::kSmem, args, stream);
+    return err;
+  };
+  const cudaError_t row_err = args.schedule == AttentionSchedule::store_dp ? row_passes(std::true_type{})
+                                                                           : row_passes(std::false_type{});
+  if (row_err != cudaSuccess) return row_err;
+  if (cudaError_t err = cudaEventRecord(streams.grad_q_ready, stream); err != cudaSuccess) return err;
+  if (cudaError_t err = cudaStreamWaitEvent(streams.column, streams.grad_q_ready, 0); err != cudaSuccess) return err;
+  if (cudaError_t err = launch(column_kernel, col_grid, kColSmem, args, streams.column); err != cudaSuccess)
+    return err;
+  return cudaEventRecord(streams.grad_kv_ready, streams.column);
 }
 
 }  // namespace kindex::kernels::backward

@@ -1,13 +1,16 @@
 #pragma once
-// The attention part of the L2/003 backward: two tensor-core kernels over the given attn_weights A.
-//   row kernel, one CTA per (64 query rows, head, batch): pass 1 over the key blocks accumulates
-//     D_i = sum_j round(dP_ij) A_ij with dP = dO V^T; pass 2 recomputes dP, forms
-//     dS = round(round(A (round(dP) - D)) * scaling) and accumulates dQ = dS K; the epilogue rounds dQ, applies
-//     the RoPE backward and writes dQKV[:, h*128 ...]. It also stores D for the column kernel.
+// The attention part of the L2/003 backward: tensor-core kernels over the given attn_weights A.
+//   row kernel, one CTA per (64 query rows, head, batch), in two launches: the row_sums pass over the key blocks
+//     accumulates D_i = sum_j round(dP_ij) A_ij with dP = dO V^T and stores D; the grad_q pass recomputes dP, forms
+//     dS = round(round(A (round(dP) - D)) * scaling), stores it (bf16, exactly what the reference rounds) and
+//     accumulates dQ = dS K; its epilogue rounds dQ, applies the RoPE backward and writes dQKV[:, h*128 ...].
 //   column kernel, one CTA per (64 key rows, KV group, batch): over the 4 heads of the group and all query
-//     blocks it recomputes dP^T and dS^T and accumulates dV = A^T dO and dK = dS^T Q in fp32 (the GQA sum is
-//     the accumulation itself); the epilogue rounds, applies the RoPE backward to dK and writes
-//     dQKV[:, 4096 + g*128 ...] and dQKV[:, 5120 + g*128 ...].
+//     blocks it accumulates dV = A^T dO and dK = dS^T Q in fp32 (the GQA sum is the accumulation itself); the
+//     epilogue rounds, applies the RoPE backward to dK and writes dQKV[:, 4096 + g*128 ...] and
+//     dQKV[:, 5120 + g*128 ...].
+// 5 matmul-equivalents per tile and 2 extra passes over a dS-sized buffer, instead of 6 with dP^T and the softmax
+// backward recomputed in the column kernel (docs/perf/layer_backward.md, v3). The column kernel runs on its own
+// high-priority stream, so the GEMMs that need only dQ (grad_hidden's dQ branch, grad_q_weight) run beside it.
 // Every read of attn_weights is a 64x64 tile of 16-byte cp.async loads; when seq_len % 8 != 0 the rows are not
 // 16-byte aligned, so A is first copied once into attn_scratch with rows padded to a multiple of 8.
 #include <cstddef>
@@ -16,6 +19,12 @@
 #include <cuda_runtime.h>
 
 namespace kindex::kernels::backward {
+
+// How the row kernel gets dP in its second pass (results are bit-identical; only the speed differs):
+//   recompute_dp: the grad_q pass recomputes dP = dO V^T (5 matmul-equivalents per tile in all).
+//   store_dp: the row_sums pass stores round(dP) in the dS buffer and the grad_q pass reads it back (4 matmuls,
+//     the minimum, for two more passes over a dS-sized buffer).
+enum class AttentionSchedule { recompute_dp, store_dp };
 
 struct AttentionArgs {
   const void* grad_attn_output;  // dO  [B*S, 4096] bf16 (token-major, heads side by side)
@@ -27,19 +36,32 @@ struct AttentionArgs {
   const void* sin;               // [B, S, 128] bf16
   float* row_sums;               // D [B*32, padded_seq_len(S)] fp32 scratch
   void* attn_scratch;            // padded_attn_bytes(B, S) bytes (unused when seq_len % 8 == 0)
+  void* grad_scores;             // dS [B*32, padded_seq_len(S), padded_seq_len(S)] bf16 scratch
   int64_t attn_row_stride;       // set by launch_attention
   void* grad_qkv;                // dQKV [B*S, 6144] bf16 out
   int batch_size;
   int seq_len;
   float scaling;
+  AttentionSchedule schedule;
 };
 
 // Rows of the D scratch per (batch, head): seq_len rounded up to the 64-row block.
 int64_t padded_seq_len(int64_t seq_len);
 
+// Bytes of the dS scratch.
+size_t grad_scores_bytes(int64_t batch_size, int64_t seq_len);
+
 // Bytes of attn_scratch: B*32*S rows of S rounded up to 8 (0 when S % 8 == 0).
 size_t padded_attn_bytes(int64_t batch_size, int64_t seq_len);
 
-cudaError_t launch_attention(const AttentionArgs& args, cudaStream_t stream);
+// `main` runs the padding copy, the row_sums pass and the grad_q pass, then records grad_q_ready (dQ and dS
+// ready); `column` waits for it, runs the column kernel and records grad_kv_ready (dK, dV ready). The caller
+// must make `main` wait for grad_kv_ready before it finishes (a CUDA graph needs the join).
+struct AttentionStreams {
+  cudaStream_t main, column;
+  cudaEvent_t grad_q_ready, grad_kv_ready;
+};
+
+cudaError_t launch_attention(const AttentionArgs& args, const AttentionStreams& streams);
 
 }  // namespace kindex::kernels::backward

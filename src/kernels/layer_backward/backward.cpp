@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <iterator>
 #include <map>
 #include <mutex>
 
@@ -26,7 +27,8 @@ size_t round_up(size_t x) { return (x + kAlign - 1) / kAlign * kAlign; }
 
 // Workspace carve-up; offsets from the 256-byte aligned start.
 struct Layout {
-  size_t grad_attn_output = 0, grad_qkv = 0, row_sums = 0, attn_scratch = 0, gemm_main = 0, gemm_side = 0, end = 0;
+  size_t grad_attn_output = 0, grad_qkv = 0, row_sums = 0, attn_scratch = 0, grad_scores = 0, gemm_main = 0,
+         gemm_side = 0, end = 0;
 };
 Layout layout(int64_t b, int64_t s) {
   Layout l;
@@ -34,17 +36,19 @@ Layout layout(int64_t b, int64_t s) {
   l.grad_qkv = round_up(tokens * kQProj * 2);
   l.row_sums = l.grad_qkv + round_up(tokens * kQkvProj * 2);
   l.attn_scratch = l.row_sums + round_up(size_t(b) * kHeads * size_t(padded_seq_len(s)) * 4);
-  l.gemm_main = l.attn_scratch + round_up(padded_attn_bytes(b, s));
+  l.grad_scores = l.attn_scratch + round_up(padded_attn_bytes(b, s));
+  l.gemm_main = l.grad_scores + round_up(grad_scores_bytes(b, s));
   l.gemm_side = l.gemm_main + kGemmWorkspaceBytes;
   l.end = l.gemm_side + kGemmWorkspaceBytes;
   return l;
 }
 
-// The side stream and the fork/join events, one set per device. Calls are serialised by `mutex` so that each
-// cudaStreamWaitEvent sees its own call's record.
+// The internal streams and the fork/join events, one set per device. Calls are serialised by `mutex` so that each
+// cudaStreamWaitEvent sees its own call's record. `stream` runs the weight-gradient GEMMs; `column` (highest
+// priority) the attention column kernel.
 struct SideStream {
-  cudaStream_t stream = nullptr;
-  cudaEvent_t fork = nullptr, qkv_ready = nullptr, join = nullptr;
+  cudaStream_t stream = nullptr, column = nullptr;
+  cudaEvent_t fork = nullptr, grad_q_ready = nullptr, grad_kv_ready = nullptr, join = nullptr;
 };
 struct Streams {
   std::mutex mutex;
@@ -119,7 +123,7 @@ kindex_status validate(const kindex_gqa_rope_backward_params* p, const void* wor
 }
 
 kindex_status run(const kindex_gqa_rope_backward_params& p, void* workspace, size_t, void* stream_ptr, Parts parts,
-                  std::string& message) {
+                  std::string& message, AttentionSchedule schedule) {
   const auto main = static_cast<cudaStream_t>(stream_ptr);
   const int64_t B = p.batch_size, S = p.seq_len, N = B * S;
   auto* ws = reinterpret_cast<uint8_t*>(round_up(reinterpret_cast<uintptr_t>(workspace)));
@@ -138,36 +142,71 @@ kindex_status run(const kindex_gqa_rope_backward_params& p, void* workspace, siz
   auto found = st.per_device.find(device);
   if (found == st.per_device.end()) {
     SideStream entry;
-    cudaError_t e = cudaStreamCreateWithFlags(&entry.stream, cudaStreamNonBlocking);
-    for (cudaEvent_t* ev : {&entry.fork, &entry.qkv_ready, &entry.join})
+    int lowest = 0, highest = 0;
+    cudaError_t e = cudaDeviceGetStreamPriorityRange(&lowest, &highest);
+    if (e == cudaSuccess) e = cudaStreamCreateWithFlags(&entry.stream, cudaStreamNonBlocking);
+    if (e == cudaSuccess) e = cudaStreamCreateWithPriority(&entry.column, cudaStreamNonBlocking, highest);
+    for (cudaEvent_t* ev : {&entry.fork, &entry.grad_q_ready, &entry.grad_kv_ready, &entry.join})
       if (e == cudaSuccess) e = cudaEventCreateWithFlags(ev, cudaEventDisableTiming);
     if (e != cudaSuccess) return message = cuda_message("creating the side stream", e), KINDEX_STATUS_CUDA_ERROR;
     found = st.per_device.emplace(device, entry).first;
   }
-  const cudaStream_t side = found->second.stream;
-  const cudaEvent_t fork = found->second.fork, qkv_ready = found->second.qkv_ready, join = found->second.join;
+  const SideStream& ss = found->second;
+  const cudaStream_t side = ss.stream;
 
   auto fail_cuda = [&](const char* what, cudaError_t e) {
     message = cuda_message(what, e);
     return KINDEX_STATUS_CUDA_ERROR;
   };
-  auto gemm = [&](const GemmShape& shape, const void* a, const void* b, void* c, void* w, cudaStream_t s) {
-    if (gemm_bf16(shape, a, b, c, w, kGemmWorkspaceBytes, s, message)) return true;
+  auto gemm = [&](const GemmCall& c, cudaStream_t s) {
+    if (gemm_bf16(c.shape, c.a, c.b, c.c, c.workspace, kGemmWorkspaceBytes, s, message)) return true;
     message = format_error(kWhere, "", "", message);
     return false;
   };
+  auto record = [&](cudaEvent_t ev, cudaStream_t from, cudaStream_t to) {
+    cudaError_t e = cudaEventRecord(ev, from);
+    if (e == cudaSuccess) e = cudaStreamWaitEvent(to, ev, 0);
+    return e;
+  };
 
+  // The eight cuBLASLt GEMMs (row-major shapes, see gemm.hpp).
+  // grad_o_weight [5120, 4096] = grad_output^T [5120, N] attn_output [N, 4096]
+  const GemmCall grad_o_weight{{kHidden, kQProj, N, true, false, kHidden, kQProj, kQProj, false},
+                               p.grad_output, p.attn_output, p.grad_o_weight, ws_side};
+  // dO [N, 4096] = grad_output [N, 5120] o_weight [5120, 4096]
+  const GemmCall grad_attn_output{{N, kQProj, kHidden, false, false, kHidden, kQProj, kQProj, false},
+                                  p.grad_output, p.o_weight, dO, ws_main};
+  // grad_{q,k,v}_weight = dQKV[:, slice]^T [rows, N] hidden_states [N, 5120]
+  auto weight_grad = [&](int64_t col, int64_t rows, void* out) {
+    return GemmCall{{rows, kHidden, N, true, false, kQkvProj, kHidden, kHidden, false},
+                    dqkv + col, p.hidden_states, out, ws_side};
+  };
+  const GemmCall grad_weights[3] = {weight_grad(0, kQProj, p.grad_q_weight),
+                                    weight_grad(kQProj, kKvProj, p.grad_k_weight),
+                                    weight_grad(kQProj + kKvProj, kKvProj, p.grad_v_weight)};
+  // grad_hidden [N, 5120] = dQ Wq + dK Wk + dV Wv, chained with beta = 1 (bf16 after each, as the reference sums
+  // three bf16 branch results); the dQ branch first, since dQ is ready before dK and dV.
+  auto branch = [&](int64_t col, int64_t k, const void* weight, bool accumulate) {
+    return GemmCall{{N, kHidden, k, false, false, kQkvProj, kHidden, kHidden, accumulate},
+                    dqkv + col, weight, p.grad_hidden_states, ws_main};
+  };
+  const GemmCall grad_hidden[3] = {branch(0, kQProj, p.q_weight, false),
+                                   branch(kQProj, kKvProj, p.k_weight, true),
+                                   branch(kQProj + kKvProj, kKvProj, p.v_weight, true)};
+
+  // Timeline (main | column | side):
+  //   main:   dO, [pad], row_sums pass, grad_q pass, gh_Q, (wait dK dV) gh_K, gh_V, (join side)
+  //   column:                          (wait dQ dS) column kernel -> dK, dV
+  //   side:   dWo,                     (wait dQ dS) dWq, (wait dK dV) dWk, dWv
+  // so dWq and gh_Q run beside the column kernel.
   if (gemms) {
-    if (cudaError_t e = cudaEventRecord(fork, main); e != cudaSuccess) return fail_cuda("cudaEventRecord", e);
-    if (cudaError_t e = cudaStreamWaitEvent(side, fork, 0); e != cudaSuccess) return fail_cuda("cudaStreamWaitEvent", e);
-    // grad_o_weight [5120, 4096] = grad_output^T [5120, N] attn_output [N, 4096]  (side stream)
-    if (!gemm({kHidden, kQProj, N, true, false, kHidden, kQProj, kQProj, false}, p.grad_output, p.attn_output,
-              p.grad_o_weight, ws_side, side))
-      return KINDEX_STATUS_NOT_SUPPORTED;
-    // dO [N, 4096] = grad_output [N, 5120] o_weight [5120, 4096]
-    if (!gemm({N, kQProj, kHidden, false, false, kHidden, kQProj, kQProj, false}, p.grad_output, p.o_weight, dO,
-              ws_main, main))
-      return KINDEX_STATUS_NOT_SUPPORTED;
+    const GemmCall all[] = {grad_o_weight,   grad_attn_output, grad_weights[0], grad_weights[1],
+                            grad_weights[2], grad_hidden[0],   grad_hidden[1],  grad_hidden[2]};
+    if (!tune_gemms(all, std::size(all), main, message))
+      return message = format_error(kWhere, "", "", message), KINDEX_STATUS_CUDA_ERROR;
+    if (cudaError_t e = record(ss.fork, main, side); e != cudaSuccess) return fail_cuda("fork", e);
+    if (!gemm(grad_o_weight, side)) return KINDEX_STATUS_NOT_SUPPORTED;
+    if (!gemm(grad_attn_output, main)) return KINDEX_STATUS_NOT_SUPPORTED;
   }
   if (attention) {
     const AttentionArgs args{.grad_attn_output = dO,
@@ -179,37 +218,35 @@ kindex_status run(const kindex_gqa_rope_backward_params& p, void* workspace, siz
                              .sin = p.sin,
                              .row_sums = reinterpret_cast<float*>(ws + l.row_sums),
                              .attn_scratch = ws + l.attn_scratch,
+                             .grad_scores = ws + l.grad_scores,
                              .attn_row_stride = 0,
                              .grad_qkv = dqkv,
                              .batch_size = int(B),
                              .seq_len = int(S),
-                             .scaling = p.scaling};
-    if (cudaError_t e = launch_attention(args, main); e != cudaSuccess) return fail_cuda("attention kernels", e);
+                             .scaling = p.scaling,
+                             .schedule = schedule};
+    const AttentionStreams as{main, ss.column, ss.grad_q_ready, ss.grad_kv_ready};
+    if (cudaError_t e = launch_attention(args, as); e != cudaSuccess) return fail_cuda("attention kernels", e);
   }
   if (gemms) {
-    if (cudaError_t e = cudaEventRecord(qkv_ready, main); e != cudaSuccess) return fail_cuda("cudaEventRecord", e);
-    if (cudaError_t e = cudaStreamWaitEvent(side, qkv_ready, 0); e != cudaSuccess)
-      return fail_cuda("cudaStreamWaitEvent", e);
-    // grad_{q,k,v}_weight = dQKV[:, slice]^T [rows, N] hidden_states [N, 5120]  (side stream)
-    const struct { int64_t col, rows; void* out; } weight_grads[] = {
-        {0, kQProj, p.grad_q_weight}, {kQProj, kKvProj, p.grad_k_weight}, {kQProj + kKvProj, kKvProj, p.grad_v_weight}};
-    for (const auto& w : weight_grads)
-      if (!gemm({w.rows, kHidden, N, true, false, kQkvProj, kHidden, kHidden, false}, dqkv + w.col, p.hidden_states,
-                w.out, ws_side, side))
-        return KINDEX_STATUS_NOT_SUPPORTED;
-    // grad_hidden [N, 5120] = dQ Wq + dK Wk + dV Wv, chained with beta = 1 (bf16 after each, as the reference sums
-    // three bf16 branch results).
-    const struct { int64_t col, k; const void* weight; } branches[] = {
-        {0, kQProj, p.q_weight}, {kQProj, kKvProj, p.k_weight}, {kQProj + kKvProj, kKvProj, p.v_weight}};
-    bool first = true;
-    for (const auto& br : branches) {
-      if (!gemm({N, kHidden, br.k, false, false, kQkvProj, kHidden, kHidden, !first}, dqkv + br.col, br.weight,
-                p.grad_hidden_states, ws_main, main))
-        return KINDEX_STATUS_NOT_SUPPORTED;
-      first = false;
+    // launch_attention recorded grad_q_ready after the grad_q pass; without it, mark the same point here.
+    cudaError_t e = attention ? cudaSuccess : cudaEventRecord(ss.grad_q_ready, main);
+    if (e == cudaSuccess) e = cudaStreamWaitEvent(side, ss.grad_q_ready, 0);
+    if (e != cudaSuccess) return fail_cuda("grad_q_ready", e);
+    if (!gemm(grad_weights[0], side) || !gemm(grad_hidden[0], main)) return KINDEX_STATUS_NOT_SUPPORTED;
+    if (attention) {
+      if (cudaError_t e = cudaStreamWaitEvent(side, ss.grad_kv_ready, 0); e != cudaSuccess)
+        return fail_cuda("cudaStreamWaitEvent", e);
     }
-    if (cudaError_t e = cudaEventRecord(join, side); e != cudaSuccess) return fail_cuda("cudaEventRecord", e);
-    if (cudaError_t e = cudaStreamWaitEvent(main, join, 0); e != cudaSuccess) return fail_cuda("cudaStreamWaitEvent", e);
+    if (!gemm(grad_weights[1], side) || !gemm(grad_weights[2], side)) return KINDEX_STATUS_NOT_SUPPORTED;
+  }
+  if (attention) {
+    if (cudaError_t e = cudaStreamWaitEvent(main, ss.grad_kv_ready, 0); e != cudaSuccess)
+      return fail_cuda("cudaStreamWaitEvent", e);
+  }
+  if (gemms) {
+    if (!gemm(grad_hidden[1], main) || !gemm(grad_hidden[2], main)) return KINDEX_STATUS_NOT_SUPPORTED;
+    if (cudaError_t e = record(ss.join, side, main); e != cudaSuccess) return fail_cuda("join", e);
   }
   if (cudaError_t e = cudaGetLastError(); e != cudaSuccess) return fail_cuda("launch", e);
   return KINDEX_STATUS_OK;

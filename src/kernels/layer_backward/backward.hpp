@@ -6,15 +6,21 @@
 // Plan (docs/perf/layer_backward.md has the numbers):
 //   side stream: grad_o_weight = grad_output^T attn_output                                   (cuBLASLt)
 //   caller stream: dO = grad_output o_weight                                [B*S, 4096] bf16 (cuBLASLt)
-//                  row kernel: D = rowsum(round(dO V^T) * A), dQ = dS K, RoPE  -> dQKV[:, 0:4096]
-//                  column kernel: dK = sum_group dS^T Q (RoPE), dV = sum_group A^T dO -> dQKV[:, 4096:6144]
-//                  grad_hidden = dQ Wq + dK Wk + dV Wv                       (3 cuBLASLt, beta = 1 chained)
-//   side stream:   grad_{q,k,v}_weight = dQKV^T hidden_states                (3 cuBLASLt)
+//                  row_sums pass: D = rowsum(round(dO V^T) * A)
+//                  grad_q pass: dS (stored), dQ = dS K, RoPE                 -> dQKV[:, 0:4096]
+//   column stream (after grad_q): dK = sum_group dS^T Q (RoPE), dV = sum_group A^T dO
+//                                                                            -> dQKV[:, 4096:6144]
+//   caller stream: grad_hidden = dQ Wq (after grad_q) + dK Wk + dV Wv        (3 cuBLASLt, beta = 1 chained)
+//   side stream:   grad_q_weight after grad_q, grad_{k,v}_weight after the column kernel = dQKV^T hidden_states
+// The first call for a given (batch_size, seq_len) times cuBLASLt's candidate algorithms per GEMM shape
+// (gemm.hpp, tune_gemms); it synchronises the caller's stream once and takes a few ms more. A graph captured
+// before any direct call keeps cuBLASLt's heuristic choice.
 // where dS = round(round(A * (round(dP) - D)) * scaling) exactly as the reference rounds it.
 #include <cstddef>
 #include <cstdint>
 #include <string>
 
+#include "kernels/layer_backward/attention.hpp"
 #include "kindex/kindex.h"
 
 namespace kindex::kernels::backward {
@@ -27,8 +33,11 @@ constexpr int64_t kQkvProj = kQProj + 2 * kKvProj;  // 6144: dQ | dK | dV side b
 // kernels. The partial modes compute garbage-in/garbage-out values and exist for timing alone.
 enum class Parts { all, gemms, attention };
 
+// The schedule the C ABI uses (attention.hpp; chosen by the v3 benchmark in docs/perf/layer_backward.md).
+constexpr AttentionSchedule kDefaultSchedule = AttentionSchedule::store_dp;
+
 // Bytes of workspace for these sizes (dO, dQKV, the row sums D, a padded copy of attn_weights when seq_len % 8 != 0,
-// two cuBLASLt workspaces).
+// dS [B, 32, S64, S64] bf16 with S64 = seq_len rounded up to 64, two cuBLASLt workspaces).
 size_t workspace_bytes(int64_t batch_size, int64_t seq_len);
 
 // Checks batch_size and seq_len (all the workspace size depends on).
@@ -42,6 +51,6 @@ kindex_status validate(const kindex_gqa_rope_backward_params* p, const void* wor
 // Enqueues the backward on `stream` (cudaStream_t). Assumes validate() passed. Returns OK, or
 // KINDEX_STATUS_CUDA_ERROR / NOT_SUPPORTED with `message` set.
 kindex_status run(const kindex_gqa_rope_backward_params& p, void* workspace, size_t workspace_bytes, void* stream,
-                  Parts parts, std::string& message);
+                  Parts parts, std::string& message, AttentionSchedule schedule = kDefaultSchedule);
 
 }  // namespace kindex::kernels::backward

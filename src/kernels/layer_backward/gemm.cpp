@@ -4,10 +4,12 @@
 
 #include <cublasLt.h>
 
+#include <algorithm>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <tuple>
+#include <vector>
 
 namespace kindex::kernels::backward {
 namespace {
@@ -17,7 +19,9 @@ using PlanKey = std::tuple<int, int64_t, int64_t, int64_t, bool, bool, int64_t, 
 struct Plan {
   cublasLtMatmulDesc_t desc = nullptr;
   cublasLtMatrixLayout_t first = nullptr, second = nullptr, out = nullptr;
-  cublasLtMatmulAlgo_t algo{};
+  std::vector<cublasLtMatmulAlgo_t> candidates;  // heuristic order
+  cublasLtMatmulAlgo_t algo{};                   // the one used: candidates[0] until tuned
+  bool tuned = false;
   ~Plan() {
     if (out) cublasLtMatrixLayoutDestroy(out);
     if (second) cublasLtMatrixLayoutDestroy(second);
@@ -71,15 +75,49 @@ std::unique_ptr<Plan> make_plan(cublasLtHandle_t handle, const GemmShape& s, siz
   for (auto attr : {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
                     CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES})
     cublasLtMatmulPreferenceSetAttribute(pref, attr, &align, sizeof(align));
-  cublasLtMatmulHeuristicResult_t result{};
+  // Split-K only with fp32 partials in the workspace: one rounding to bf16, no atomics, no bf16 partial sums.
+  const uint32_t reduction = CUBLASLT_REDUCTION_SCHEME_NONE | CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE;
+  cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, &reduction,
+                                       sizeof(reduction));
+  cublasLtMatmulHeuristicResult_t results[kGemmCandidates] = {};
   int found = 0;
-  st = cublasLtMatmulAlgoGetHeuristic(handle, plan->desc, plan->first, plan->second, plan->out, plan->out, pref, 1,
-                                      &result, &found);
+  st = cublasLtMatmulAlgoGetHeuristic(handle, plan->desc, plan->first, plan->second, plan->out, plan->out, pref,
+                                      kGemmCandidates, results, &found);
   cublasLtMatmulPreferenceDestroy(pref);
   if (st != CUBLAS_STATUS_SUCCESS) return message = status_text("cublasLtMatmulAlgoGetHeuristic", st), nullptr;
-  if (found == 0) return message = "cuBLASLt has no algorithm for this GEMM", nullptr;
-  plan->algo = result.algo;
+  for (int i = 0; i < found; ++i)
+    if (results[i].state == CUBLAS_STATUS_SUCCESS) plan->candidates.push_back(results[i].algo);
+  if (plan->candidates.empty()) return message = "cuBLASLt has no algorithm for this GEMM", nullptr;
+  plan->algo = plan->candidates.front();
+  plan->tuned = plan->candidates.size() == 1;
   return plan;
+}
+
+// The cached plan for `s` (built on first use). Call with the cache mutex held; plans are never erased, so the
+// pointer stays valid.
+Plan* find_plan(Cache& cc, const GemmShape& s, size_t workspace_bytes, std::string& message) {
+  if (!cc.handle) {
+    const cublasStatus_t st = cublasLtCreate(&cc.handle);
+    if (st != CUBLAS_STATUS_SUCCESS) return message = status_text("cublasLtCreate", st), nullptr;
+  }
+  int device = 0;
+  cudaGetDevice(&device);
+  const PlanKey key{device, s.m, s.n, s.k, s.trans_a, s.trans_b, s.lda, s.ldb, s.ldc, s.accumulate, workspace_bytes};
+  auto it = cc.plans.find(key);
+  if (it == cc.plans.end()) {
+    auto made = make_plan(cc.handle, s, workspace_bytes, message);
+    if (!made) return nullptr;
+    it = cc.plans.emplace(key, std::move(made)).first;
+  }
+  return it->second.get();
+}
+
+cublasStatus_t matmul(cublasLtHandle_t handle, const Plan& plan, const cublasLtMatmulAlgo_t& algo, const GemmShape& s,
+                      const void* a, const void* b, void* c, void* workspace, size_t workspace_bytes,
+                      cudaStream_t stream) {
+  const float alpha = 1.f, beta = s.accumulate ? 1.f : 0.f;
+  return cublasLtMatmul(handle, plan.desc, &alpha, b, plan.first, a, plan.second, &beta, c, plan.out, c, plan.out,
+                        &algo, workspace, workspace_bytes, stream);
 }
 
 }  // namespace
@@ -89,28 +127,88 @@ bool gemm_bf16(const GemmShape& s, const void* a, const void* b, void* c, void* 
   Cache& cc = cache();
   const Plan* plan = nullptr;
   cublasLtHandle_t handle = nullptr;
+  cublasLtMatmulAlgo_t algo{};
   {
     std::lock_guard<std::mutex> lock(cc.mutex);
-    if (!cc.handle) {
-      const cublasStatus_t st = cublasLtCreate(&cc.handle);
-      if (st != CUBLAS_STATUS_SUCCESS) return message = status_text("cublasLtCreate", st), false;
-    }
+    plan = find_plan(cc, s, workspace_bytes, message);
+    if (!plan) return false;
     handle = cc.handle;
-    int device = 0;
-    cudaGetDevice(&device);
-    const PlanKey key{device, s.m, s.n, s.k, s.trans_a, s.trans_b, s.lda, s.ldb, s.ldc, s.accumulate, workspace_bytes};
-    auto it = cc.plans.find(key);
-    if (it == cc.plans.end()) {
-      auto made = make_plan(handle, s, workspace_bytes, message);
-      if (!made) return false;
-      it = cc.plans.emplace(key, std::move(made)).first;
-    }
-    plan = it->second.get();  // plans are never erased, so the pointer outlives the lock
+    algo = plan->algo;  // copied under the lock: tune_gemms may replace it
   }
-  const float alpha = 1.f, beta = s.accumulate ? 1.f : 0.f;
-  const cublasStatus_t st = cublasLtMatmul(handle, plan->desc, &alpha, b, plan->first, a, plan->second, &beta, c,
-                                           plan->out, c, plan->out, &plan->algo, workspace, workspace_bytes, stream);
+  const cublasStatus_t st = matmul(handle, *plan, algo, s, a, b, c, workspace, workspace_bytes, stream);
   if (st != CUBLAS_STATUS_SUCCESS) return message = status_text("cublasLtMatmul", st), false;
+  return true;
+}
+
+bool tune_gemms(const GemmCall* calls, size_t count, cudaStream_t stream, std::string& message) {
+  Cache& cc = cache();
+  std::lock_guard<std::mutex> lock(cc.mutex);  // tuning is rare; holding the lock keeps it simple
+  std::vector<std::pair<Plan*, const GemmCall*>> todo;
+  for (size_t i = 0; i < count; ++i) {
+    Plan* plan = find_plan(cc, calls[i].shape, kGemmWorkspaceBytes, message);
+    if (!plan) return false;
+    const bool queued = std::any_of(todo.begin(), todo.end(), [&](const auto& t) { return t.first == plan; });
+    if (!plan->tuned && !queued) todo.emplace_back(plan, &calls[i]);
+  }
+  if (todo.empty()) return true;
+  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+  if (cudaError_t e = cudaStreamIsCapturing(stream, &capture); e != cudaSuccess)
+    return message = std::string("cudaStreamIsCapturing: ") + cudaGetErrorString(e), false;
+  if (capture != cudaStreamCaptureStatusNone) return true;
+
+  int device = 0, l2_bytes = 0;
+  cudaGetDevice(&device);
+  cudaDeviceGetAttribute(&l2_bytes, cudaDevAttrL2CacheSize, device);
+  const size_t flush_bytes = size_t(std::max(l2_bytes, 1 << 20)) * 2;
+  void* flush = nullptr;
+  cudaEvent_t start = nullptr, stop = nullptr;
+  auto cleanup = [&] {
+    if (start) cudaEventDestroy(start);
+    if (stop) cudaEventDestroy(stop);
+    if (flush) cudaFree(flush);
+  };
+  cudaError_t e = cudaStreamSynchronize(stream);
+  if (e == cudaSuccess) e = cudaMalloc(&flush, flush_bytes);
+  if (e == cudaSuccess) e = cudaEventCreate(&start);
+  if (e == cudaSuccess) e = cudaEventCreate(&stop);
+  if (e != cudaSuccess) {
+    cleanup();
+    return message = std::string("tuning GEMMs: ") + cudaGetErrorString(e), false;
+  }
+  for (auto [plan, call] : todo) {
+    float best_ms = 0.f;
+    bool have_best = false;
+    for (const cublasLtMatmulAlgo_t& algo : plan->candidates) {
+      auto run = [&] {
+        return matmul(cc.handle, *plan, algo, call->shape, call->a, call->b, call->c, call->workspace,
+                      kGemmWorkspaceBytes, stream);
+      };
+      if (run() != CUBLAS_STATUS_SUCCESS) continue;  // a candidate cuBLASLt refuses at run time is skipped
+      float ms[3] = {};
+      bool ok = true;
+      for (float& m : ms) {
+        ok = cudaMemsetAsync(flush, 0, flush_bytes, stream) == cudaSuccess &&
+             cudaEventRecord(start, stream) == cudaSuccess && run() == CUBLAS_STATUS_SUCCESS &&
+             cudaEventRecord(stop, stream) == cudaSuccess && cudaEventSynchronize(stop) == cudaSuccess &&
+             cudaEventElapsedTime(&m, start, stop) == cudaSuccess;
+        if (!ok) break;
+      }
+      if (!ok) continue;
+      std::sort(ms, ms + 3);
+      // A later candidate must win by 2%: timing noise should not move us off the heuristic's order.
+      if (!have_best || ms[1] < 0.98f * best_ms) {
+        best_ms = ms[1];
+        plan->algo = algo;
+        have_best = true;
+      }
+    }
+    plan->tuned = true;  // with no timed candidate, plan->algo stays the heuristic's first
+  }
+  // Clear any non-sticky error a refused candidate left, so the caller's launch check does not report it.
+  e = cudaStreamSynchronize(stream);
+  cudaGetLastError();
+  cleanup();
+  if (e != cudaSuccess) return message = std::string("tuning GEMMs: ") + cudaGetErrorString(e), false;
   return true;
 }
 

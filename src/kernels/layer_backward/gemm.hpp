@@ -1,7 +1,11 @@
 #pragma once
 // bf16 GEMMs through cuBLASLt in row-major terms: C[m, n] = op(A)[m, k] op(B)[k, n] (+ C when accumulate),
 // bf16 in and out, fp32 accumulation, one rounding of each result to bf16 (torch.matmul's rounding point).
-// A plan (descriptors + the heuristic's first algorithm) is built once per shape and cached.
+// A plan (descriptors + up to kGemmCandidates of cuBLASLt's heuristic algorithms) is built once per shape and
+// cached. It runs the heuristic's first algorithm until tune_gemms has timed the candidates: the heuristic's first
+// pick for the small-M shapes (M = 128..300 tokens) launches too few CTAs to stream the weights at full bandwidth.
+// Split-K is allowed only with fp32 partials (no bf16 partial sums, no in-place atomics), so every candidate rounds
+// once and is deterministic.
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -21,8 +25,27 @@ struct GemmShape {
 // cuBLASLt workspace each concurrently running GEMM gets.
 constexpr size_t kGemmWorkspaceBytes = size_t(32) << 20;
 
+constexpr int kGemmCandidates = 16;
+
 // Enqueues the GEMM on `stream`. Returns false with `message` set when cuBLASLt refuses or has no algorithm.
 bool gemm_bf16(const GemmShape& shape, const void* a, const void* b, void* c, void* workspace, size_t workspace_bytes,
                cudaStream_t stream, std::string& message);
+
+// One GEMM as it will be issued (pointers included): tune_gemms times it on these buffers.
+struct GemmCall {
+  GemmShape shape;
+  const void* a;
+  const void* b;
+  void* c;  // overwritten while tuning (the caller's real output, about to be written anyway)
+  void* workspace;
+};
+
+// For each call whose shape has not been tuned yet: synchronises `stream`, times every candidate algorithm (one
+// warm-up, then the median of 3 runs, each after a 2 x L2 flush so the weights stream from HBM as in a cold call)
+// and keeps the fastest for the shape. One-time cost per shape and process, a few ms. Skipped, leaving the
+// heuristic's first choice, while `stream` is being captured into a CUDA graph (nothing can be timed or
+// synchronised then); so capture a graph after one direct call for the same sizes to get the tuned algorithms.
+// Returns false with `message` set on a CUDA or cuBLASLt error.
+bool tune_gemms(const GemmCall* calls, size_t count, cudaStream_t stream, std::string& message);
 
 }  // namespace kindex::kernels::backward

@@ -1,0 +1,238 @@
+// Index speed benchmark: with the KernelIndex slice plus 10,000 generated runs, the operation page (query + HTML,
+// in process and over HTTP) and resolve, p50/p99; and the import of an export of 100,000 generated runs
+// (digests verified as in any import). Usage: index_bench [--runs 10000] [--import-runs 100000] [--out FILE]
+#include <httplib.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <random>
+#include <thread>
+
+#include "evidence/digest.hpp"
+#include "evidence/keys.hpp"
+#include "evidence/manifest.hpp"
+#include "store/import.hpp"
+#include "store/query.hpp"
+#include "store/store.hpp"
+#include "web/pages.hpp"
+#include "web/server.hpp"
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+const std::string kOperation = "gqa_paged_decode_h24_kv4_d128_ps64";
+
+double ms_since(Clock::time_point t) { return std::chrono::duration<double, std::milli>(Clock::now() - t).count(); }
+
+json percentiles(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  auto at = [&](double q) { return v[std::min(v.size() - 1, static_cast<size_t>(q * (v.size() - 1) + 0.5))]; };
+  return {{"samples", v.size()}, {"p50_ms", at(0.5)}, {"p90_ms", at(0.9)}, {"p99_ms", at(0.99)}, {"max_ms", v.back()}};
+}
+
+// Writes an export (.jsonl) of `runs` generated runs of kOperation's workloads on an H200 environment, spread
+// over 40 implementations, every digest and key computed as KernelIndex does.
+void generate_export(kindex::store::Store& slice_store, const std::string& path, int runs, int seed) {
+  auto op = slice_store.db().query(
+      "SELECT o.id, o.semantic_digest FROM operations o WHERE o.name = ?", {kOperation});
+  std::string op_id = op.at(0).text(0), op_digest = op.at(0).text(1);
+  struct W { std::string id, digest, correctness; };
+  std::vector<W> workloads;
+  for (const auto& r : slice_store.db().query("SELECT id, workload_digest, manifest FROM workloads WHERE operation_id = ?", {op_id})) {
+    json m = json::parse(r.text(2));
+    workloads.push_back({r.text(0), r.text(1), kindex::evidence::correctness_key(m["spec"]["correctness"])});
+  }
+  json protocol = {{"apiVersion", kindex::evidence::kApiVersion}, {"kind", "BenchmarkProtocol"},
+                   {"metadata", {{"name", "kindex-bench-generated"}}},
+                   {"spec", {{"harness", {{"name", "kindex"}}}, {"measurement", {{"timer", "cupti_activity"}, {"primaryStatistic", "median"}}},
+                             {"correctness", {{"reference", "definition reference implementation"}, {"comparator", "flashinfer_bench_eval"}}}}}};
+  json environment = {{"apiVersion", kindex::evidence::kApiVersion}, {"kind", "ExecutionEnvironment"},
+                      {"metadata", {{"name", "generated-h200"}}},
+                      {"spec", {{"hardware", {{"vendor", "nvidia"}, {"product", "NVIDIA H200"}, {"architecture", "sm_90"}}},
+                                {"software", {{"cudaToolkit", "13.0"}}}}}};
+  std::string protocol_digest = kindex::evidence::make_manifest(protocol).digest;
+  std::string env_digest = kindex::evidence::make_manifest(environment).digest;
+  std::ofstream out(path);
+  std::string project_id = kindex::store::id_from_digest(kindex::evidence::sha256_digest("bench-project"));
+  json project = {{"apiVersion", kindex::evidence::kApiVersion}, {"kind", "SoftwareProject"},
+                  {"metadata", {{"name", "generated"}}}, {"spec", {{"name", "Generated"}}}};
+  out << json{{"table", "projects"}, {"row", {{"id", project_id}, {"slug", "generated"}, {"name", "Generated"}, {"manifest", project}}}}.dump() << "\n";
+  std::vector<std::pair<std::string, std::string>> impls;  // id, digest
+  for (int i = 0; i < 40; ++i) {
+    json m = {{"apiVersion", kindex::evidence::kApiVersion}, {"kind", "ImplementationRevision"},
+              {"metadata", {{"name", "generated-" + std::to_string(i)}, {"title", "generated kernel " + std::to_string(i)}}},
+              {"spec", {{"projectRevision", {{"version", "v" + std::to_string(i)}}}, {"operation", {{"specDigest", op_digest}}},
+                        {"callable", {{"language", "cuda"}}}, {"licensing", json::object()},
+                        {"support", {{"hardwareArchitectures", {"sm_90"}}, {"dtypes", {"bf16", "fp32", "int32"}}}}}}};
+    std::string d = kindex::evidence::make_manifest(m).digest;
+    std::string id = kindex::store::id_from_digest(kindex::evidence::sha256_digest(op_id + d));
+    impls.push_back({id, d});
+    out << json{{"table", "implementations"},
+                {"row", {{"id", id}, {"projectId", project_id}, {"operationId", op_id}, {"slug", "generated-" + std::to_string(i)},
+                         {"implementationDigest", d}, {"language", "cuda"}, {"title", "generated kernel " + std::to_string(i)},
+                         {"sourceAvailable", false}, {"installable", false}, {"manifest", m}}}}.dump() << "\n";
+  }
+  std::mt19937_64 rng(seed);
+  std::vector<std::string> run_lines, measurement_lines;
+  for (int i = 0; i < runs; ++i) {
+    const W& w = workloads[rng() % workloads.size()];
+    const auto& [impl_id, impl_digest] = impls[rng() % impls.size()];
+    int64_t median = 5000 + static_cast<int64_t>(rng() % 2000000);
+    char observed[40];
+    std::snprintf(observed, sizeof observed, "2026-%02d-%02dT%02d:%02d:%02d.%03dZ", 1 + i % 12, 1 + i / 12 % 28, i / 336 % 24,
+                  i / 8064 % 60, seed % 60, i % 1000);
+    json run = {{"apiVersion", kindex::evidence::kApiVersion}, {"kind", "BenchmarkRun"},
+                {"metadata", {{"name", "generated-run-" + std::to_string(seed) + "-" + std::to_string(i)}}},
+                {"spec", {{"implementationDigest", impl_digest}, {"workloadDigest", w.digest}, {"protocolDigest", protocol_digest},
+                          {"environmentDigest", env_digest}, {"status", "passed"}, {"observedAt", observed},
+                          {"timing", {{"primaryStatistic", "median"}, {"latencyNs", {{"median", median}}}}}}}};
+    std::string run_digest = kindex::evidence::manifest_digest(run);
+    std::string ck = kindex::evidence::comparison_key({op_digest, w.digest, protocol_digest, env_digest, w.correctness,
+                                                       kindex::evidence::run_metric_key(run)});
+    std::string id = kindex::store::id_from_digest(run_digest);
+    json row = {{"id", id}, {"runDigest", run_digest}, {"implementationId", impl_id}, {"workloadId", w.id}, {"status", "passed"},
+                {"observedAt", observed}, {"hardwareVendor", "nvidia"}, {"hardwareModel", "NVIDIA H200"},
+                {"hardwareArchitecture", "sm_90"}, {"protocolKey", protocol_digest}, {"environmentKey", env_digest},
+                {"correctnessKey", w.correctness}, {"comparisonKey", ck}, {"primaryMetric", "latency"},
+                {"primaryValue", median}, {"primaryUnit", "ns"}, {"reported", true}, {"primaryStatistic", "median"},
+                {"sourceNative", false}, {"environmentSummary", "generated · H200"},
+                {"manifest", {{"run", run}, {"protocol", protocol}, {"environment", environment}}}};
+    out << json{{"table", "benchmark_runs"}, {"row", row}}.dump() << "\n";
+    measurement_lines.push_back(json{{"table", "measurements"},
+                                     {"row", {{"id", kindex::store::id_from_digest(kindex::evidence::sha256_digest(id + "m"))},
+                                              {"runId", id}, {"metric", "latency"}, {"statistic", "median"}, {"unit", "ns"},
+                                              {"value", median}}}}.dump());
+  }
+  for (const auto& l : measurement_lines) out << l << "\n";
+}
+
+}  // namespace
+
+int run(int argc, char** argv);
+
+int main(int argc, char** argv) {
+  try {
+    return run(argc, argv);
+  } catch (const std::exception& e) {
+    std::cerr << "index_bench: " << e.what() << "\n";
+    return 2;
+  }
+}
+
+int run(int argc, char** argv) {
+  int runs = 10000, import_runs = 100000;
+  std::string out_path = "results/index/index_bench.json";
+  bool keep = false;  // --keep 1: leave the stores in the temporary directory (for profiling)
+  for (int i = 1; i + 1 < argc; i += 2) {
+    std::string a = argv[i];
+    if (a == "--keep") keep = std::atoi(argv[i + 1]) != 0;
+    if (a == "--runs") runs = std::atoi(argv[i + 1]);
+    else if (a == "--import-runs") import_runs = std::atoi(argv[i + 1]);
+    else if (a == "--out") out_path = argv[i + 1];
+  }
+  const std::string slice = std::string(KINDEX_SHARED_DIR) + "/kernelindex/export-slice-gqa.jsonl.zst";
+  fs::path dir = fs::temp_directory_path() / ("kindex-index-bench-" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  json result = {{"machine", {{"cpus", std::thread::hardware_concurrency()}}}, {"operation", kOperation}};
+
+  // 1. The slice plus `runs` generated runs in a SQLite file.
+  auto store = kindex::store::Store::open((dir / "index.db").string());
+  auto t = Clock::now();
+  kindex::store::import_files(*store, {slice});
+  result["slice_import_ms"] = ms_since(t);
+  std::string gen = (dir / "generated.jsonl").string();
+  generate_export(*store, gen, runs, 1);
+  t = Clock::now();
+  auto rep = kindex::store::import_files(*store, {gen});
+  result["generated_runs"] = rep.inserted["benchmark_runs"];
+  result["generated_import_ms"] = ms_since(t);
+  result["store_counts"] = store->counts();
+
+  json base = kindex::store::operation_view(*store, kOperation);
+  std::vector<json> workloads(base["workloads"].begin(), base["workloads"].end());
+  std::vector<double> page, resolve;
+  std::mt19937 rng(7);
+  for (int i = 0; i < 300; ++i) {
+    const json& w = workloads[rng() % workloads.size()];
+    auto s = Clock::now();
+    std::string html = kindex::web::operation_page(kindex::store::operation_view(*store, kOperation, w["id"]));
+    page.push_back(ms_since(s));
+    if (html.size() < 1000) return 1;
+  }
+  for (int i = 0; i < 1000; ++i) {
+    const json& w = workloads[rng() % workloads.size()];
+    kindex::store::ResolveQuery q{kOperation, {}, "bf16", "H200"};
+    for (const auto& [k, v] : w["axes"].items()) q.axes[k] = v.get<int64_t>();
+    auto s = Clock::now();
+    json r = kindex::store::resolve(*store, q);
+    resolve.push_back(ms_since(s));
+    if (r["exact"].is_null()) return 1;
+  }
+  result["operation_page_in_process"] = percentiles(page);
+  result["resolve_in_process"] = percentiles(resolve);
+
+  // Over HTTP on loopback (server in this process, its own threads).
+  kindex::web::ServerOptions o;
+  o.port = 0;
+  o.requests_per_minute = 1000000;
+  kindex::web::IndexServer server(*store, o);
+  int port = server.bind();
+  std::thread th([&] { server.listen(); });
+  httplib::Client c("127.0.0.1", port);
+  std::vector<double> http_page, http_resolve;
+  for (int i = 0; i < 300; ++i) {
+    const json& w = workloads[rng() % workloads.size()];
+    auto s = Clock::now();
+    auto r = c.Get(("/operations/" + kOperation + "?workload=" + w["id"].get<std::string>()).c_str());
+    http_page.push_back(ms_since(s));
+    if (!r || r->status != 200) return 1;
+  }
+  for (int i = 0; i < 1000; ++i) {
+    const json& w = workloads[rng() % workloads.size()];
+    std::string q = "/api/resolve?operation=" + kOperation + "&gpu=H200";
+    for (const auto& [k, v] : w["axes"].items()) q += "&" + k + "=" + v.dump();
+    auto s = Clock::now();
+    auto r = c.Get(q.c_str());
+    http_resolve.push_back(ms_since(s));
+    if (!r || r->status != 200) return 1;
+  }
+  server.stop();
+  th.join();
+  result["operation_page_http"] = percentiles(http_page);
+  result["resolve_http"] = percentiles(http_resolve);
+
+  // 2. Import of `import_runs` generated runs into a fresh store (after the slice they refer to).
+  auto fresh = kindex::store::Store::open((dir / "import.db").string());
+  kindex::store::import_files(*fresh, {slice});
+  std::string big = (dir / "big.jsonl").string();
+  generate_export(*fresh, big, import_runs, 2);
+  t = Clock::now();
+  auto big_rep = kindex::store::import_files(*fresh, {big});
+  result["import"] = {{"runs", big_rep.inserted["benchmark_runs"]}, {"rows", big_rep.total_inserted()},
+                      {"seconds", ms_since(t) / 1000}, {"digests_verified", true}};
+  t = Clock::now();
+  auto again = kindex::store::import_files(*fresh, {big});
+  result["reimport"] = {{"inserted", again.total_inserted()}, {"seconds", ms_since(t) / 1000}};
+
+  result["targets"] = {{"operation_page_p99_ms", 50}, {"resolve_ms", 5}, {"import_100k_s", 60}};
+  result["met"] = {{"operation_page", result["operation_page_http"]["p99_ms"].get<double>() < 50},
+                   {"resolve", result["resolve_in_process"]["p99_ms"].get<double>() < 5},
+                   {"import", result["import"]["seconds"].get<double>() < 60}};
+  if (keep) {
+    std::cerr << "stores kept in " << dir << "\n";
+  } else {
+    fs::remove_all(dir);
+  }
+  fs::create_directories(fs::path(out_path).parent_path());
+  std::ofstream(out_path) << result.dump(2) << "\n";
+  std::cout << result.dump(2) << "\n";
+  return 0;
+}

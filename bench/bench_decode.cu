@@ -10,8 +10,8 @@
 // bytes / 4.28 TB/s (the H200's measured device copy, protocols.md section 4).
 //
 //   bench_decode [--json FILE] [--dump-tables DIR] [--filter SUBSTRING] [--variants LIST] [--iters N]
-//   --variants: comma-separated tuning variants "s<stages>m<min_segment_tokens>p<0|1 programmatic merge>",
-//               e.g. s4m256p1,s3m256p1; the first is the one reported as "kindex".
+//   --variants: comma-separated tuning variants "s<stages>m<min_segment_tokens>p<0|1 programmatic merge>"
+//               (0 = the library's default), e.g. s0m0p1,s4m256p1; the first is the one reported as "kindex".
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -66,7 +66,7 @@ __global__ void fill_random(uint16_t* data, size_t n, unsigned long long seed) {
 
 struct Variant {
   std::string name;
-  int stages = 0, min_segment_tokens = 256;
+  int stages = 0, min_segment_tokens = 0;
   bool programmatic = true;
 };
 
@@ -142,7 +142,7 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
-  if (variants.empty()) variants.push_back(parse_variant("s0m256p1"));
+  if (variants.empty()) variants.push_back(parse_variant("s0m0p1"));
 
   int device = 0;
   CHECK_CUDA(cudaGetDevice(&device));

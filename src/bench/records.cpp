@@ -522,8 +522,7 @@ std::string digest_hex(const std::string& digest) { return digest.substr(digest.
 OutputSummary write_outputs(const BenchReport& report, const std::vector<WorkItem>& items, const OutputOptions& out) {
   OutputSummary summary;
   if (out.out_dir.empty() && out.store_uri.empty()) return summary;
-  std::unique_ptr<store::Store> db;
-  if (!out.store_uri.empty()) db = store::Store::open(out.store_uri);
+  std::vector<store::OwnRun> store_rows;
   const fs::path dir = out.out_dir;
   std::map<std::string, std::unique_ptr<Implementation>> impls;
   std::set<std::string> written;
@@ -563,7 +562,7 @@ OutputSummary write_outputs(const BenchReport& report, const std::vector<WorkIte
                               samples_uri, samples_digest);
     for (const auto* m : {&op_m, &wl_m, &impl_m, &proto_m, &run_m}) keep(*m);
     trace_text[r.definition] += trace_line(r, *item->workload, report.environment).dump() + "\n";
-    if (db) {
+    if (!out.store_uri.empty()) {
       store::OwnRun own;
       own.operation = op_m.document;
       own.workload = wl_m.document;
@@ -579,9 +578,7 @@ OutputSummary write_outputs(const BenchReport& report, const std::vector<WorkIte
         own.interval_low_ns = r.timing.summary->pooled.ci95_low;
         own.interval_high_ns = r.timing.summary->pooled.ci95_high;
       }
-      auto recorded = db->record_run(own);
-      if (recorded.inserted) ++summary.runs_recorded;
-      else ++summary.runs_already_stored;
+      store_rows.push_back(std::move(own));
     }
   }
   if (!dir.empty()) {
@@ -594,6 +591,18 @@ OutputSummary write_outputs(const BenchReport& report, const std::vector<WorkIte
       summary.files.push_back(path.string());
     }
     write_file(dir / "results.json", report.to_json().dump(2) + "\n", summary.files);
+  }
+  // The store last, so the files are written even when it cannot be opened.
+  if (!out.store_uri.empty()) {
+    std::string path = out.store_uri.rfind("sqlite:", 0) == 0 ? out.store_uri.substr(7) : out.store_uri;
+    const bool is_file = out.store_uri.find("://") == std::string::npos && path != ":memory:";
+    if (is_file && fs::path(path).has_parent_path()) fs::create_directories(fs::path(path).parent_path());
+    auto db = store::Store::open(out.store_uri);
+    for (const auto& own : store_rows) {
+      auto recorded = db->record_run(own);
+      if (recorded.inserted) ++summary.runs_recorded;
+      else ++summary.runs_already_stored;
+    }
   }
   return summary;
 }

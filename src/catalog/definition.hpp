@@ -71,6 +71,7 @@ struct Workload {
   std::map<std::string, InputSpec> inputs;
   std::optional<Tolerance> tolerance;
   std::string base_dir;  // directory that relative safetensors paths resolve against
+  std::string source;    // where it was read from, "<file>:<line>", for error messages
   nlohmann::json raw;
 };
 

@@ -37,7 +37,7 @@ ojson parse_json(std::string_view text, const std::string& where, const std::str
     std::string path;
   };
   std::vector<Frame> stack;
-  std::string last_key, duplicate;
+  std::string last_key, duplicate, duplicate_key;
   auto callback = [&](int, ojson::parse_event_t event, ojson& parsed) {
     switch (event) {
       case ojson::parse_event_t::object_start:
@@ -49,8 +49,10 @@ ojson parse_json(std::string_view text, const std::string& where, const std::str
         break;
       case ojson::parse_event_t::key:
         last_key = parsed.get<std::string>();
-        if (!stack.empty() && !stack.back().keys.insert(last_key).second && duplicate.empty())
+        if (!stack.empty() && !stack.back().keys.insert(last_key).second && duplicate.empty()) {
           duplicate = stack.back().path.empty() ? last_key : stack.back().path + "." + last_key;
+          duplicate_key = last_key;
+        }
         break;
       default:
         break;
@@ -70,9 +72,13 @@ ojson parse_json(std::string_view text, const std::string& where, const std::str
     if (colon != std::string::npos) what = what.substr(colon);
     std::string position = line_prefix.empty() ? "line " + std::to_string(line) + ", column " + std::to_string(column)
                                                : line_prefix + "column " + std::to_string(byte + 1);
-    throw Error(where, position, "", "malformed JSON: " + what);
+    // The value shown is the text around the error, on one line.
+    std::string near(text.substr(byte > 12 ? byte - 12 : 0, 24));
+    std::replace_if(
+        near.begin(), near.end(), [](char c) { return c == '\n' || c == '\r' || c == '\t'; }, ' ');
+    throw Error(where, position, near, "malformed JSON: " + what);
   }
-  if (!duplicate.empty()) throw Error(where, line_prefix + duplicate, "", "duplicate key");
+  if (!duplicate.empty()) throw Error(where, line_prefix + duplicate, duplicate_key, "duplicate key");
   return j;
 }
 
@@ -411,6 +417,7 @@ Workload parse_workload_line(std::string_view line, const Definition& def, const
   Workload out;
   out.definition = def.name;
   out.base_dir = base_dir;
+  out.source = where + ":" + std::to_string(line_no);
   out.uuid = f.string(f.require(*w, wf, "uuid"), field("uuid"));
   if (out.uuid.empty()) f.fail(field("uuid"), nullptr, "empty uuid");
 

@@ -110,7 +110,7 @@ int check_command(const std::string& path, const std::string& workloads_file) {
         GenerateOptions options;
         options.skip_random_floats = true;
         Inputs in = generate_inputs(p.definition, w, default_seed(p.definition), options);
-        check_inputs(p.definition, resolve_axes(p.definition, w), in, "workload " + w.uuid + " of " + p.definition.name,
+        check_inputs(p.definition, resolve_axes(p.definition, w), in, w.source + " (workload " + w.uuid + ")",
                      /*allow_missing=*/true);
       } catch (const Error& e) {
         errors.push_back(e);

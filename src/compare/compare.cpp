@@ -40,10 +40,14 @@ void check_views(const std::string& output, const TensorView& actual, const Tens
 template <class Fn>
 decltype(auto) with_loader(DType t, Fn&& fn) {
   switch (t) {
-    case DType::bf16: return fn([](const void* d, int64_t i) { return bf16_to_float(static_cast<const uint16_t*>(d)[i]); });
-    case DType::f16: return fn([](const void* d, int64_t i) { return f16_to_float(static_cast<const uint16_t*>(d)[i]); });
-    case DType::f64: return fn([](const void* d, int64_t i) { return float(static_cast<const double*>(d)[i]); });
-    default: return fn([](const void* d, int64_t i) { return static_cast<const float*>(d)[i]; });
+    case DType::bf16:
+      return fn([](const void* d, int64_t i) { return bf16_to_float(static_cast<const uint16_t*>(d)[i]); });
+    case DType::f16:
+      return fn([](const void* d, int64_t i) { return f16_to_float(static_cast<const uint16_t*>(d)[i]); });
+    case DType::f64:
+      return fn([](const void* d, int64_t i) { return float(static_cast<const double*>(d)[i]); });
+    default:
+      return fn([](const void* d, int64_t i) { return static_cast<const float*>(d)[i]; });
   }
 }
 
@@ -69,7 +73,9 @@ struct Tally {
     max_into(max_abs, o.max_abs);
     max_into(max_rel, o.max_rel);
     reference_sq += o.reference_sq;
-    auto first = [](int64_t& a, int64_t b) { if (b >= 0 && (a < 0 || b < a)) a = b; };
+    auto first = [](int64_t& a, int64_t b) {
+      if (b >= 0 && (a < 0 || b < a)) a = b;
+    };
     first(first_failure, o.first_failure);
     first(first_nonfinite, o.first_nonfinite);
     first(first_reference_nonzero, o.first_reference_nonzero);
@@ -227,9 +233,8 @@ Report compare_sol(const std::string& output, const TensorView& actual, const Te
   r.max_rel_error = r.numel ? t.max_rel : 0.0;
   r.passed = r.matched_ratio >= tol.required_ratio;
   if (!r.passed) {
-    r.reason = format("matched ratio %.6f < %g: %lld of %lld elements outside atol=%g + rtol=%g*|ref|",
-                      r.matched_ratio, tol.required_ratio, (long long)r.mismatches, (long long)r.numel, tol.atol,
-                      tol.rtol) +
+    r.reason = format("matched ratio %.6f < %g: %lld of %lld elements outside atol=%g + rtol=%g*|ref|", r.matched_ratio,
+                      tol.required_ratio, (long long)r.mismatches, (long long)r.numel, tol.atol, tol.rtol) +
                at_first(r);
   } else if (tol.max_error_cap && r.max_abs_error > *tol.max_error_cap) {
     r.passed = false;

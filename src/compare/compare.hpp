@@ -50,17 +50,17 @@ struct Report {
   double max_abs_error = 0;  // as the rule's source computes it (see above)
   double max_rel_error = 0;
   double matched_ratio = 1;
-  int64_t mismatches = 0;            // elements outside the tolerance (non-finite ones included)
-  int64_t nonfinite = 0;             // NaN/inf elements in the solution
-  int64_t reference_nonfinite = 0;   // NaN/inf elements in the reference
-  bool all_zero = false;             // the solution is all zeros (fails SOL when the reference is not)
-  int64_t first_failure = -1;        // flat index of the first failing element, -1 if none
-  double first_failure_actual = 0;   // solution value there (as fp32)
-  double first_failure_expected = 0; // reference value there
-  std::string reason;                // one line: why it failed, or "ok"
+  int64_t mismatches = 0;             // elements outside the tolerance (non-finite ones included)
+  int64_t nonfinite = 0;              // NaN/inf elements in the solution
+  int64_t reference_nonfinite = 0;    // NaN/inf elements in the reference
+  bool all_zero = false;              // the solution is all zeros (fails SOL when the reference is not)
+  int64_t first_failure = -1;         // flat index of the first failing element, -1 if none
+  double first_failure_actual = 0;    // solution value there (as fp32)
+  double first_failure_expected = 0;  // reference value there
+  std::string reason;                 // one line: why it failed, or "ok"
 };
 
-// Throws kindex::Error naming `output` when shapes or dtypes differ, a view is not a contiguous host tensor of a
+// Throws kindex::Error naming `output` when shapes or dtypes differ, or a view is not a contiguous host tensor of a
 // floating dtype. Runs in parallel (kindex::parallel_for).
 Report compare_fib(const std::string& output, const TensorView& actual, const TensorView& expected,
                    const FibTolerance& tolerance = {});

@@ -70,8 +70,7 @@ void gemm_tile(int64_t m0, int64_t m1, int64_t n0, int64_t n1, int64_t k, const 
 
 }  // namespace
 
-void gemm_round_bf16(int64_t m, int64_t n, int64_t k, MatrixRef a, MatrixRef b, float* c, int64_t ldc,
-                     bool parallel) {
+void gemm_round_bf16(int64_t m, int64_t n, int64_t k, MatrixRef a, MatrixRef b, float* c, int64_t ldc, bool parallel) {
   if (m <= 0 || n <= 0) return;
   keep_openblas_single_threaded();
   if (!parallel) {
@@ -82,8 +81,10 @@ void gemm_round_bf16(int64_t m, int64_t n, int64_t k, MatrixRef a, MatrixRef b, 
   int64_t tile_m = std::min<int64_t>(m, 1024), tile_n = std::min<int64_t>(n, 1024);
   auto tiles = [&] { return ((m + tile_m - 1) / tile_m) * ((n + tile_n - 1) / tile_n); };
   while (tiles() < 4 * hardware_threads() && std::max(tile_m, tile_n) > 128) {
-    if (tile_m >= tile_n) tile_m = (tile_m + 1) / 2;
-    else tile_n = (tile_n + 1) / 2;
+    if (tile_m >= tile_n)
+      tile_m = (tile_m + 1) / 2;
+    else
+      tile_n = (tile_n + 1) / 2;
   }
   int64_t tiles_n = (n + tile_n - 1) / tile_n;
   parallel_for(tiles(), [&](int64_t begin, int64_t end) {

@@ -15,8 +15,7 @@ struct MatrixRef {
 // C[M, N] = round_bf16(op(A)[M, K] * op(B)[K, N]), C row-major with leading dimension ldc (values stay in fp32
 // storage, already rounded). `parallel`: split C into tiles over kindex::parallel_for; pass false when the caller
 // already runs inside parallel_for. OpenBLAS itself is kept single-threaded, so there is one thread pool.
-void gemm_round_bf16(int64_t m, int64_t n, int64_t k, MatrixRef a, MatrixRef b, float* c, int64_t ldc,
-                     bool parallel);
+void gemm_round_bf16(int64_t m, int64_t n, int64_t k, MatrixRef a, MatrixRef b, float* c, int64_t ldc, bool parallel);
 
 // Test hook, process-wide: accumulate in fp64 in index order (k = 0, 1, ...) instead of OpenBLAS's fp32, and
 // round that to bf16. A naive fp64 implementation with the same rounding points then agrees bit for bit, which

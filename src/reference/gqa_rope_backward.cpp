@@ -31,16 +31,24 @@ void validate(const kindex_gqa_rope_backward_params& p) {
   if (p.seq_len < 0) throw Error(kWhere, "seq_len", std::to_string(p.seq_len), "must be >= 0");
   // Tensors with a token dimension are empty (and may be NULL) when batch_size * seq_len == 0.
   const bool tokens = int64_t(p.batch_size) * p.seq_len > 0;
-  const std::tuple<const char*, const void*, bool> pointers[] = {
-      {"grad_output", p.grad_output, tokens},     {"hidden_states", p.hidden_states, tokens},
-      {"cos", p.cos, tokens},                     {"sin", p.sin, tokens},
-      {"q_weight", p.q_weight, true},             {"k_weight", p.k_weight, true},
-      {"v_weight", p.v_weight, true},             {"o_weight", p.o_weight, true},
-      {"query_states", p.query_states, tokens},   {"key_states", p.key_states, tokens},
-      {"value_states", p.value_states, tokens},   {"attn_weights", p.attn_weights, tokens},
-      {"attn_output", p.attn_output, tokens},     {"grad_hidden_states", p.grad_hidden_states, tokens},
-      {"grad_q_weight", p.grad_q_weight, true},   {"grad_k_weight", p.grad_k_weight, true},
-      {"grad_v_weight", p.grad_v_weight, true},   {"grad_o_weight", p.grad_o_weight, true}};
+  const std::tuple<const char*, const void*, bool> pointers[] = {{"grad_output", p.grad_output, tokens},
+                                                                 {"hidden_states", p.hidden_states, tokens},
+                                                                 {"cos", p.cos, tokens},
+                                                                 {"sin", p.sin, tokens},
+                                                                 {"q_weight", p.q_weight, true},
+                                                                 {"k_weight", p.k_weight, true},
+                                                                 {"v_weight", p.v_weight, true},
+                                                                 {"o_weight", p.o_weight, true},
+                                                                 {"query_states", p.query_states, tokens},
+                                                                 {"key_states", p.key_states, tokens},
+                                                                 {"value_states", p.value_states, tokens},
+                                                                 {"attn_weights", p.attn_weights, tokens},
+                                                                 {"attn_output", p.attn_output, tokens},
+                                                                 {"grad_hidden_states", p.grad_hidden_states, tokens},
+                                                                 {"grad_q_weight", p.grad_q_weight, true},
+                                                                 {"grad_k_weight", p.grad_k_weight, true},
+                                                                 {"grad_v_weight", p.grad_v_weight, true},
+                                                                 {"grad_o_weight", p.grad_o_weight, true}};
   for (auto [name, ptr, needed] : pointers)
     if (needed && !ptr) throw Error(kWhere, name, "NULL", "is required");
 }
@@ -53,9 +61,12 @@ std::vector<float> widened(const void* src, int64_t n) {
 
 void store_bf16(const float* src, void* dst, int64_t n) {
   auto* d = static_cast<uint16_t*>(dst);
-  parallel_for(n, [&](int64_t begin, int64_t end) {
-    for (int64_t i = begin; i < end; ++i) d[i] = float_to_bf16(src[i]);
-  }, 1 << 16);
+  parallel_for(
+      n,
+      [&](int64_t begin, int64_t end) {
+        for (int64_t i = begin; i < end; ++i) d[i] = float_to_bf16(src[i]);
+      },
+      1 << 16);
 }
 
 // grad_pre_rope = g*cos + rotate_half_inverse(g*sin), rotate_half_inverse(x) = cat(x[64:], -x[:64]), each op in bf16.
@@ -192,9 +203,12 @@ void gqa_rope_backward(const kindex_gqa_rope_backward_params& p) {
                       first ? grad_hidden.data() : grad_hidden_branch.data(), kHidden, true);
     }
     if (!first) {  // grad_hidden = (q + k) + v, each add rounded to bf16
-      parallel_for(tokens * kHidden, [&](int64_t begin, int64_t end) {
-        for (int64_t i = begin; i < end; ++i) grad_hidden[i] = round_bf16(grad_hidden[i] + grad_hidden_branch[i]);
-      }, 1 << 16);
+      parallel_for(
+          tokens * kHidden,
+          [&](int64_t begin, int64_t end) {
+            for (int64_t i = begin; i < end; ++i) grad_hidden[i] = round_bf16(grad_hidden[i] + grad_hidden_branch[i]);
+          },
+          1 << 16);
     }
     first = false;
     std::vector<float> grad_weight(br.proj * kHidden);

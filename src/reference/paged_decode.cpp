@@ -88,8 +88,10 @@ uint16_t round_to(kindex_dtype dtype, double x) {
   if (v == x || !std::isfinite(v) || !std::isfinite(x)) return h;
   // Sign-magnitude encoding: the neighbour on x's side is one step up or down in magnitude.
   uint16_t other;
-  if (v == 0.0) other = uint16_t((std::signbit(x) ? 0x8000u : 0u) | 1u);
-  else other = std::fabs(x) > std::fabs(v) ? uint16_t(h + 1) : uint16_t(h - 1);
+  if (v == 0.0)
+    other = uint16_t((std::signbit(x) ? 0x8000u : 0u) | 1u);
+  else
+    other = std::fabs(x) > std::fabs(v) ? uint16_t(h + 1) : uint16_t(h - 1);
   double w = to(other);
   if (!std::isfinite(w)) return h;
   double dv = std::fabs(x - v), dw = std::fabs(x - w);
@@ -178,7 +180,8 @@ void run(const kindex_paged_decode_params& p) {
       }
       for (int64_t g = 0; g < group; ++g) {
         const int64_t head = head0 + g;
-        for (int64_t d = 0; d < dim; ++d) out[(b * hq + head) * dim + d] = round_to(kDtype, acc[g * dim + d] / sum_exp[g]);
+        for (int64_t d = 0; d < dim; ++d)
+          out[(b * hq + head) * dim + d] = round_to(kDtype, acc[g * dim + d] / sum_exp[g]);
         if (p.lse) p.lse[b * hq + head] = float((max_score[g] + std::log(sum_exp[g])) * inv_ln2);
       }
     }
@@ -189,8 +192,10 @@ void run(const kindex_paged_decode_params& p) {
 
 void paged_decode(const kindex_paged_decode_params& p) {
   validate(p);
-  if (p.dtype == KINDEX_DTYPE_BF16) run<KINDEX_DTYPE_BF16>(p);
-  else run<KINDEX_DTYPE_FP16>(p);
+  if (p.dtype == KINDEX_DTYPE_BF16)
+    run<KINDEX_DTYPE_BF16>(p);
+  else
+    run<KINDEX_DTYPE_FP16>(p);
 }
 
 }  // namespace kindex::reference

@@ -1,15 +1,22 @@
 #pragma once
 // CPU references, one per problem, taking the same params structs as the C ABI but with HOST pointers.
-// They are the ground truth the comparators judge every implementation against.
+// They are the ground truth the comparators judge every implementation against. Both run on kindex::parallel_for
+// (KINDEX_THREADS threads) and validate their parameters first, throwing kindex::Error (where = the function name,
+// field = the parameter, e.g. "kv_indices[123]") before reading any tensor. docs/references.md has the details.
 #include "kindex/kindex.h"
 
 namespace kindex::reference {
 
-// FlashInfer-Bench gqa_paged_decode_* semantics (bf16 or fp16 in/out, fp32 lse base 2), accumulating in fp64.
-// Empty sequences give zeros and lse = -inf. Throws kindex::Error on out-of-range indices.
+// FlashInfer-Bench gqa_paged_decode_* semantics for any num_qo_heads / num_kv_heads (divisible), head_dim and
+// page_size; bf16 or fp16 q/k/v/output; lse fp32, the base-2 log-sum-exp of sm_scale * q.k (skipped when NULL).
+// Scores, softmax and the weighted sum are fp64; the output is rounded once to its dtype (correctly rounded).
+// kv_last_page_len NULL means full last pages; an empty sequence gives zeros and lse = -inf.
+// Errors: kv_indptr not starting at 0, decreasing, or not ending at num_kv_indices; a page id outside
+// [0, num_pages); a non-empty sequence's kv_last_page_len outside [1, page_size].
 void paged_decode(const kindex_paged_decode_params& p);
 
-// SOL-ExecBench L2/003 semantics, reproducing the upstream reference's bf16 rounding points.
+// SOL-ExecBench L2/003 semantics, reproducing the upstream reference's bf16 rounding points: each matmul
+// accumulates in fp32 (OpenBLAS) and rounds once to bf16; see gqa_rope_backward.cpp for the full list.
 void gqa_rope_backward(const kindex_gqa_rope_backward_params& p);
 
 }  // namespace kindex::reference

@@ -298,7 +298,8 @@ std::map<std::string, json> load_named(const std::vector<std::string>& paths) {
   for (const auto& f : expand(paths, {".json"}, true)) {
     json j = read_json_file(f);
     if (!j.is_object() || !j.contains("name") || !j["name"].is_string()) throw Error(f, "name", "", "missing name");
-    out[j["name"].get<std::string>()] = std::move(j);
+    std::string name = j["name"].get<std::string>();
+    out[name] = std::move(j);
   }
   return out;
 }

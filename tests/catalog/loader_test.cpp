@@ -78,6 +78,10 @@ TEST(Loader, FibDefinitionModel) {
   ASSERT_EQ(p.workloads.size(), 48u);
   const Workload& w = p.workloads[0];
   EXPECT_EQ(w.uuid, "0c2489b2-f878-428b-b1bd-d0c6d4c39338");
+  EXPECT_EQ(
+      w.source,
+      (specs() / "flashinfer-trace" / "workloads" / "gqa_paged" / "gqa_paged_decode_h32_kv4_d128_ps1.jsonl").string() +
+          ":1");
   EXPECT_EQ(w.axes.at("num_pages"), 8);
   EXPECT_EQ(w.inputs.at("kv_indices").kind, InputSpec::Kind::safetensors);
   EXPECT_EQ(w.inputs.at("kv_indices").tensor_key, "kv_indices");
@@ -167,7 +171,7 @@ TEST(Loader, DefinitionValidation) {
   std::string text = ps64_json().dump();
   auto pos = text.find("\"k_cache\"");
   text.replace(pos, 9, "\"q\"");
-  EXPECT_KINDEX_ERROR(parse_definition(text, "dup.json"), "dup.json", "inputs.q", "");
+  EXPECT_KINDEX_ERROR(parse_definition(text, "dup.json"), "dup.json", "inputs.q", "q");
 }
 
 TEST(Loader, WorkloadValidation) {

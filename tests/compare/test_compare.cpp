@@ -136,7 +136,8 @@ TEST(SolComparator, NinetyNinePercentMustMatch) {
 
 TEST(SolComparator, ErrorFiguresAreTheSourcesFormulas) {
   // max_rel = abs / max(|y|, atol): {0, 0.5/2.5, 0.25/0.25, 0.005/0.01}.
-  Report r = sol({1.0f, 2.0f, 0.5f, 0.005f}, {1.0f, 2.5f, 0.25f, 0.0f}, {.atol = 1.0, .rtol = 0.0, .required_ratio = 1});
+  Report r =
+      sol({1.0f, 2.0f, 0.5f, 0.005f}, {1.0f, 2.5f, 0.25f, 0.0f}, {.atol = 1.0, .rtol = 0.0, .required_ratio = 1});
   EXPECT_TRUE(r.passed);
   EXPECT_EQ(r.max_abs_error, 0.5);
   r = sol({0.0f, 0.5f, 0.005f}, {0.0f, 0.25f, 0.0f}, {.atol = 0.01, .rtol = 1.0, .required_ratio = 1});

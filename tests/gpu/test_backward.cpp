@@ -1,8 +1,9 @@
 // GPU tests of kindex_gqa_rope_backward (SOL-ExecBench L2/003): every bundled workload against the CPU reference
 // with the SOL comparator (>= 99% of elements within max_atol + 0.05 |ref|, no NaN/Inf, not all zero), outputs
 // poisoned with NaN before each call, a second call bit-identical to the first, a CUDA-graph replay identical to
-// a direct call, and the C ABI's answers to bad params. Inputs come from the catalog (SOL rules), the ground truth
-// from kindex::reference::gqa_rope_backward, the verdict from kindex::compare::compare_sol.
+// a direct call, the two attention schedules bit-identical, and the C ABI's answers to bad params. Inputs come
+// from the catalog (SOL rules), the ground truth from kindex::reference::gqa_rope_backward, the verdict from
+// kindex::compare::compare_sol.
 //
 // Rounds of fresh inputs (seeds 200, 201, ...): KINDEX_BACKWARD_ROUNDS if set, else 10 for workloads up to 1024
 // tokens and 2 above (the CPU reference of the 4096-token cases is the slow part). KINDEX_BACKWARD_CASES, if set,

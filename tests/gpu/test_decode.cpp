@@ -346,7 +346,7 @@ TEST_F(Decode, EveryUpstreamDefinitionSmall) {
     for (const auto& w : seed ? std::vector<kindex::catalog::Workload>{} : kindex::catalog::builtin_workloads(name)) {
       if (w.axes.at("num_kv_indices") * dp->page_size <= (1 << 16)) EXPECT_EQ("", check_case(seed_case(*def, w, 2), dev));
     }
-    for (int min_seg : {256, 16}) {
+    for (int min_seg : {0, 16}) {  // the default split, then tiny segments
       TuningScope scope(min_seg);
       Case c = generated_case(name + "/adversarial/min_segment_tokens=" + std::to_string(min_seg), KINDEX_DTYPE_BF16,
                               int(dp->num_qo_heads), int(dp->num_kv_heads), int(dp->head_dim), int(dp->page_size), 7,
@@ -367,7 +367,7 @@ TEST_F(Decode, AdversarialGroupsHeadDimsPageSizesDtypes) {
     const int d = dims[group % 3], ps = page_sizes[group % 8], hkv = 1 + group % 3;
     const kindex_dtype dt = group % 2 ? KINDEX_DTYPE_FP16 : KINDEX_DTYPE_BF16;
     const int64_t n = ps == 1 ? 1200 : std::max(24, 2400 / ps);
-    for (int min_seg : {256, 16}) {
+    for (int min_seg : {0, 16}) {  // the default split, then tiny segments
       TuningScope scope(min_seg);
       Case c = generated_case("group " + std::to_string(group) + " d" + std::to_string(d) + " ps" + std::to_string(ps) +
                                   (dt == KINDEX_DTYPE_FP16 ? " fp16" : " bf16") + " min_seg " + std::to_string(min_seg),

@@ -46,7 +46,10 @@ struct Weights {
         k(normal({kKvProj, kHidden}, 200, "k_weight", 1 / std::sqrt(double(kHidden)))),
         v(normal({kKvProj, kHidden}, 200, "v_weight", 1 / std::sqrt(double(kHidden)))),
         o(normal({kHidden, kQProj}, 200, "o_weight", 1 / std::sqrt(double(kQProj)))),
-        q_values(values(q)), k_values(values(k)), v_values(values(v)), o_values(values(o)) {}
+        q_values(values(q)),
+        k_values(values(k)),
+        v_values(values(v)),
+        o_values(values(o)) {}
   static const Weights& get() {
     static const Weights w;
     return w;
@@ -61,11 +64,16 @@ struct Inputs {
   float scaling = float(1.0 / std::sqrt(128.0));
 
   Inputs(int64_t b, int64_t s, uint64_t seed)
-      : batch(b), seq(s), grad_output(normal({b, s, kHidden}, seed, "grad_output")),
-        hidden_states(normal({b, s, kHidden}, seed, "hidden_states")), cos(DType::bf16, {b, s, kDim}),
-        sin(DType::bf16, {b, s, kDim}), query_states(normal({b, kHeads, s, kDim}, seed, "query_states")),
+      : batch(b),
+        seq(s),
+        grad_output(normal({b, s, kHidden}, seed, "grad_output")),
+        hidden_states(normal({b, s, kHidden}, seed, "hidden_states")),
+        cos(DType::bf16, {b, s, kDim}),
+        sin(DType::bf16, {b, s, kDim}),
+        query_states(normal({b, kHeads, s, kDim}, seed, "query_states")),
         key_states(normal({b, kHeads, s, kDim}, seed, "key_states")),
-        value_states(normal({b, kHeads, s, kDim}, seed, "value_states")), attn_weights(DType::bf16, {b, kHeads, s, s}),
+        value_states(normal({b, kHeads, s, kDim}, seed, "value_states")),
+        attn_weights(DType::bf16, {b, kHeads, s, s}),
         attn_output(normal({b, s, kQProj}, seed, "attn_output")) {
     for (int64_t i = 0; i < cos.numel(); ++i) {
       const double angle =
@@ -85,12 +93,16 @@ struct Inputs {
 struct Outputs {
   Tensor grad_hidden_states, grad_q_weight, grad_k_weight, grad_v_weight, grad_o_weight;
   Outputs(int64_t b, int64_t s)
-      : grad_hidden_states(DType::bf16, {b, s, kHidden}), grad_q_weight(DType::bf16, {kQProj, kHidden}),
-        grad_k_weight(DType::bf16, {kKvProj, kHidden}), grad_v_weight(DType::bf16, {kKvProj, kHidden}),
+      : grad_hidden_states(DType::bf16, {b, s, kHidden}),
+        grad_q_weight(DType::bf16, {kQProj, kHidden}),
+        grad_k_weight(DType::bf16, {kKvProj, kHidden}),
+        grad_v_weight(DType::bf16, {kKvProj, kHidden}),
         grad_o_weight(DType::bf16, {kHidden, kQProj}) {}
   std::vector<std::pair<std::string, const Tensor*>> named() const {
-    return {{"grad_hidden_states", &grad_hidden_states}, {"grad_q_weight", &grad_q_weight},
-            {"grad_k_weight", &grad_k_weight},           {"grad_v_weight", &grad_v_weight},
+    return {{"grad_hidden_states", &grad_hidden_states},
+            {"grad_q_weight", &grad_q_weight},
+            {"grad_k_weight", &grad_k_weight},
+            {"grad_v_weight", &grad_v_weight},
             {"grad_o_weight", &grad_o_weight}};
   }
 };
@@ -178,7 +190,8 @@ std::vector<Vec> naive_backward(const Inputs& in, bool bf16_steps) {
       const Vec a(attn.begin() + (b * kHeads + h) * s_n * s_n, attn.begin() + (b * kHeads + h + 1) * s_n * s_n);
       Vec g_out(head_size);
       for (int64_t s = 0; s < s_n; ++s)
-        for (int64_t d = 0; d < kDim; ++d) g_out[s * kDim + d] = grad_attn_output[(b * s_n + s) * kQProj + h * kDim + d];
+        for (int64_t d = 0; d < kDim; ++d)
+          g_out[s * kDim + d] = grad_attn_output[(b * s_n + s) * kQProj + h * kDim + d];
 
       const Vec grad_a = rounded(matmul(g_out, transpose(v_h, s_n, kDim), s_n, kDim, s_n));
       const Vec grad_v = rounded(matmul(transpose(a, s_n, s_n), g_out, s_n, s_n, kDim));
@@ -213,7 +226,8 @@ std::vector<Vec> naive_backward(const Inputs& in, bool bf16_steps) {
       const int64_t token = b * s_n + s;
       for (int64_t h = 0; h < kHeads; ++h)
         for (int64_t d = 0; d < kDim; ++d)
-          grad_q_proj[token * kQProj + h * kDim + d] = rope(&grad_q_heads[((b * kHeads + h) * s_n + s) * kDim], token, d);
+          grad_q_proj[token * kQProj + h * kDim + d] =
+              rope(&grad_q_heads[((b * kHeads + h) * s_n + s) * kDim], token, d);
       for (int64_t kv = 0; kv < kKvHeads; ++kv) {
         double k_sum[kDim];
         for (int64_t d = 0; d < kDim; ++d) {
@@ -236,8 +250,7 @@ std::vector<Vec> naive_backward(const Inputs& in, bool bf16_steps) {
   const Vec ghv = rounded(matmul(grad_v_proj, in.w.v_values, n, kKvProj, kHidden));
   Vec grad_hidden(n * kHidden);
   for (int64_t i = 0; i < n * kHidden; ++i) grad_hidden[i] = r(r(ghq[i] + ghk[i]) + ghv[i]);
-  return {final_round(grad_hidden),
-          final_round(matmul(transpose(grad_q_proj, n, kQProj), hidden, kQProj, n, kHidden)),
+  return {final_round(grad_hidden), final_round(matmul(transpose(grad_q_proj, n, kQProj), hidden, kQProj, n, kHidden)),
           final_round(matmul(transpose(grad_k_proj, n, kKvProj), hidden, kKvProj, n, kHidden)),
           final_round(matmul(transpose(grad_v_proj, n, kKvProj), hidden, kKvProj, n, kHidden)), grad_o_weight};
 }

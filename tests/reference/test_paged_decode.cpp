@@ -177,8 +177,14 @@ TEST(PagedDecodeReference, MatchesNaiveOnRandomConfigurations) {
   const int groups[] = {1, 3, 5, 6, 8, 16}, dims[] = {64, 128, 256}, page_sizes[] = {1, 16, 64};
   for (uint64_t seed = 100; seed < 112; ++seed) {
     auto pick = [&](uint64_t stream, int n) { return int(uniform01(seed, stream, 0) * n); };
-    Case c{groups[pick(1, 6)], 1 + pick(2, 4), dims[pick(3, 3)], page_sizes[pick(4, 3)],
-           pick(5, 2) ? DType::bf16 : DType::f16, {}, true, seed};
+    Case c{groups[pick(1, 6)],
+           1 + pick(2, 4),
+           dims[pick(3, 3)],
+           page_sizes[pick(4, 3)],
+           pick(5, 2) ? DType::bf16 : DType::f16,
+           {},
+           true,
+           seed};
     const int batch = 1 + pick(6, 4);
     for (int b = 0; b < batch; ++b) c.seq_tokens.push_back(int(uniform01(seed, 8, uint64_t(b)) * 150));
     Problem pb(c);

@@ -124,9 +124,13 @@ Plan make_plan(const kindex_paged_decode_params& p) {
   const int64_t slots = p.batch_size > 0 ? resident_ctas(p.dtype, p.head_dim, plan.stages) : 1;
   if (n > 0 && p.batch_size > 0) {
     // One wave of equal segments: num_segments * num_kv_heads CTAs fill the resident slots of all SMs, but no
-    // segment is shorter than min_segment_tokens (short ones would pay the merge for little parallelism).
+    // segment is shorter than about one average sequence: cutting sequences finer buys parallelism only at the
+    // price of the merge (~5 us), while many short sequences already spread over the segments.
     const int64_t target = std::max<int64_t>(1, slots / p.num_kv_heads);
-    const int64_t min_pages = std::max<int64_t>(1, (tune.min_segment_tokens + p.page_size - 1) / p.page_size);
+    const int64_t average_tokens = (n * p.page_size + p.batch_size - 1) / p.batch_size;
+    const int64_t min_tokens =
+        tune.min_segment_tokens > 0 ? tune.min_segment_tokens : std::clamp<int64_t>(average_tokens, 128, 1024);
+    const int64_t min_pages = std::max<int64_t>(1, (min_tokens + p.page_size - 1) / p.page_size);
     plan.pages_per_segment = std::max(min_pages, (n + target - 1) / target);
     plan.num_segments = (n + plan.pages_per_segment - 1) / plan.pages_per_segment;
   }

@@ -33,7 +33,9 @@ class Failure : public std::runtime_error {
 
 // Knobs for tuning runs (bench_decode); the defaults are what the library ships. Not thread-safe to change.
 struct Tuning {
-  int min_segment_tokens = 256;  // a segment is never cut shorter than this many tokens (page_size * pages)
+  // A segment is never cut shorter than this many tokens (page_size * pages); 0 = one average sequence
+  // (num_kv_indices * page_size / batch_size) clamped to [128, 1024].
+  int min_segment_tokens = 0;
   int stages = 0;                // cp.async ring depth per warp; 0 = the default for the head_dim
   bool programmatic_merge = true;  // launch the merge kernel with programmatic dependent launch
 };

@@ -22,8 +22,8 @@ constexpr int kQProjCols = 4096, kQkvCols = 6144, kKOffset = 4096, kVOffset = 51
 constexpr uint32_t kRowTileBytes = kBlock * kDim * 2;  // 64 x 128 bf16 = 16 KB
 constexpr uint32_t kATileBytes = kBlock * kBlock * 2;  // 64 x 64 bf16 = 8 KB
 
-// Column kernel: two stages of {dO, Q, A, dS}.
-constexpr uint32_t kColStage = 2 * kRowTileBytes + 2 * kATileBytes;
+// Column kernels: two stages of {dO, A} or {Q, dS}.
+constexpr uint32_t kColStage = kRowTileBytes + kATileBytes;
 constexpr uint32_t kColSmem = 2 * kColStage;
 
 // Byte offset of element (r, c) in a tile whose rows are `chunks` 16-byte chunks long (8 or 16).
@@ -351,9 +351,17 @@ __global__ void __launch_bounds__(kThreads, RowLayout<kPass, kStoredDp>::kMinBlo
   }
 }
 
-// Two matmuls per tile: dV += A^T dO and dK += dS^T Q, with dS read back from the grad_q pass (exactly the values
-// dQ used); the GQA sum over the 4 heads is the fp32 accumulation.
-__global__ void __launch_bounds__(kThreads) column_kernel(const AttentionArgs p) {
+// The column kernels, one CTA per (64 key rows, KV group, batch), one matmul per tile over the 4 heads of the group
+// and all query blocks, the GQA sum being the fp32 accumulation itself:
+//   ColumnGrad::value: dV += A^T dO  (needs only dO, so it runs beside the row passes)
+//   ColumnGrad::key:   dK += dS^T Q  (after the grad_q pass), RoPE backward in the epilogue
+// Two kernels of 64 accumulators each instead of one of 128: half the registers, so 3 CTAs per SM instead of 2, and
+// dV no longer waits for dS.
+enum class ColumnGrad { value, key };
+
+template <ColumnGrad kGrad>
+__global__ void __launch_bounds__(kThreads, 3) column_kernel(const AttentionArgs p) {
+  constexpr bool kKey = kGrad == ColumnGrad::key;
   extern __shared__ __align__(128) uint8_t smem[];
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
   const int S = p.seq_len, j0 = blockIdx.x * kBlock, grp = blockIdx.y, b = blockIdx.z;
@@ -362,59 +370,52 @@ __global__ void __launch_bounds__(kThreads) column_kernel(const AttentionArgs p)
   const uint32_t base = uint32_t(__cvta_generic_to_shared(smem));
   auto stage_off = [&](int it) { return uint32_t(it & 1) * kColStage; };
 
+  // Stage: the [queries, 128] operand (dO or Q), then the [queries, keys] tile (A or dS) read transposed.
   auto issue = [&](int it) {
     const int r = it / nI, i0 = (it - r * nI) * kBlock, h = grp * kHeadsPerGroup + r;
     const int64_t bh = int64_t(b) * 32 + h;
     const uint32_t st = base + stage_off(it);
-    load_rows(st, static_cast<const bf16*>(p.grad_attn_output) + int64_t(b) * S * kQProjCols + h * kDim, kQProjCols,
-              i0, S, tid);
-    load_rows(st + kRowTileBytes, static_cast<const bf16*>(p.query_states) + bh * S * kDim, kDim, i0, S, tid);
-    load_a_tile(st + 2 * kRowTileBytes, static_cast<const bf16*>(p.attn_weights) + bh * S * p.attn_row_stride, S,
-                p.attn_row_stride, i0, j0, tid);
-    load_a_tile(st + 2 * kRowTileBytes + kATileBytes, static_cast<const bf16*>(p.grad_scores) + bh * padded * padded,
-                int(padded), padded, i0, j0, tid);
+    if (kKey) {
+      load_rows(st, static_cast<const bf16*>(p.query_states) + bh * S * kDim, kDim, i0, S, tid);
+      load_a_tile(st + kRowTileBytes, static_cast<const bf16*>(p.grad_scores) + bh * padded * padded, int(padded),
+                  padded, i0, j0, tid);
+    } else {
+      load_rows(st, static_cast<const bf16*>(p.grad_attn_output) + int64_t(b) * S * kQProjCols + h * kDim,
+                kQProjCols, i0, S, tid);
+      load_a_tile(st + kRowTileBytes, static_cast<const bf16*>(p.attn_weights) + bh * S * p.attn_row_stride, S,
+                  p.attn_row_stride, i0, j0, tid);
+    }
   };
 
   issue(0);
   cp_commit();
 
-  float dv[16][4], dk[16][4];
+  float acc[16][4];
 #pragma unroll
-  for (int n = 0; n < 16; ++n) {
-    dv[n][0] = dv[n][1] = dv[n][2] = dv[n][3] = 0.f;
-    dk[n][0] = dk[n][1] = dk[n][2] = dk[n][3] = 0.f;
-  }
+  for (int n = 0; n < 16; ++n) acc[n][0] = acc[n][1] = acc[n][2] = acc[n][3] = 0.f;
 
   for (int it = 0; it < total; ++it) {
     if (it + 1 < total) issue(it + 1);
     cp_commit();
     cp_wait_one();
     __syncthreads();
-    const uint32_t sdo = base + stage_off(it), sq = sdo + kRowTileBytes, sa = sdo + 2 * kRowTileBytes,
-                   sds = sa + kATileBytes;
-    uint32_t at[4][4], dst[4][4];  // A^T and dS^T for this warp's 16 keys x the 64 queries of the block
+    const uint32_t sx = base + stage_off(it), sy = sx + kRowTileBytes;
+    uint32_t yt[4][4];  // A^T or dS^T for this warp's 16 keys x the 64 queries of the block
 #pragma unroll
-    for (int kc = 0; kc < 4; ++kc) {
-      ldsm_x4_t(at[kc], at_addr(sa, warp * 16, kc * 16, lane, 8));
-      ldsm_x4_t(dst[kc], at_addr(sds, warp * 16, kc * 16, lane, 8));
-    }
+    for (int kc = 0; kc < 4; ++kc) ldsm_x4_t(yt[kc], at_addr(sy, warp * 16, kc * 16, lane, 8));
 #pragma unroll
     for (int kc = 0; kc < 4; ++kc) {
 #pragma unroll
       for (int np = 0; np < 8; ++np) {
         uint32_t bf[4];
-        ldsm_x4_t(bf, bk_addr(sdo, kc * 16, np * 16, lane, 16));
-        mma(dv[2 * np], at[kc], bf[0], bf[1]);
-        mma(dv[2 * np + 1], at[kc], bf[2], bf[3]);
-        ldsm_x4_t(bf, bk_addr(sq, kc * 16, np * 16, lane, 16));
-        mma(dk[2 * np], dst[kc], bf[0], bf[1]);
-        mma(dk[2 * np + 1], dst[kc], bf[2], bf[3]);
+        ldsm_x4_t(bf, bk_addr(sx, kc * 16, np * 16, lane, 16));
+        mma(acc[2 * np], yt[kc], bf[0], bf[1]);
+        mma(acc[2 * np + 1], yt[kc], bf[2], bf[3]);
       }
     }
     __syncthreads();
   }
-  store_rows(dk, true, p, b, j0 + warp * 16, kKOffset + grp * kDim, lane);
-  store_rows(dv, false, p, b, j0 + warp * 16, kVOffset + grp * kDim, lane);
+  store_rows(acc, kKey, p, b, j0 + warp * 16, (kKey ? kKOffset : kVOffset) + grp * kDim, lane);
 }
 
 template <class Kernel>
@@ -465,13 +466,22 @@ cudaError_t launch_attention(const AttentionArgs& given, const AttentionStreams&
     if (err == cudaSuccess) err = launch(row_kernel<RowPass::grad_q, kStoredDp>, row_grid, GradQ::kSmem, args, stream);
     return err;
   };
+  // dV needs only dO and A: it starts on the `value` stream while the row passes run.
+  if (cudaError_t err = cudaEventRecord(streams.inputs_ready, stream); err != cudaSuccess) return err;
+  if (cudaError_t err = cudaStreamWaitEvent(streams.value, streams.inputs_ready, 0); err != cudaSuccess) return err;
+  if (cudaError_t err = launch(column_kernel<ColumnGrad::value>, col_grid, kColSmem, args, streams.value);
+      err != cudaSuccess)
+    return err;
+  if (cudaError_t err = cudaEventRecord(streams.grad_v_ready, streams.value); err != cudaSuccess) return err;
   const cudaError_t row_err = args.schedule == AttentionSchedule::store_dp ? row_passes(std::true_type{})
                                                                            : row_passes(std::false_type{});
   if (row_err != cudaSuccess) return row_err;
   if (cudaError_t err = cudaEventRecord(streams.grad_q_ready, stream); err != cudaSuccess) return err;
   if (cudaError_t err = cudaStreamWaitEvent(streams.column, streams.grad_q_ready, 0); err != cudaSuccess) return err;
-  if (cudaError_t err = launch(column_kernel, col_grid, kColSmem, args, streams.column); err != cudaSuccess)
+  if (cudaError_t err = launch(column_kernel<ColumnGrad::key>, col_grid, kColSmem, args, streams.column);
+      err != cudaSuccess)
     return err;
+  if (cudaError_t err = cudaStreamWaitEvent(streams.column, streams.grad_v_ready, 0); err != cudaSuccess) return err;
   return cudaEventRecord(streams.grad_kv_ready, streams.column);
 }
 

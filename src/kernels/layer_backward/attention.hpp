@@ -4,13 +4,13 @@
 //     accumulates D_i = sum_j round(dP_ij) A_ij with dP = dO V^T and stores D; the grad_q pass recomputes dP, forms
 //     dS = round(round(A (round(dP) - D)) * scaling), stores it (bf16, exactly what the reference rounds) and
 //     accumulates dQ = dS K; its epilogue rounds dQ, applies the RoPE backward and writes dQKV[:, h*128 ...].
-//   column kernel, one CTA per (64 key rows, KV group, batch): over the 4 heads of the group and all query
-//     blocks it accumulates dV = A^T dO and dK = dS^T Q in fp32 (the GQA sum is the accumulation itself); the
-//     epilogue rounds, applies the RoPE backward to dK and writes dQKV[:, 4096 + g*128 ...] and
-//     dQKV[:, 5120 + g*128 ...].
-// 5 matmul-equivalents per tile and 2 extra passes over a dS-sized buffer, instead of 6 with dP^T and the softmax
-// backward recomputed in the column kernel (docs/perf/layer_backward.md, v3). The column kernel runs on its own
-// high-priority stream, so the GEMMs that need only dQ (grad_hidden's dQ branch, grad_q_weight) run beside it.
+//   column kernels, one CTA per (64 key rows, KV group, batch): over the 4 heads of the group and all query
+//     blocks one accumulates dV = A^T dO, the other dK = dS^T Q, in fp32 (the GQA sum is the accumulation itself);
+//     the epilogue rounds (and applies the RoPE backward to dK) and writes dQKV[:, 5120 + g*128 ...] or
+//     dQKV[:, 4096 + g*128 ...]. dV needs no dS, so it runs beside the row passes.
+// 4 or 5 matmul-equivalents per tile (AttentionSchedule) instead of v2's 6 (docs/perf/layer_backward.md, v3). The
+// dK kernel runs on a high-priority stream, so the GEMMs that need only dQ (grad_hidden's dQ branch,
+// grad_q_weight) run beside it.
 // Every read of attn_weights is a 64x64 tile of 16-byte cp.async loads; when seq_len % 8 != 0 the rows are not
 // 16-byte aligned, so A is first copied once into attn_scratch with rows padded to a multiple of 8.
 #include <cstddef>
@@ -54,12 +54,14 @@ size_t grad_scores_bytes(int64_t batch_size, int64_t seq_len);
 // Bytes of attn_scratch: B*32*S rows of S rounded up to 8 (0 when S % 8 == 0).
 size_t padded_attn_bytes(int64_t batch_size, int64_t seq_len);
 
-// `main` runs the padding copy, the row_sums pass and the grad_q pass, then records grad_q_ready (dQ and dS
-// ready); `column` waits for it, runs the column kernel and records grad_kv_ready (dK, dV ready). The caller
-// must make `main` wait for grad_kv_ready before it finishes (a CUDA graph needs the join).
+// `main` runs the padding copy, records inputs_ready, runs the row_sums and grad_q passes and records grad_q_ready
+// (dQ and dS ready). `value` waits for inputs_ready, runs the dV kernel and records grad_v_ready. `column` waits
+// for grad_q_ready, runs the dK kernel, waits for grad_v_ready and records grad_kv_ready (dK, dV ready). The caller
+// must make `main` wait for grad_kv_ready before it finishes (a CUDA graph needs the join); `value` may go on with
+// other work after grad_v_ready.
 struct AttentionStreams {
-  cudaStream_t main, column;
-  cudaEvent_t grad_q_ready, grad_kv_ready;
+  cudaStream_t main, column, value;
+  cudaEvent_t inputs_ready, grad_q_ready, grad_v_ready, grad_kv_ready;
 };
 
 cudaError_t launch_attention(const AttentionArgs& args, const AttentionStreams& streams);

@@ -44,11 +44,12 @@ Layout layout(int64_t b, int64_t s) {
 }
 
 // The internal streams and the fork/join events, one set per device. Calls are serialised by `mutex` so that each
-// cudaStreamWaitEvent sees its own call's record. `stream` runs the weight-gradient GEMMs; `column` (highest
-// priority) the attention column kernel.
+// cudaStreamWaitEvent sees its own call's record. `stream` runs the weight-gradient GEMMs and the dV kernel;
+// `column` (highest priority: it is on the critical path) the dK kernel.
 struct SideStream {
   cudaStream_t stream = nullptr, column = nullptr;
-  cudaEvent_t fork = nullptr, grad_q_ready = nullptr, grad_kv_ready = nullptr, join = nullptr;
+  cudaEvent_t fork = nullptr, inputs_ready = nullptr, grad_q_ready = nullptr, grad_v_ready = nullptr,
+              grad_kv_ready = nullptr, join = nullptr;
 };
 struct Streams {
   std::mutex mutex;
@@ -146,7 +147,8 @@ kindex_status run(const kindex_gqa_rope_backward_params& p, void* workspace, siz
     cudaError_t e = cudaDeviceGetStreamPriorityRange(&lowest, &highest);
     if (e == cudaSuccess) e = cudaStreamCreateWithFlags(&entry.stream, cudaStreamNonBlocking);
     if (e == cudaSuccess) e = cudaStreamCreateWithPriority(&entry.column, cudaStreamNonBlocking, highest);
-    for (cudaEvent_t* ev : {&entry.fork, &entry.grad_q_ready, &entry.grad_kv_ready, &entry.join})
+    for (cudaEvent_t* ev : {&entry.fork, &entry.inputs_ready, &entry.grad_q_ready, &entry.grad_v_ready,
+                            &entry.grad_kv_ready, &entry.join})
       if (e == cudaSuccess) e = cudaEventCreateWithFlags(ev, cudaEventDisableTiming);
     if (e != cudaSuccess) return message = cuda_message("creating the side stream", e), KINDEX_STATUS_CUDA_ERROR;
     found = st.per_device.emplace(device, entry).first;
@@ -196,9 +198,9 @@ kindex_status run(const kindex_gqa_rope_backward_params& p, void* workspace, siz
 
   // Timeline (main | column | side):
   //   main:   dO, [pad], row_sums pass, grad_q pass, gh_Q, (wait dK dV) gh_K, gh_V, (join side)
-  //   column:                          (wait dQ dS) column kernel -> dK, dV
-  //   side:   dWo,                     (wait dQ dS) dWq, (wait dK dV) dWk, dWv
-  // so dWq and gh_Q run beside the column kernel.
+  //   column:                                 (wait dQ dS) dK kernel
+  //   side:   dWo, (wait dO) dV kernel,        (wait dQ dS) dWq, (wait dK dV) dWk, dWv
+  // so dV runs beside the row passes, and dWq and gh_Q beside the dK kernel.
   if (gemms) {
     const GemmCall all[] = {grad_o_weight,   grad_attn_output, grad_weights[0], grad_weights[1],
                             grad_weights[2], grad_hidden[0],   grad_hidden[1],  grad_hidden[2]};
@@ -225,7 +227,13 @@ kindex_status run(const kindex_gqa_rope_backward_params& p, void* workspace, siz
                              .seq_len = int(S),
                              .scaling = p.scaling,
                              .schedule = schedule};
-    const AttentionStreams as{main, ss.column, ss.grad_q_ready, ss.grad_kv_ready};
+    const AttentionStreams as{.main = main,
+                              .column = ss.column,
+                              .value = side,
+                              .inputs_ready = ss.inputs_ready,
+                              .grad_q_ready = ss.grad_q_ready,
+                              .grad_v_ready = ss.grad_v_ready,
+                              .grad_kv_ready = ss.grad_kv_ready};
     if (cudaError_t e = launch_attention(args, as); e != cudaSuccess) return fail_cuda("attention kernels", e);
   }
   if (gemms) {

@@ -189,20 +189,22 @@ int main(int argc, char** argv) {
       if (!dump_dir.empty()) {  // the same tables for the PyTorch baselines
         std::filesystem::create_directories(dump_dir);
         const std::string base = dump_dir + "/" + label;
-        std::ofstream(base + ".indptr", std::ios::binary).write((const char*)indptr.data(), std::streamsize(indptr.nbytes()));
-        std::ofstream(base + ".indices", std::ios::binary).write((const char*)indices.data(), std::streamsize(indices.nbytes()));
-        if (has_last) {
-          const auto& last = inputs.tensors.at("kv_last_page_len");
-          std::ofstream(base + ".last", std::ios::binary).write((const char*)last.data(), std::streamsize(last.nbytes()));
-        }
+        auto dump = [&](const std::string& suffix, const kindex::Tensor& t) {
+          std::ofstream(base + suffix, std::ios::binary).write(static_cast<const char*>(t.data()),
+                                                               std::streamsize(t.nbytes()));
+        };
+        dump(".indptr", indptr);
+        dump(".indices", indices);
+        if (has_last) dump(".last", inputs.tensors.at("kv_last_page_len"));
       }
 
       // Bytes a call must move.
       int64_t tokens = 0;
       const int32_t* ip = indptr.ptr<int32_t>();
+      const int32_t* last_len = has_last ? inputs.tensors.at("kv_last_page_len").ptr<int32_t>() : nullptr;
       for (int b = 0; b < batch; ++b) {
         const int64_t pages = ip[b + 1] - ip[b];
-        if (pages > 0) tokens += (pages - 1) * ps + (has_last ? inputs.tensors.at("kv_last_page_len").ptr<int32_t>()[b] : ps);
+        if (pages > 0) tokens += (pages - 1) * ps + (last_len ? last_len[b] : ps);
       }
       const double kv_bytes = double(tokens) * hkv * d * 2 * 2;
       const double bytes = kv_bytes + 2.0 * batch * hq * d * 2 + batch * hq * 4.0 + (batch + 1) * 4.0 + n * 4.0 +

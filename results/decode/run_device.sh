@@ -19,7 +19,7 @@ for step in "$@"; do
       done ;;
     bench)
       timeout 300 $bin/bench_decode --json "$out/bench_decode.json" --dump-tables /tmp/decode-tables \
-        --variants "${DECODE_VARIANTS:-s0m256p1}" 2>&1 | tee "$out/bench.log" ;;
+        --variants "${DECODE_VARIANTS:-s0m0p1}" 2>&1 | tee "$out/bench.log" ;;
     torch)
       PYTHONUNBUFFERED=1 timeout 400 python3 bench/torch_decode_baselines.py --kindex "$out/bench_decode.json" \
         --tables /tmp/decode-tables --out "$out/torch_baselines.json" --combined "$out/bench_combined.json" 2>&1 | tee "$out/torch.log" ;;

@@ -77,6 +77,8 @@ ojson parse_json(std::string_view text, const std::string& where, const std::str
     std::replace_if(
         near.begin(), near.end(), [](char c) { return c == '\n' || c == '\r' || c == '\t'; }, ' ');
     throw Error(where, position, near, "malformed JSON: " + what);
+  } catch (const ojson::exception& e) {  // e.g. a number too large to represent
+    throw Error(where, line_prefix + "JSON", "", std::string("malformed JSON: ") + e.what());
   }
   if (!duplicate.empty()) throw Error(where, line_prefix + duplicate, duplicate_key, "duplicate key");
   return j;

@@ -37,6 +37,8 @@ SafetensorsFile parse_safetensors(std::string_view bytes, const std::string& whe
     header = nlohmann::json::parse(header_text);
   } catch (const nlohmann::json::parse_error& e) {
     throw Error(where, "header", "byte " + std::to_string(e.byte), std::string("malformed JSON header: ") + e.what());
+  } catch (const nlohmann::json::exception& e) {  // e.g. a number too large to represent
+    throw Error(where, "header", "", std::string("malformed JSON header: ") + e.what());
   }
   if (!header.is_object()) throw Error(where, "header", header.type_name(), "expected a JSON object");
 

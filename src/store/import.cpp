@@ -292,11 +292,13 @@ json read_json_file(const std::string& path) {
   return evidence::parse_json_strict(evidence::read_file_bytes(path), path);
 }
 
-// Loads FIB/SOL definitions (or solutions) keyed by "name".
-std::map<std::string, json> load_named(const std::vector<std::string>& paths) {
-  std::map<std::string, json> out;
+// Loads FIB/SOL definitions (or solutions) keyed by "name", keeping the file's key order (a definition's inputs
+// and outputs are objects whose order is the operation's argument order).
+std::map<std::string, nlohmann::ordered_json> load_named(const std::vector<std::string>& paths) {
+  std::map<std::string, nlohmann::ordered_json> out;
   for (const auto& f : expand(paths, {".json"}, true)) {
-    json j = read_json_file(f);
+    read_json_file(f);  // strict: refuses duplicate keys and malformed JSON with the file named
+    auto j = nlohmann::ordered_json::parse(evidence::read_file_bytes(f));
     if (!j.is_object() || !j.contains("name") || !j["name"].is_string()) throw Error(f, "name", "", "missing name");
     std::string name = j["name"].get<std::string>();
     out[name] = std::move(j);
@@ -330,29 +332,31 @@ json sol_protocol() {
 
 }  // namespace
 
-json operation_from_definition(const json& def, const std::string& where) {
+json operation_from_definition(const nlohmann::ordered_json& def, const std::string& where) {
   if (!def.is_object()) throw Error(where, "definition", "", "not a JSON object");
   std::string name = def.value("name", "");
   if (name.empty()) throw Error(where, "name", "", "a definition needs a name");
   json axes = json::object();
-  for (const auto& [axis, a] : member_or_empty(def, "axes").items()) {
+  const nlohmann::ordered_json no_axes = nlohmann::ordered_json::object();
+  for (const auto& [axis, a] : def.contains("axes") ? def["axes"].items() : no_axes.items()) {
     std::string type = a.value("type", "");
     if (type == "const") {
-      axes[axis] = {{"role", "constant"}, {"type", "integer"}, {"value", a.at("value")}};
+      axes[axis] = {{"role", "constant"}, {"type", "integer"}, {"value", a.at("value").get<int64_t>()}};
     } else if (type == "var") {
       axes[axis] = {{"role", "variable"}, {"type", "integer"}};
     } else if (type == "expr") {
-      axes[axis] = {{"role", "derived"}, {"type", "integer"}, {"expression", a.at("expression")}};
+      axes[axis] = {{"role", "derived"}, {"type", "integer"}, {"expression", a.at("expression").get<std::string>()}};
     } else {
       throw Error(where, "axes." + axis + ".type", type, "expected const, var or expr");
     }
   }
   auto tensors = [&](const char* key) {
     json out = json::array();
-    for (const auto& [tname, t] : member_or_empty(def, key).items()) {
+    if (!def.contains(key)) return out;
+    for (const auto& [tname, t] : def[key].items()) {
       std::string dtype = map_dtype(t.value("dtype", ""));
       if (t.contains("shape") && t["shape"].is_array()) {
-        out.push_back({{"name", tname}, {"tensor", {{"dtype", dtype}, {"shape", t["shape"]}}}});
+        out.push_back({{"name", tname}, {"tensor", {{"dtype", dtype}, {"shape", json::parse(t["shape"].dump())}}}});
       } else {
         out.push_back({{"name", tname}, {"scalar", {{"dtype", dtype}}}});
       }
@@ -361,7 +365,7 @@ json operation_from_definition(const json& def, const std::string& where) {
   };
   std::string family = def.contains("op_type") ? slugify(def.value("op_type", "")) : slugify(name);
   json metadata = {{"name", slugify(name)}, {"title", name}};
-  if (def.contains("description") && def["description"].is_string()) metadata["description"] = def["description"];
+  if (def.contains("description") && def["description"].is_string()) metadata["description"] = def["description"].get<std::string>();
   return {{"apiVersion", evidence::kApiVersion},
           {"kind", "OperationSpec"},
           {"metadata", metadata},
@@ -439,7 +443,7 @@ ImportReport import_traces(Store& store, const std::string& path, const ImportOp
       continue;
     }
     std::string def_name = t.at("definition").get<std::string>();
-    json def;
+    nlohmann::ordered_json def;
     json op;
     if (auto it = definitions.find(def_name); it != definitions.end()) {
       def = it->second;
@@ -517,7 +521,7 @@ ImportReport import_traces(Store& store, const std::string& path, const ImportOp
 
     // Implementation (from the solution when given) and its project (the solution's author).
     std::string sol_name = t.value("solution", json("unknown")).is_string() ? t["solution"].get<std::string>() : "unknown";
-    json sol = solutions.count(sol_name) ? solutions[sol_name] : json::object();
+    json sol = solutions.count(sol_name) ? json::parse(solutions[sol_name].dump()) : json::object();
     json sol_spec = sol.value("spec", json::object());
     std::string language = slugify(sol_spec.value("language", "unknown"));
     std::replace(language.begin(), language.end(), '-', '_');

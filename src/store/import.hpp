@@ -40,6 +40,6 @@ ImportReport import_traces(Store& store, const std::string& path, const ImportOp
 ImportReport import_own_records(Store& store, const std::string& path);
 
 // A FlashInfer-Bench / SOL-ExecBench definition (JSON) as a KernelIndex OperationSpec manifest document.
-nlohmann::json operation_from_definition(const nlohmann::json& definition, const std::string& where);
+nlohmann::json operation_from_definition(const nlohmann::ordered_json& definition, const std::string& where);
 
 }  // namespace kindex::store

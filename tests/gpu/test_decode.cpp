@@ -168,10 +168,9 @@ struct DeviceCase {
     p.v_cache = put(v, in.v.get(), in.cache_elems * 2);
     p.kv_indptr = static_cast<const int32_t*>(put(indptr, c.table.kv_indptr.data(), c.table.kv_indptr.size() * 4));
     p.kv_indices = static_cast<const int32_t*>(put(indices, c.table.kv_indices.data(), c.table.kv_indices.size() * 4));
+    const auto& lens = c.table.kv_last_page_len;
     p.kv_last_page_len =
-        c.pass_last_page_len
-            ? static_cast<const int32_t*>(put(last, c.table.kv_last_page_len.data(), c.table.kv_last_page_len.size() * 4))
-            : nullptr;
+        c.pass_last_page_len ? static_cast<const int32_t*>(put(last, lens.data(), lens.size() * 4)) : nullptr;
     p.output = out.get(out_elems * 2 + 16);
     p.lse = static_cast<float*>(lse.get(lse_elems * 4 + 16));
     if (!p.q || !p.k_cache || !p.v_cache || !p.kv_indptr || !p.kv_indices || !p.output || !p.lse ||
@@ -237,7 +236,8 @@ std::string check_case(const Case& c, DeviceCase& dev) {
   }
   const kindex::DType dt = c.dtype == KINDEX_DTYPE_BF16 ? kindex::DType::bf16 : kindex::DType::f16;
   const int64_t n = int64_t(live.size());
-  kindex::Tensor ao(dt, {n, hq, d}), eo(dt, {n, hq, d}), al(kindex::DType::f32, {n, hq}), el(kindex::DType::f32, {n, hq});
+  kindex::Tensor ao(dt, {n, hq, d}), eo(dt, {n, hq, d});
+  kindex::Tensor al(kindex::DType::f32, {n, hq}), el(kindex::DType::f32, {n, hq});
   for (int64_t i = 0; i < n; ++i) {
     const size_t b = size_t(live[size_t(i)]);
     std::memcpy(ao.ptr<uint16_t>() + i * hq * d, got_o.data() + b * hq * d, size_t(hq * d) * 2);
@@ -344,7 +344,8 @@ TEST_F(Decode, EveryUpstreamDefinitionSmall) {
     ++definitions;
     const bool seed = name == "gqa_paged_decode_h32_kv4_d128_ps1" || name == "gqa_paged_decode_h24_kv4_d128_ps64";
     for (const auto& w : seed ? std::vector<kindex::catalog::Workload>{} : kindex::catalog::builtin_workloads(name)) {
-      if (w.axes.at("num_kv_indices") * dp->page_size <= (1 << 16)) EXPECT_EQ("", check_case(seed_case(*def, w, 2), dev));
+      if (w.axes.at("num_kv_indices") * dp->page_size <= (1 << 16))
+        EXPECT_EQ("", check_case(seed_case(*def, w, 2), dev));
     }
     for (int min_seg : {0, 16}) {  // the default split, then tiny segments
       TuningScope scope(min_seg);

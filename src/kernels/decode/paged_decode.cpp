@@ -57,13 +57,14 @@ void check_pointers(const kindex_paged_decode_params& p) {
   need(p.q, "q", 16);
   need(p.output, "output", 16);
   need(p.kv_indptr, "kv_indptr", 4);
-  if (p.lse && !aligned(p.lse, 4)) bad("lse", std::to_string(reinterpret_cast<uintptr_t>(p.lse)), "must be 4-byte aligned");
+  auto address = [](const void* ptr) { return std::to_string(reinterpret_cast<uintptr_t>(ptr)); };
+  if (p.lse && !aligned(p.lse, 4)) bad("lse", address(p.lse), "must be 4-byte aligned");
   if (p.num_kv_indices > 0) {
     need(p.k_cache, "k_cache", 16);
     need(p.v_cache, "v_cache", 16);
     need(p.kv_indices, "kv_indices", 4);
     if (p.kv_last_page_len && !aligned(p.kv_last_page_len, 4))
-      bad("kv_last_page_len", std::to_string(reinterpret_cast<uintptr_t>(p.kv_last_page_len)), "must be 4-byte aligned");
+      bad("kv_last_page_len", address(p.kv_last_page_len), "must be 4-byte aligned");
   }
 }
 
@@ -124,12 +125,14 @@ Plan make_plan(const kindex_paged_decode_params& p) {
   const int64_t slots = p.batch_size > 0 ? resident_ctas(p.dtype, p.head_dim, plan.stages) : 1;
   if (n > 0 && p.batch_size > 0) {
     // One wave of equal segments: num_segments * num_kv_heads CTAs fill the resident slots of all SMs, but no
-    // segment is shorter than about one average sequence: cutting sequences finer buys parallelism only at the
-    // price of the merge (~5 us), while many short sequences already spread over the segments.
+    // segment is shorter than about one average sequence, within [128, 1024] tokens for a batch of up to 8 and
+    // [128, 256] above: with few sequences, cutting them finer buys little parallelism for the merge's ~5 us;
+    // with many, longer segments would leave SMs idle (measured, docs/perf/decode.md).
     const int64_t target = std::max<int64_t>(1, slots / p.num_kv_heads);
     const int64_t average_tokens = (n * p.page_size + p.batch_size - 1) / p.batch_size;
-    const int64_t min_tokens =
-        tune.min_segment_tokens > 0 ? tune.min_segment_tokens : std::clamp<int64_t>(average_tokens, 128, 1024);
+    const int64_t min_tokens = tune.min_segment_tokens > 0
+                                   ? tune.min_segment_tokens
+                                   : std::clamp<int64_t>(average_tokens, 128, p.batch_size <= 8 ? 1024 : 256);
     const int64_t min_pages = std::max<int64_t>(1, (min_tokens + p.page_size - 1) / p.page_size);
     plan.pages_per_segment = std::max(min_pages, (n + target - 1) / target);
     plan.num_segments = (n + plan.pages_per_segment - 1) / plan.pages_per_segment;
@@ -199,7 +202,8 @@ kindex_status kindex_paged_decode_workspace_size(const kindex_paged_decode_param
 
 kindex_status kindex_paged_decode(const kindex_paged_decode_params* params, void* workspace, size_t workspace_bytes,
                                   void* stream) {
-  if (!params) return kindex::capi::fail(KINDEX_STATUS_INVALID_ARGUMENT, "kindex_paged_decode: params = NULL: required");
+  if (!params)
+    return kindex::capi::fail(KINDEX_STATUS_INVALID_ARGUMENT, "kindex_paged_decode: params = NULL: required");
   return guarded([&] {
     kindex::decode::paged_decode(*params, workspace, workspace_bytes, static_cast<cudaStream_t>(stream));
   });

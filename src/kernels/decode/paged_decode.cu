@@ -1,12 +1,14 @@
-// Tensor-core paged GQA decode (see paged_decode.hpp for the split-KV scheme).
+// Tensor-core paged GQA decode (see paged_decode.hpp for the split-KV scheme; docs/perf/decode.md for the
+// measurements behind the choices below).
 //
-// A CTA = one KV head x one segment of the global page list, 4 warps. The query-head group of the KV head is
-// packed as the 16 rows of mma.m16n8k16 (rows >= group are zero and never written). Each warp owns every 4th
-// 16-token chunk of a sequence piece and runs its own cp.async ring (K and V rows, 16 B per copy) with the
-// page ids of the next chunk loaded one chunk ahead, so page_size 1 streams like page_size 64. Per chunk:
-//   S = Q K^T (Q fragments in registers, K via ldmatrix), online softmax in fp32 with exp2 and the scale
-//   folded into log2 units, O += P V (P re-packed from the S accumulators as the A operand, V via
-//   ldmatrix.trans). At the end of a piece the 4 warps' (m, l, O) merge through shared memory in fixed order.
+// A CTA = one KV head x one segment of the global page list; 8 warps (4 at head_dim 256). The query-head group of
+// the KV head is packed as the 16 rows of mma.m16n8k16 (rows >= group are zero and never written). Each warp owns
+// every 8th 16-token chunk of a sequence piece and runs its own cp.async ring (K and V rows, 16 B per copy); the
+// chunks' page ids are copied into a small shared ring S chunks ahead, so page_size 1 streams like page_size 64.
+// Per chunk: S = Q K^T (Q fragments from a shared Q tile staged one piece ahead, K via ldmatrix), online softmax
+// in fp32 with exp2 and the scale folded into log2 units, O += P V (P re-packed from the S accumulators as the
+// A operand, V via ldmatrix.trans). At the end of a piece each warp parks its (m, l, O) in the ring stage it
+// consumed last and the warps merge in fixed order (deterministic), writing the output or a split-KV partial.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
@@ -163,7 +165,7 @@ __device__ __forceinline__ void seq_range(const Args& a, int b, int& start, int&
   end = clampi(__ldg(a.indptr + b + 1), start, a.num_kv_indices);
 }
 
-// The per-warp producer walks this warp's chunks (piece k, chunk c = warp, warp + 4, ...) with two cursors: one
+// The per-warp producer walks this warp's chunks (piece k, chunk c = warp, warp + kWarps, ...) with two cursors: one
 // copies the chunks' page ids (and stores the in-page offsets) into a small shared ring S chunks ahead, the other
 // issues the K/V copies of a chunk from ids that have long arrived. So a warp keeps S - 1 chunks in flight and
 // never waits on a page id, even at page_size 1 where every token has its own.

@@ -34,9 +34,9 @@ class Failure : public std::runtime_error {
 // Knobs for tuning runs (bench_decode); the defaults are what the library ships. Not thread-safe to change.
 struct Tuning {
   // A segment is never cut shorter than this many tokens (page_size * pages); 0 = one average sequence
-  // (num_kv_indices * page_size / batch_size) clamped to [128, 1024].
+  // (num_kv_indices * page_size / batch_size) clamped to [128, 1024] (batch <= 8) or [128, 256].
   int min_segment_tokens = 0;
-  int stages = 0;                // cp.async ring depth per warp; 0 = the default for the head_dim
+  int stages = 0;                // cp.async ring depth per warp (head_dim 128: 2, 3 or 4; 4 uses 4 warps); 0 = default
   bool programmatic_merge = true;  // launch the merge kernel with programmatic dependent launch
 };
 Tuning& tuning();

@@ -14,6 +14,7 @@
 #include <filesystem>
 #include <iostream>
 #include <memory>
+#include <optional>
 #include <sstream>
 
 #include "bench/implementation.hpp"
@@ -340,8 +341,11 @@ RunResult execute_run(const WorkItem& item, const std::string& impl_spec, const 
           r.reference_timing.timer = r.timing.timer;
           r.reference_timing.trials_ns.push_back(r.timing.trials_ns.back());
         } else {
-          PreparedCall tref_call(*timing_ref, *kind, host, def, w, stream.stream);
-          auto rt = time_call(tref_call, timing_ref->memory(), fresh, r.protocol, o.prefer_cupti, stream.stream);
+          // The correctness reference's call is reused when it is also the timing reference.
+          std::optional<PreparedCall> tref_owned;
+          PreparedCall* tref_call = &ref_call;
+          if (timing_ref != ref) tref_call = &tref_owned.emplace(*timing_ref, *kind, host, def, w, stream.stream);
+          auto rt = time_call(*tref_call, timing_ref->memory(), fresh, r.protocol, o.prefer_cupti, stream.stream);
           r.reference_timing.timer = rt.timer;
           r.reference_timing.note = rt.note;
           r.reference_timing.trials_ns.push_back(std::move(rt.ns));

@@ -114,6 +114,9 @@ TEST(Loader, MalformedJsonNamesFileAndPosition) {
   EXPECT_NE(e.field().find("line 3"), std::string::npos) << e.what();
   EXPECT_NE(e.problem().find("malformed JSON"), std::string::npos) << e.what();
 
+  // A number beyond double range is refused the same way (found by fuzzing).
+  EXPECT_KINDEX_ERROR(parse_definition("{\"name\": 1e999}", "big.json"), "big.json", "JSON", "");
+
   Definition def = ps64();
   EXPECT_KINDEX_ERROR(parse_workloads(ps64_line() + "\n{\"uuid\": \n", def, "w.jsonl"), "w.jsonl", "line 2: column",
                       "");

@@ -61,6 +61,7 @@ TEST(Safetensors, CorruptFilesAreRejected) {
       {"too short", "abc", "header length"},
       {"header longer than file", huge, "header length"},
       {"header not JSON", with_header("{\"a\": ", data), "header"},
+      {"number out of range", with_header(R"({"a":{"dtype":"U8","shape":[1e999],"data_offsets":[0,1]}})", data), "header"},
       {"header not an object", with_header("[1]", data), "header"},
       {"unknown dtype", with_header(R"({"a":{"dtype":"F12","shape":[4],"data_offsets":[0,16]}})", data), "a.dtype"},
       {"shape vs bytes", with_header(R"({"a":{"dtype":"F32","shape":[5],"data_offsets":[0,16]}})", data),

@@ -404,10 +404,10 @@ json implementation_view(Store& store, const std::string& key) {
 
 json run_view(Store& store, const std::string& key) {
   std::string id = find_id(store, "benchmark_runs", "run_digest", key, "run");
-  auto rows = store.db().query(std::string("SELECT ") + kRunColumns + ", r.manifest, w.manifest, o.manifest, o.slug, "
+  auto rows = store.db().query(std::string("SELECT ") + kRunColumns + ", rm.manifest, w.manifest, o.manifest, o.slug, "
                                "o.name, w.id " + kRunJoins +
-                               "JOIN workloads w ON w.id = r.workload_id JOIN operations o ON o.id = w.operation_id "
-                               "WHERE r.id = ?",
+                               "JOIN run_manifests rm ON rm.run_id = r.id JOIN workloads w ON w.id = r.workload_id "
+                               "JOIN operations o ON o.id = w.operation_id WHERE r.id = ?",
                                {id});
   const Row& r = rows[0];
   json run = run_summary(r);
@@ -693,6 +693,9 @@ json export_store(Store& store, const std::string& path) {
         } else {
           row[k] = r.integer(i);
         }
+      }
+      if (table == "benchmark_runs") {
+        row["manifest"] = json::parse(store.db().query("SELECT manifest FROM run_manifests WHERE run_id = ?", {row["id"]})[0].text(0));
       }
       text += json{{"table", table}, {"row", row}}.dump() + "\n";
       ++n;

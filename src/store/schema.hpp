@@ -43,8 +43,11 @@ CREATE TABLE IF NOT EXISTS benchmark_runs (
   independent_replication_count BIGINT NOT NULL DEFAULT 0, source_available BIGINT NOT NULL DEFAULT 0,
   installable BIGINT NOT NULL DEFAULT 0, license_expression TEXT, primary_statistic TEXT,
   has_raw_evidence BIGINT NOT NULL DEFAULT 0, source_native BIGINT NOT NULL DEFAULT 0, environment_summary TEXT,
-  manifest TEXT NOT NULL, supersedes_id TEXT, retracted_at TEXT, retraction_reason TEXT,
+  supersedes_id TEXT, retracted_at TEXT, retraction_reason TEXT,
   origin TEXT NOT NULL, real_gpu BIGINT NOT NULL DEFAULT 0, kindex_floor_ns DOUBLE PRECISION);
+-- The run's canonical manifest ({run, protocol, environment}) lives apart so that ranking queries read slim rows.
+CREATE TABLE IF NOT EXISTS run_manifests (
+  run_id TEXT PRIMARY KEY REFERENCES benchmark_runs(id), manifest TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS measurements (
   id TEXT PRIMARY KEY, run_id TEXT NOT NULL REFERENCES benchmark_runs(id), metric TEXT NOT NULL,
   statistic TEXT NOT NULL, unit TEXT NOT NULL, value DOUBLE PRECISION NOT NULL, sample_count BIGINT);
@@ -59,7 +62,7 @@ CREATE INDEX IF NOT EXISTS ix_workloads_op ON workloads(operation_id);
 CREATE INDEX IF NOT EXISTS ix_impl_op ON implementations(operation_id);
 CREATE INDEX IF NOT EXISTS ix_runs_workload ON benchmark_runs(workload_id);
 CREATE INDEX IF NOT EXISTS ix_runs_cohort ON benchmark_runs(comparison_key, primary_value);
-CREATE INDEX IF NOT EXISTS ix_runs_impl ON benchmark_runs(implementation_id);
+CREATE INDEX IF NOT EXISTS ix_runs_impl ON benchmark_runs(implementation_id, workload_id, status, primary_value);
 CREATE INDEX IF NOT EXISTS ix_meas_run ON measurements(run_id);
 CREATE INDEX IF NOT EXISTS ix_events_cohort ON record_events(comparison_key);
 )SQL";

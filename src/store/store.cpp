@@ -375,7 +375,7 @@ std::string Store::integrity_check() {
 json Store::counts() {
   json out = json::object();
   for (const char* t : {"sources", "projects", "operations", "operation_aliases", "workloads", "implementations",
-                        "protocols", "environments", "benchmark_runs", "measurements", "run_samples", "record_events",
+                        "protocols", "environments", "benchmark_runs", "run_manifests", "measurements", "run_samples", "record_events",
                         "manifests"}) {
     out[t] = db_->query(std::string("SELECT COUNT(*) FROM ") + t)[0].integer(0);
   }

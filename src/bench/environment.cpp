@@ -162,7 +162,7 @@ void capture_gpu(Environment& e) {
       e.memory_clock_max_mhz = khz / 1000;
     e.clock_source = "cudaDeviceProp (max only)";
   }
-  e.libraries["cublasLt"] = gpu_reference::cublaslt_version();
+  e.libraries["cublaslt"] = gpu_reference::cublaslt_version();
   std::string cupti = cupti_version();
   if (!cupti.empty()) e.libraries["cupti"] = cupti;
 }

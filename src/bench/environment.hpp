@@ -27,7 +27,7 @@ struct Environment {
   std::string driver_version, cuda_driver_version, cuda_runtime_version;
   // build
   std::string cuda_toolkit, nvcc, host_compiler;
-  std::map<std::string, std::string> libraries;  // cublasLt, cupti, ...
+  std::map<std::string, std::string> libraries;  // cublaslt, cupti (KernelIndex key spelling: ^[a-z][a-z0-9_]*$)
   std::string kindex_version, kindex_commit;
   // host
   std::string cpu_model, operating_system, kernel;

@@ -526,7 +526,6 @@ OutputSummary write_outputs(const BenchReport& report, const std::vector<WorkIte
   const fs::path dir = out.out_dir;
   std::map<std::string, std::unique_ptr<Implementation>> impls;
   std::set<std::string> written;
-  std::map<std::string, std::string> trace_text;  // per definition
   const evidence::Manifest env_m = environment_manifest(report.environment);
 
   auto keep = [&](const evidence::Manifest& m) {
@@ -534,6 +533,23 @@ OutputSummary write_outputs(const BenchReport& report, const std::vector<WorkIte
     write_file(dir / "manifests" / m.kind() / (digest_hex(m.digest) + ".json"), m.document.dump(2) + "\n",
                summary.files);
   };
+  // The report and the trace lines first: they need no manifest, so a manifest problem cannot lose them.
+  if (!dir.empty()) {
+    write_file(dir / "results.json", report.to_json().dump(2) + "\n", summary.files);
+    std::map<std::string, std::string> traces;
+    for (const auto& r : report.results)
+      for (const auto& it : items)
+        if (it.definition->name == r.definition && it.workload->uuid == r.workload_uuid)
+          traces[r.definition] += trace_line(r, *it.workload, report.environment).dump() + "\n";
+    for (const auto& [definition, text] : traces) {
+      fs::path path = dir / "traces" / (definition + ".jsonl");
+      fs::create_directories(path.parent_path());
+      std::ofstream f(path, std::ios::app);
+      if (!f) throw Error("kindex bench", "--out", dir.string(), "cannot write " + path.string());
+      f << text;
+      summary.files.push_back(path.string());
+    }
+  }
   keep(env_m);
   for (const auto& r : report.results) {
     const WorkItem* item = nullptr;
@@ -561,7 +577,6 @@ OutputSummary write_outputs(const BenchReport& report, const std::vector<WorkIte
     auto run_m = run_manifest(r, impl_m.digest, wl_m.digest, proto_m.digest, env_m.digest, report.environment,
                               samples_uri, samples_digest);
     for (const auto* m : {&op_m, &wl_m, &impl_m, &proto_m, &run_m}) keep(*m);
-    trace_text[r.definition] += trace_line(r, *item->workload, report.environment).dump() + "\n";
     if (!out.store_uri.empty()) {
       store::OwnRun own;
       own.operation = op_m.document;
@@ -580,17 +595,6 @@ OutputSummary write_outputs(const BenchReport& report, const std::vector<WorkIte
       }
       store_rows.push_back(std::move(own));
     }
-  }
-  if (!dir.empty()) {
-    for (const auto& [definition, text] : trace_text) {
-      fs::path path = dir / "traces" / (definition + ".jsonl");
-      fs::create_directories(path.parent_path());
-      std::ofstream f(path, std::ios::app);
-      if (!f) throw Error("kindex bench", "--out", dir.string(), "cannot write " + path.string());
-      f << text;
-      summary.files.push_back(path.string());
-    }
-    write_file(dir / "results.json", report.to_json().dump(2) + "\n", summary.files);
   }
   // The store last, so the files are written even when it cannot be opened.
   if (!out.store_uri.empty()) {

@@ -113,12 +113,29 @@ std::map<std::string, Tensor> allocate_outputs(const catalog::Definition& def, c
   return out;
 }
 
+// The inputs of one round on the device, copied once and shared by the implementations that run there.
+struct DeviceInputs {
+  std::vector<device::DeviceTensor> owned;
+  TensorMap views;
+  DeviceInputs(const TensorMap& host, bool needed, void* stream) {
+    if (!needed) return;
+    owned.reserve(host.size());
+    for (const auto& [name, view] : host) {
+      auto& d = owned.emplace_back(device::allocate_like(view));
+      device::copy_to_device(view, d.view, stream);
+      views[name] = d.view;
+    }
+    device::synchronize(stream);
+  }
+};
+
 // An implementation's view of one call: device copies when it runs on the device, its own outputs (poisoned, so
 // an output it never writes cannot pass) and its workspace.
 class PreparedCall {
  public:
-  PreparedCall(Implementation& impl, ProblemKind kind, const CallArgs& host, const catalog::Definition& def,
-               const catalog::Workload& w, void* stream)
+  // `device_inputs`: the round's inputs already on the device, shared by every device implementation (read only).
+  PreparedCall(Implementation& impl, ProblemKind kind, const CallArgs& host, const TensorMap& device_inputs,
+               const catalog::Definition& def, const catalog::Workload& w, void* stream)
       : impl_(impl), kind_(kind), stream_(stream) {
     host_outputs_ = allocate_outputs(def, w);
     args_.scalars = host.scalars;
@@ -129,11 +146,7 @@ class PreparedCall {
         args_.outputs[name] = t.view();
       }
     } else {
-      for (const auto& [name, view] : host.inputs) {
-        auto& d = owned_.emplace_back(device::allocate_like(view));
-        device::copy_to_device(view, d.view, stream);
-        args_.inputs[name] = d.view;
-      }
+      args_.inputs = device_inputs;
       for (auto& [name, t] : host_outputs_) {
         auto& d = owned_.emplace_back(device::allocate_like(t.view()));
         device::poison(d.view, stream);
@@ -305,10 +318,11 @@ RunResult execute_run(const WorkItem& item, const std::string& impl_spec, const 
       for (auto& [name, t] : host_outputs) host.outputs[name] = t.view();
       if (round == 0) r.work = count_work(*kind, host);
 
-      PreparedCall ref_call(*ref, *kind, host, def, w, stream.stream);
+      DeviceInputs on_device(host.inputs, any_device, stream.stream);
+      PreparedCall ref_call(*ref, *kind, host, on_device.views, def, w, stream.stream);
       ref_call.run_and_wait();
       auto& expected = ref_call.outputs();
-      PreparedCall impl_call(*impl, *kind, host, def, w, stream.stream);
+      PreparedCall impl_call(*impl, *kind, host, on_device.views, def, w, stream.stream);
       impl_call.run_and_wait();
       auto& actual = impl_call.outputs();
 
@@ -344,7 +358,7 @@ RunResult execute_run(const WorkItem& item, const std::string& impl_spec, const 
           // The correctness reference's call is reused when it is also the timing reference.
           std::optional<PreparedCall> tref_owned;
           PreparedCall* tref_call = &ref_call;
-          if (timing_ref != ref) tref_call = &tref_owned.emplace(*timing_ref, *kind, host, def, w, stream.stream);
+          if (timing_ref != ref) tref_call = &tref_owned.emplace(*timing_ref, *kind, host, on_device.views, def, w, stream.stream);
           auto rt = time_call(*tref_call, timing_ref->memory(), fresh, r.protocol, o.prefer_cupti, stream.stream);
           r.reference_timing.timer = rt.timer;
           r.reference_timing.note = rt.note;

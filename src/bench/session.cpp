@@ -3,6 +3,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <filesystem>
+#include <fstream>
 #include <iostream>
 
 #include "bench/device.hpp"
@@ -61,7 +63,16 @@ int run_session(const SessionOptions& options, std::ostream& out, std::ostream& 
     err << "kindex bench: no workloads selected (--workloads " << options.workloads << ")\n";
     return 0;
   }
-  BenchReport report = run_bench(items, options.bench);
+  // Each run is appended to <out>/runs.jsonl the moment it ends, so a bench that is killed keeps what it did.
+  std::ofstream progress_log;
+  if (!options.output.out_dir.empty()) {
+    std::filesystem::create_directories(options.output.out_dir);
+    progress_log.open(std::filesystem::path(options.output.out_dir) / "runs.jsonl", std::ios::app);
+    if (!progress_log) throw Error("kindex bench", "--out", options.output.out_dir, "cannot write runs.jsonl there");
+  }
+  BenchReport report = run_bench(items, options.bench, [&](const RunResult& r) {
+    if (progress_log) progress_log << r.to_json().dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << std::endl;
+  });
   OutputSummary written = write_outputs(report, items, options.output);
   if (options.json) {
     nlohmann::json j = report.to_json();

@@ -322,27 +322,37 @@ json operation_view(Store& store, const std::string& operation, const std::strin
     return !a["bestLatencyNs"].is_null() && a["bestLatencyNs"].get<double>() < b["bestLatencyNs"].get<double>();
   });
   // Plot data: best valid latency per (implementation, workload), and each workload's record against its floor.
-  json latency_points = json::array();
-  for (const auto& r : store.db().query(
-           "SELECT r.implementation_id, r.workload_id, MIN(r.primary_value) FROM benchmark_runs r JOIN workloads w ON "
-           "w.id = r.workload_id WHERE w.operation_id = ? AND r.status = 'passed' AND r.retracted_at IS NULL AND "
-           "r.primary_value IS NOT NULL GROUP BY r.implementation_id, r.workload_id",
-           {op.id})) {
-    latency_points.push_back({{"implementationId", r.text(0)}, {"workloadId", r.text(1)}, {"latencyNs", r.real(2)}});
-  }
+  // Plot data from one pass over the operation's valid runs: the best latency per (implementation, workload, GPU)
+  // gives each implementation's line and each workload's record per GPU for the floor plot.
   std::map<std::string, const json*> wl_by_id;
   for (const auto& w : workloads) wl_by_id[w["id"]] = &w;
-  json floor_points = json::array();
+  json latency_points = json::array();
+  std::map<std::pair<std::string, std::string>, double> best_per_workload_gpu;
+  std::map<std::pair<std::string, std::string>, double> best_per_impl_workload;
   for (const auto& r : store.db().query(
-           "SELECT r.workload_id, r.hardware_model, MIN(r.primary_value) FROM benchmark_runs r JOIN workloads w ON "
-           "w.id = r.workload_id WHERE w.operation_id = ? AND r.status = 'passed' AND r.retracted_at IS NULL AND "
-           "r.primary_value IS NOT NULL GROUP BY r.workload_id, r.hardware_model",
+           "SELECT r.implementation_id, r.workload_id, r.hardware_model, MIN(r.primary_value) FROM benchmark_runs r "
+           "JOIN workloads w ON w.id = r.workload_id WHERE w.operation_id = ? AND r.status = 'passed' AND "
+           "r.retracted_at IS NULL AND r.primary_value IS NOT NULL GROUP BY r.implementation_id, r.workload_id, "
+           "r.hardware_model",
            {op.id})) {
-    auto it = wl_by_id.find(r.text(0));
+    double v = r.real(3);
+    auto key = std::make_pair(r.text(1), r.text(2));
+    auto it = best_per_workload_gpu.find(key);
+    if (it == best_per_workload_gpu.end() || v < it->second) best_per_workload_gpu[key] = v;
+    auto ik = std::make_pair(r.text(0), r.text(1));
+    auto jt = best_per_impl_workload.find(ik);
+    if (jt == best_per_impl_workload.end() || v < jt->second) best_per_impl_workload[ik] = v;
+  }
+  for (const auto& [k, v] : best_per_impl_workload) {
+    latency_points.push_back({{"implementationId", k.first}, {"workloadId", k.second}, {"latencyNs", v}});
+  }
+  json floor_points = json::array();
+  for (const auto& [k, v] : best_per_workload_gpu) {
+    auto it = wl_by_id.find(k.first);
     if (it == wl_by_id.end()) continue;
-    if (auto f = headroom_v1(op.manifest, (*it->second)["manifest"], r.text(1))) {
-      floor_points.push_back({{"workloadId", r.text(0)}, {"gpu", r.text(1)}, {"recordNs", r.real(2)},
-                              {"floorNs", f->floor_ns}, {"ratio", r.real(2) / f->floor_ns}});
+    if (auto f = headroom_v1(op.manifest, (*it->second)["manifest"], k.second)) {
+      floor_points.push_back({{"workloadId", k.first}, {"gpu", k.second}, {"recordNs", v}, {"floorNs", f->floor_ns},
+                              {"ratio", v / f->floor_ns}});
     }
   }
   json workload_list = json::array();
@@ -695,7 +705,7 @@ json export_store(Store& store, const std::string& path) {
         }
       }
       if (table == "benchmark_runs") {
-        row["manifest"] = json::parse(store.db().query("SELECT manifest FROM run_manifests WHERE run_id = ?", {row["id"]})[0].text(0));
+        row["manifest"] = json::parse(store.db().query("SELECT manifest FROM run_manifests WHERE run_id = ?", {row["id"].get<std::string>()})[0].text(0));
       }
       text += json{{"table", table}, {"row", row}}.dump() + "\n";
       ++n;

@@ -60,7 +60,9 @@ CREATE TABLE IF NOT EXISTS record_events (
 CREATE INDEX IF NOT EXISTS ix_alias ON operation_aliases(alias);
 CREATE INDEX IF NOT EXISTS ix_workloads_op ON workloads(operation_id);
 CREATE INDEX IF NOT EXISTS ix_impl_op ON implementations(operation_id);
-CREATE INDEX IF NOT EXISTS ix_runs_workload ON benchmark_runs(workload_id);
+-- Covers the per-workload questions (ranked lists, best per implementation, plots) without reading run rows.
+CREATE INDEX IF NOT EXISTS ix_runs_by_workload ON benchmark_runs(workload_id, status, primary_value, implementation_id,
+  hardware_model, retracted_at);
 CREATE INDEX IF NOT EXISTS ix_runs_cohort ON benchmark_runs(comparison_key, primary_value);
 CREATE INDEX IF NOT EXISTS ix_runs_impl ON benchmark_runs(implementation_id, workload_id, status, primary_value);
 CREATE INDEX IF NOT EXISTS ix_meas_run ON measurements(run_id);

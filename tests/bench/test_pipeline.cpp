@@ -8,6 +8,7 @@
 
 #include "bench/session.hpp"
 #include "bench/support.hpp"
+#include "catalog/builtin.hpp"
 #include "core/error.hpp"
 #include "evidence/digest.hpp"
 #include "evidence/reader.hpp"
@@ -73,6 +74,11 @@ TEST(Pipeline, CpuPathWritesTracesManifestsAndStoreRows) {
     EXPECT_EQ(r["floors"]["headroom_v1"]["method"], "headroom-v1");
     EXPECT_NE(r["message"].get<std::string>().find("reduced to 2"), std::string::npos);
   }
+
+  // Each run was appended to runs.jsonl as it ended.
+  auto streamed = read_lines(dir / "runs.jsonl");
+  ASSERT_EQ(streamed.size(), 2u);
+  EXPECT_EQ(streamed[1]["workload_uuid"], report["results"][1]["workload_uuid"]);
 
   // Trace lines.
   auto traces = read_lines(dir / "traces" / "gqa_paged_decode_h32_kv4_d128_ps1.jsonl");
@@ -152,6 +158,62 @@ TEST(Pipeline, SelectsWorkloadsByNameIndexAndSize) {
     EXPECT_EQ(e.field(), "--problem");
     EXPECT_EQ(e.value(), "no_such_problem");
   }
+}
+
+}  // namespace kindex::bench
+
+namespace kindex::bench {
+
+// The GPU shape of the records (environment, device protocol, SOL score fields) validates too: a CPU-path report
+// relabelled as an H200 run goes through the same writers.
+TEST(Pipeline, GpuShapedRecordsAreValidManifests) {
+  auto dir = test::scratch_dir("gpu-shaped");
+  auto problem = catalog::builtin_problem("gqa_paged_decode_h24_kv4_d128_ps64");
+  std::vector<WorkItem> items = {{&problem.definition, &problem.workloads.at(3)}};
+  BenchOptions o;
+  o.implementations = {"cpu-reference"};
+  o.reference = "cpu-reference";
+  o.trials = 1;
+  o.iterations = 2;
+  o.warmup = 0;
+  BenchReport report = run_bench(items, o);
+  ASSERT_EQ(report.results.size(), 1u);
+  ASSERT_EQ(report.results[0].status, RunStatus::passed) << report.results[0].message;
+  Environment& env = report.environment;
+  env.has_gpu = true;
+  env.gpu_name = "NVIDIA H200";
+  env.architecture = "sm_90";
+  env.memory_bytes = 150754820096;
+  env.driver_version = "580.159.04";
+  env.cuda_runtime_version = env.cuda_toolkit = "13.0";
+  env.nvcc = "13.0.88";
+  env.libraries = {{"cublaslt", "13.0.2"}, {"cupti", "api 130001"}};
+  env.clocks_locked = false;
+  env.persistence_mode = true;
+  env.sm_clock_mhz = 1980;
+  RunResult& r = report.results[0];
+  r.timed_on_device = true;
+  r.timing.timer = r.reference_timing.timer = "cupti_activity";
+  r.protocol = {6, 10, 50, true};
+  auto written = write_outputs(report, items, {dir.string(), "sqlite:" + (dir / "db" / "k.db").string()});
+  EXPECT_EQ(written.runs_recorded, 1);
+  int manifests = 0;
+  for (const auto& entry : fs::recursive_directory_iterator(dir / "manifests")) {
+    if (!entry.is_regular_file()) continue;
+    json m = evidence::read_manifest_file(entry.path().string());
+    EXPECT_NO_THROW(evidence::validate_manifest(m, entry.path().string()));
+    if (m["kind"] == "ExecutionEnvironment") {
+      EXPECT_EQ(m["spec"]["hardware"]["product"], "NVIDIA H200");
+      EXPECT_EQ(m["spec"]["software"]["libraries"]["cublaslt"], "13.0.2");
+    }
+    if (m["kind"] == "BenchmarkProtocol") EXPECT_EQ(m["spec"]["measurement"]["timer"], "cupti_activity");
+    ++manifests;
+  }
+  EXPECT_EQ(manifests, 6);
+  auto trace = read_lines(dir / "traces" / "gqa_paged_decode_h24_kv4_d128_ps64.jsonl");
+  ASSERT_EQ(trace.size(), 1u);
+  EXPECT_EQ(trace[0]["evaluation"]["environment"]["hardware"], "NVIDIA_H200");
+  fs::remove_all(dir);
 }
 
 }  // namespace kindex::bench

@@ -37,7 +37,7 @@ Environment h200() {
   e.has_gpu = true;
   e.gpu_name = "NVIDIA H200";
   e.kindex_version = "0.1.0+cuda";
-  e.libraries = {{"cublasLt", "13.0.0"}};
+  e.libraries = {{"cublaslt", "13.0.0"}};
   return e;
 }
 

@@ -10,22 +10,31 @@ namespace kindex::bench {
 
 std::string_view status_name(RunStatus s) {
   switch (s) {
-    case RunStatus::passed: return "passed";
-    case RunStatus::incorrect_numerical: return "incorrect_numerical";
-    case RunStatus::runtime_error: return "runtime_error";
-    case RunStatus::timeout: return "timeout";
-    case RunStatus::resource_exceeded: return "resource_exceeded";
+    case RunStatus::passed:
+      return "passed";
+    case RunStatus::incorrect_numerical:
+      return "incorrect_numerical";
+    case RunStatus::runtime_error:
+      return "runtime_error";
+    case RunStatus::timeout:
+      return "timeout";
+    case RunStatus::resource_exceeded:
+      return "resource_exceeded";
   }
   return "runtime_error";
 }
 
 std::string_view trace_status_name(RunStatus s) {
   switch (s) {
-    case RunStatus::passed: return "PASSED";
-    case RunStatus::incorrect_numerical: return "INCORRECT_NUMERICAL";
-    case RunStatus::timeout: return "TIMEOUT";
+    case RunStatus::passed:
+      return "PASSED";
+    case RunStatus::incorrect_numerical:
+      return "INCORRECT_NUMERICAL";
+    case RunStatus::timeout:
+      return "TIMEOUT";
     case RunStatus::runtime_error:
-    case RunStatus::resource_exceeded: return "RUNTIME_ERROR";
+    case RunStatus::resource_exceeded:
+      return "RUNTIME_ERROR";
   }
   return "RUNTIME_ERROR";
 }
@@ -52,8 +61,8 @@ void check(int code, const char* what) {
   // Errors that leave the context unusable; everything after them in this process would fail too.
   bool sticky = err == cudaErrorIllegalAddress || err == cudaErrorLaunchFailure || err == cudaErrorAssert ||
                 err == cudaErrorHardwareStackError || err == cudaErrorIllegalInstruction ||
-                err == cudaErrorMisalignedAddress || err == cudaErrorInvalidAddressSpace ||
-                err == cudaErrorInvalidPc || err == cudaErrorLaunchTimeout || err == cudaErrorUnknown;
+                err == cudaErrorMisalignedAddress || err == cudaErrorInvalidAddressSpace || err == cudaErrorInvalidPc ||
+                err == cudaErrorLaunchTimeout || err == cudaErrorUnknown;
   if (!sticky) cudaGetLastError();
   throw RunFailure(RunStatus::runtime_error, message, sticky);
 }

@@ -113,8 +113,10 @@ bool capture_nvml(Environment& e) {
 
 // nvidia-smi as the second source of clocks and the driver version.
 bool capture_nvidia_smi(Environment& e) {
-  FILE* p = popen("nvidia-smi --query-gpu=clocks.sm,clocks.max.sm,clocks.mem,clocks.max.mem,driver_version "
-                  "--format=csv,noheader,nounits 2>/dev/null", "r");
+  FILE* p = popen(
+      "nvidia-smi --query-gpu=clocks.sm,clocks.max.sm,clocks.mem,clocks.max.mem,driver_version "
+      "--format=csv,noheader,nounits 2>/dev/null",
+      "r");
   if (!p) return false;
   std::array<char, 256> buf{};
   std::string line = fgets(buf.data(), int(buf.size()), p) ? buf.data() : "";

@@ -33,31 +33,31 @@ std::optional<MeasuredRates> published_measured_rates(const std::string& device_
 
 // What one call of a workload must do.
 struct WorkCount {
-  double declared_input_bytes = 0;  // every declared input tensor, whole (scalars excluded)
-  double compulsory_bytes = 0;      // every input read once + every output written once
-  double referenced_bytes = 0;      // bytes a call must actually move (decode: KV tokens read + q/out/lse/indices)
-  double flops = 0;                 // arithmetic of the kindex floor (0: none counted)
+  double declared_input_bytes = 0;       // every declared input tensor, whole (scalars excluded)
+  double compulsory_bytes = 0;           // every input read once + every output written once
+  double referenced_bytes = 0;           // bytes a call must actually move (decode: KV tokens read + q/out/lse/indices)
+  double flops = 0;                      // arithmetic of the kindex floor (0: none counted)
   std::optional<double> headroom_flops;  // headroom-v1's formula, only for the gemm / attention families
 };
 
 struct Floor {
-  std::string method;        // "headroom-v1" | "kindex-referenced-v1"
+  std::string method;  // "headroom-v1" | "kindex-referenced-v1"
   double bytes = 0, flops = 0;
   double memory_s = 0, compute_s = 0;
-  double floor_s = 0;        // max of the two
-  std::string bound;         // "bandwidth" | "compute"
-  std::string basis;         // which peaks, and their provenance
+  double floor_s = 0;  // max of the two
+  std::string bound;   // "bandwidth" | "compute"
+  std::string basis;   // which peaks, and their provenance
 };
 
 Floor headroom_v1_floor(const WorkCount& work, const Datasheet& sheet);
 Floor kindex_floor(const WorkCount& work, const MeasuredRates& rates);
 
 // headroom-v1 FLOP formulas.
-double gemm_flops(double m, double n, double k);                                       // 2MNK
-double attention_flops(double b, double h, double lq, double lk, double d);            // 4*B*H*Lq*Lk*D
+double gemm_flops(double m, double n, double k);                             // 2MNK
+double attention_flops(double b, double h, double lq, double lk, double d);  // 4*B*H*Lq*Lk*D
 
 // SOL-ExecBench L2/003.
-double l2_003_macs(int64_t batch_size, int64_t seq_len);  // 104,857,600*B*S + 16,384*B*S^2
+double l2_003_macs(int64_t batch_size, int64_t seq_len);         // 104,857,600*B*S + 16,384*B*S^2
 double sol_t_sol_seconds(double macs, double compulsory_bytes);  // max(2*MACs/989.4e12, bytes/4.8e12)
 double sol_score(double t_kernel, double t_sol, double t_baseline);
 // T_b of L2/003 for (B, S) on a GPU: H200 from protocols.md section 4 (torch.compile, ms), B200 from the

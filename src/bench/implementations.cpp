@@ -24,12 +24,18 @@ namespace {
 
 std::string abi_status_name(kindex_status s) {
   switch (s) {
-    case KINDEX_STATUS_OK: return "ok";
-    case KINDEX_STATUS_INVALID_ARGUMENT: return "invalid_argument";
-    case KINDEX_STATUS_NOT_SUPPORTED: return "not_supported";
-    case KINDEX_STATUS_WORKSPACE_TOO_SMALL: return "workspace_too_small";
-    case KINDEX_STATUS_CUDA_ERROR: return "cuda_error";
-    case KINDEX_STATUS_INVALID_INPUT: return "invalid_input";
+    case KINDEX_STATUS_OK:
+      return "ok";
+    case KINDEX_STATUS_INVALID_ARGUMENT:
+      return "invalid_argument";
+    case KINDEX_STATUS_NOT_SUPPORTED:
+      return "not_supported";
+    case KINDEX_STATUS_WORKSPACE_TOO_SMALL:
+      return "workspace_too_small";
+    case KINDEX_STATUS_CUDA_ERROR:
+      return "cuda_error";
+    case KINDEX_STATUS_INVALID_INPUT:
+      return "invalid_input";
   }
   return "status " + std::to_string(int(s));
 }
@@ -39,7 +45,8 @@ std::string abi_status_name(kindex_status s) {
 [[noreturn]] void abi_failure(kindex_status status, const char* call, const char* message, Where memory) {
   std::string text = std::string(call) + " returned " + abi_status_name(status) + ": " + (message ? message : "");
   if (memory == Where::device) device::device_synchronize();
-  bool oom = text.find("out of memory") != std::string::npos || text.find("cudaErrorMemoryAllocation") != std::string::npos;
+  bool oom =
+      text.find("out of memory") != std::string::npos || text.find("cudaErrorMemoryAllocation") != std::string::npos;
   throw RunFailure(oom ? RunStatus::resource_exceeded : RunStatus::runtime_error, text);
 }
 
@@ -102,7 +109,11 @@ class CAbiImplementation final : public Implementation {
 class CpuReference final : public Implementation {
  public:
   CpuReference() {
-    info_ = {"cpu-reference", "cpp", kindex_version(), "", "kindex::reference::paged_decode / gqa_rope_backward",
+    info_ = {"cpu-reference",
+             "cpp",
+             kindex_version(),
+             "",
+             "kindex::reference::paged_decode / gqa_rope_backward",
              "kindex's multithreaded CPU reference (decode in fp64; L2/003 with the upstream bf16 rounding points)"};
   }
   const ImplementationInfo& info() const override { return info_; }
@@ -110,8 +121,10 @@ class CpuReference final : public Implementation {
   size_t workspace_bytes(ProblemKind, const CallArgs&) const override { return 0; }
   void run(ProblemKind kind, const CallArgs& args, void*, size_t, void*) override {
     try {
-      if (kind == ProblemKind::paged_decode) reference::paged_decode(decode_params(args));
-      else reference::gqa_rope_backward(backward_params(args));
+      if (kind == ProblemKind::paged_decode)
+        reference::paged_decode(decode_params(args));
+      else
+        reference::gqa_rope_backward(backward_params(args));
     } catch (const std::bad_alloc&) {
       throw RunFailure(RunStatus::resource_exceeded, "cpu-reference: out of host memory");
     } catch (const Error& e) {
@@ -126,7 +139,10 @@ class CpuReference final : public Implementation {
 class GpuReference final : public Implementation {
  public:
   GpuReference() {
-    info_ = {"gpu-reference", "cuda", kindex_version(), "",
+    info_ = {"gpu-reference",
+             "cuda",
+             kindex_version(),
+             "",
              "kindex::gpu_reference::paged_decode / gqa_rope_backward",
              "kindex's simple GPU reference: decode one block per (sequence, head) in fp32; L2/003 op by op with "
              "cuBLASLt GEMMs at the upstream rounding points"};
@@ -163,7 +179,11 @@ class GpuReference final : public Implementation {
 std::unique_ptr<Implementation> make_kindex() {
   CAbi abi{kindex_paged_decode, kindex_paged_decode_workspace_size, kindex_gqa_rope_backward,
            kindex_gqa_rope_backward_workspace_size, kindex_last_error};
-  ImplementationInfo info{"kindex", "cuda", kindex_version(), "", "kindex_paged_decode / kindex_gqa_rope_backward",
+  ImplementationInfo info{"kindex",
+                          "cuda",
+                          kindex_version(),
+                          "",
+                          "kindex_paged_decode / kindex_gqa_rope_backward",
                           "kindex's CUDA kernels through the C ABI (include/kindex/kindex.h)"};
   return std::make_unique<CAbiImplementation>(std::move(info), abi, Where::device);
 }
@@ -172,7 +192,8 @@ constexpr const char* kExternalPrefix = "external:";
 
 std::unique_ptr<Implementation> make_external(const std::string& spec) {
   const std::string path = spec.substr(std::string(kExternalPrefix).size());
-  if (path.empty()) throw Error("kindex bench", "--impl", spec, "external: needs a shared library path, e.g. external:./libmy.so");
+  if (path.empty())
+    throw Error("kindex bench", "--impl", spec, "external: needs a shared library path, e.g. external:./libmy.so");
   std::error_code ec;
   if (!std::filesystem::is_regular_file(path, ec))
     throw Error("kindex bench", "--impl", spec, "no such shared library file: " + path);
@@ -221,7 +242,8 @@ void check_implementation_spec(const std::string& spec) {
   }
   for (const auto& n : builtin_implementation_names())
     if (spec == n) return;
-  throw Error("kindex bench", "--impl", spec, "unknown implementation (kindex, gpu-reference, cpu-reference or external:PATH.so)");
+  throw Error("kindex bench", "--impl", spec,
+              "unknown implementation (kindex, gpu-reference, cpu-reference or external:PATH.so)");
 }
 
 std::unique_ptr<Implementation> make_implementation(const std::string& spec) {

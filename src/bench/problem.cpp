@@ -41,11 +41,16 @@ double scalar(const CallArgs& a, const std::string& name) {
 
 kindex_dtype abi_dtype(DType t, const std::string& name) {
   switch (t) {
-    case DType::bf16: return KINDEX_DTYPE_BF16;
-    case DType::f16: return KINDEX_DTYPE_FP16;
-    case DType::f32: return KINDEX_DTYPE_FP32;
-    case DType::i32: return KINDEX_DTYPE_INT32;
-    default: throw Error("call", name, std::string(dtype_name(t)), "dtype has no C ABI equivalent");
+    case DType::bf16:
+      return KINDEX_DTYPE_BF16;
+    case DType::f16:
+      return KINDEX_DTYPE_FP16;
+    case DType::f32:
+      return KINDEX_DTYPE_FP32;
+    case DType::i32:
+      return KINDEX_DTYPE_INT32;
+    default:
+      throw Error("call", name, std::string(dtype_name(t)), "dtype has no C ABI equivalent");
   }
 }
 

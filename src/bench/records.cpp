@@ -30,16 +30,23 @@ using nlohmann::json;
 namespace {
 
 json floor_json(const Floor& f) {
-  return {{"method", f.method}, {"bytes", f.bytes},     {"flops", f.flops},  {"memory_s", f.memory_s},
+  return {{"method", f.method},       {"bytes", f.bytes},     {"flops", f.flops}, {"memory_s", f.memory_s},
           {"compute_s", f.compute_s}, {"floor_s", f.floor_s}, {"bound", f.bound}, {"basis", f.basis}};
 }
 
 json summary_json(const TrialSummary& t) {
   const Summary& s = t.pooled;
-  return {{"latency_ns", t.latency}, {"trial_medians_ns", t.trial_medians}, {"count", s.count},
-          {"median_ns", s.median},   {"mean_ns", s.mean},                  {"minimum_ns", s.minimum},
-          {"maximum_ns", s.maximum}, {"p05_ns", s.p05},                    {"p95_ns", s.p95},
-          {"mad_ns", s.mad},         {"ci95_ns", {s.ci95_low, s.ci95_high}}};
+  return {{"latency_ns", t.latency},
+          {"trial_medians_ns", t.trial_medians},
+          {"count", s.count},
+          {"median_ns", s.median},
+          {"mean_ns", s.mean},
+          {"minimum_ns", s.minimum},
+          {"maximum_ns", s.maximum},
+          {"p05_ns", s.p05},
+          {"p95_ns", s.p95},
+          {"mad_ns", s.mad},
+          {"ci95_ns", {s.ci95_low, s.ci95_high}}};
 }
 
 json timing_json(const TimingResult& t, bool with_samples) {
@@ -183,8 +190,12 @@ json workload_inputs_json(const catalog::Workload& w) {
   json inputs = json::object();
   for (const auto& [name, spec] : w.inputs) {
     switch (spec.kind) {
-      case catalog::InputSpec::Kind::random: inputs[name] = {{"type", "random"}}; break;
-      case catalog::InputSpec::Kind::scalar: inputs[name] = {{"type", "scalar"}, {"value", spec.value}}; break;
+      case catalog::InputSpec::Kind::random:
+        inputs[name] = {{"type", "random"}};
+        break;
+      case catalog::InputSpec::Kind::scalar:
+        inputs[name] = {{"type", "scalar"}, {"value", spec.value}};
+        break;
       case catalog::InputSpec::Kind::safetensors:
         inputs[name] = {{"type", "safetensors"}, {"path", spec.path}, {"tensor_key", spec.tensor_key}};
         break;
@@ -211,9 +222,8 @@ json trace_line(const RunResult& r, const catalog::Workload& w, const Environmen
   if (r.status == RunStatus::passed && r.timing.summary) {
     const double ms = r.timing.summary->latency * 1e-6;
     const double ref_ms = r.reference_timing.summary ? r.reference_timing.summary->latency * 1e-6 : 0.0;
-    evaluation["performance"] = {{"latency_ms", ms},
-                                 {"reference_latency_ms", ref_ms},
-                                 {"speedup_factor", r.speedup.value_or(0.0)}};
+    evaluation["performance"] = {
+        {"latency_ms", ms}, {"reference_latency_ms", ref_ms}, {"speedup_factor", r.speedup.value_or(0.0)}};
   }
   json axes = json::object();
   for (const auto& [k, v] : r.axes) axes[k] = v;
@@ -242,14 +252,22 @@ std::string manifest_name(std::string s) {
 
 std::string short_dtype(DType t) {
   switch (t) {
-    case DType::bf16: return "bf16";
-    case DType::f16: return "fp16";
-    case DType::f32: return "fp32";
-    case DType::f64: return "fp64";
-    case DType::i32: return "int32";
-    case DType::i64: return "int64";
-    case DType::u8: return "uint8";
-    case DType::boolean: return "bool";
+    case DType::bf16:
+      return "bf16";
+    case DType::f16:
+      return "fp16";
+    case DType::f32:
+      return "fp32";
+    case DType::f64:
+      return "fp64";
+    case DType::i32:
+      return "int32";
+    case DType::i64:
+      return "int64";
+    case DType::u8:
+      return "uint8";
+    case DType::boolean:
+      return "bool";
   }
   return "unknown";
 }
@@ -273,8 +291,10 @@ evidence::Manifest operation_manifest(const catalog::Definition& def) {
   for (const auto& [name, axis] : def.axes) {
     evidence::OperationAxis a;
     a.name = name;
-    if (axis.kind == catalog::Axis::Kind::constant) a.role = "constant", a.value = axis.value;
-    else if (axis.kind == catalog::Axis::Kind::expression) a.role = "derived", a.expression = axis.expression;
+    if (axis.kind == catalog::Axis::Kind::constant)
+      a.role = "constant", a.value = axis.value;
+    else if (axis.kind == catalog::Axis::Kind::expression)
+      a.role = "derived", a.expression = axis.expression;
     m.axes.push_back(a);
   }
   auto tensors = [](const std::vector<catalog::TensorSpec>& specs) {
@@ -332,8 +352,10 @@ evidence::Manifest workload_manifest(const catalog::Definition& def, const catal
     x.shape = catalog::concrete_shape(t, axes);
     x.dtype = short_dtype(t.dtype);
     x.generator = it != w.inputs.end() ? generator_name(def, t.name, it->second) : "normal";
-    if (x.generator == "kindex_page_table") x.seed = int64_t(catalog::page_table_seed(w) >> 11);  // < 2^53
-    else if (x.generator != "safetensors") x.seed = int64_t(seed);
+    if (x.generator == "kindex_page_table")
+      x.seed = int64_t(catalog::page_table_seed(w) >> 11);  // < 2^53
+    else if (x.generator != "safetensors")
+      x.seed = int64_t(seed);
     m.tensors.push_back(x);
   }
   const bool fib = def.source == catalog::Source::flashinfer_bench;
@@ -359,8 +381,10 @@ evidence::Manifest implementation_manifest(const Implementation& impl, const cat
   m.language = info.language;
   m.symbol = info.symbol;
   m.interface = info.path.empty() ? "kindex_internal" : "kindex_c_abi";
-  if (impl.memory() == Where::device) m.hardware_architectures = {"sm_90", "sm_100"};
-  else m.hardware_architectures = {"x86_64"};
+  if (impl.memory() == Where::device)
+    m.hardware_architectures = {"sm_90", "sm_100"};
+  else
+    m.hardware_architectures = {"x86_64"};
   if (env.has_gpu && impl.memory() == Where::device) m.products_tested = {env.gpu_name};
   std::set<std::string> dtypes;
   for (const auto& t : def.inputs) dtypes.insert(short_dtype(t.dtype));
@@ -397,13 +421,14 @@ evidence::Manifest protocol_manifest(const RunResult& r, const Environment& env,
   m.input_regeneration = fib ? "per_trial" : (r.timed_on_device ? "fresh_addresses_per_iteration" : "per_trial");
   m.outlier_policy = "none";
   m.primary_statistic = "median";
-  m.correctness_reference = "kindex reference implementation (CPU fp64 / upstream rounding points, or the GPU "
-                            "reference checked against it)";
+  m.correctness_reference =
+      "kindex reference implementation (CPU fp64 / upstream rounding points, or the GPU "
+      "reference checked against it)";
   m.correctness_comparator = r.comparator;
   m.clocks_locked = env.clocks_locked;
   m.persistence_mode = env.persistence_mode;
-  m.comparability_family = std::string("kindex_") + (fib ? "flashinfer_bench" : "sol_execbench") +
-                           (r.timed_on_device ? "_device" : "_host");
+  m.comparability_family =
+      std::string("kindex_") + (fib ? "flashinfer_bench" : "sol_execbench") + (r.timed_on_device ? "_device" : "_host");
   std::ostringstream notes;
   if (r.timed_on_device)
     notes << "cold L2 (a 2 x L2 buffer zeroed before every call), " << r.protocol.untimed << " untimed + "
@@ -437,7 +462,8 @@ evidence::Manifest environment_manifest(const Environment& env) {
     const std::string& cpu = env.cpu_model;
     m.metadata.name = manifest_name("cpu-" + cpu + "-" + std::to_string(env.cpu_threads) + "-threads");
     m.metadata.title = cpu + ", " + std::to_string(env.cpu_threads) + " threads (no GPU)";
-    m.vendor = cpu.find("AMD") != std::string::npos ? "amd" : (cpu.find("Intel") != std::string::npos ? "intel" : "cpu");
+    m.vendor =
+        cpu.find("AMD") != std::string::npos ? "amd" : (cpu.find("Intel") != std::string::npos ? "intel" : "cpu");
     m.product = cpu.empty() ? "unknown CPU" : cpu;
     m.architecture = "x86_64";
     m.count = 1;
@@ -492,7 +518,8 @@ evidence::Manifest run_manifest(const RunResult& r, const std::string& impl_dige
     m.raw_samples_uri = samples_uri;
     m.raw_samples_digest = samples_digest;
     measure("latency", "ns", "mean_of_trial_medians", t.latency, int64_t(s.count));
-    if (r.reference_timing.summary) measure("reference_latency", "ns", "mean_of_trial_medians", r.reference_timing.summary->latency);
+    if (r.reference_timing.summary)
+      measure("reference_latency", "ns", "mean_of_trial_medians", r.reference_timing.summary->latency);
     if (r.speedup) measure("speedup_factor", "ratio", "value", *r.speedup);
     if (r.headroom) measure("floor_headroom_v1", "ns", "estimate", r.headroom->floor_s * 1e9);
     if (r.kindex_floor) measure("floor_kindex", "ns", "estimate", r.kindex_floor->floor_s * 1e9);
@@ -571,8 +598,10 @@ OutputSummary write_outputs(const BenchReport& report, const std::vector<WorkIte
       const std::string text = json{{"unit", "ns"}, {"trials", r.timing.trials_ns}}.dump() + "\n";
       samples_digest = "sha256:" + evidence::sha256_hex(text);
       samples_uri = "samples/" + digest_hex(samples_digest) + ".json";
-      if (!dir.empty()) write_file(dir / samples_uri, text, summary.files);
-      else samples_uri = "kindex-store:samples/" + digest_hex(samples_digest);
+      if (!dir.empty())
+        write_file(dir / samples_uri, text, summary.files);
+      else
+        samples_uri = "kindex-store:samples/" + digest_hex(samples_digest);
     }
     auto run_m = run_manifest(r, impl_m.digest, wl_m.digest, proto_m.digest, env_m.digest, report.environment,
                               samples_uri, samples_digest);
@@ -604,8 +633,10 @@ OutputSummary write_outputs(const BenchReport& report, const std::vector<WorkIte
     auto db = store::Store::open(out.store_uri);
     for (const auto& own : store_rows) {
       auto recorded = db->record_run(own);
-      if (recorded.inserted) ++summary.runs_recorded;
-      else ++summary.runs_already_stored;
+      if (recorded.inserted)
+        ++summary.runs_recorded;
+      else
+        ++summary.runs_already_stored;
     }
   }
   return summary;
@@ -618,10 +649,14 @@ std::string results_table(const BenchReport& report) {
   auto time = [](double ns_value) {
     char buf[32];
     if (ns_value <= 0) return std::string("-");
-    if (ns_value < 1e3) std::snprintf(buf, sizeof buf, "%.0f ns", ns_value);
-    else if (ns_value < 1e6) std::snprintf(buf, sizeof buf, "%.2f us", ns_value / 1e3);
-    else if (ns_value < 1e9) std::snprintf(buf, sizeof buf, "%.3f ms", ns_value / 1e6);
-    else std::snprintf(buf, sizeof buf, "%.3f s", ns_value / 1e9);
+    if (ns_value < 1e3)
+      std::snprintf(buf, sizeof buf, "%.0f ns", ns_value);
+    else if (ns_value < 1e6)
+      std::snprintf(buf, sizeof buf, "%.2f us", ns_value / 1e3);
+    else if (ns_value < 1e9)
+      std::snprintf(buf, sizeof buf, "%.3f ms", ns_value / 1e6);
+    else
+      std::snprintf(buf, sizeof buf, "%.3f s", ns_value / 1e9);
     return std::string(buf);
   };
   auto ratio = [](const std::optional<double>& v) {
@@ -632,8 +667,8 @@ std::string results_table(const BenchReport& report) {
   };
   std::vector<std::vector<std::string>> rows;
   const std::string target = report.environment.floor_target();
-  rows.push_back({"problem", "workload", "implementation", "status", "latency", "speedup",
-                  "x floor (" + target + ")", "x kindex floor", "timer"});
+  rows.push_back({"problem", "workload", "implementation", "status", "latency", "speedup", "x floor (" + target + ")",
+                  "x kindex floor", "timer"});
   for (const auto& r : report.results) {
     std::string axes;
     for (const auto& [k, v] : r.axes) {

@@ -54,8 +54,8 @@ std::vector<const catalog::Workload*> select_workloads(const catalog::Problem& p
   const auto& all = problem.workloads;
   std::vector<const catalog::Workload*> out;
   auto fail = [&](const std::string& part, const std::string& why) -> void {
-    throw Error("kindex bench", "--workloads", part, why + " (problem " + problem.definition.name + " has " +
-                                                          std::to_string(all.size()) + " workloads)");
+    throw Error("kindex bench", "--workloads", part,
+                why + " (problem " + problem.definition.name + " has " + std::to_string(all.size()) + " workloads)");
   };
   if (spec == "all") {
     for (const auto& w : all) out.push_back(&w);
@@ -155,8 +155,10 @@ class PreparedCall {
       device::synchronize(stream);
     }
     workspace_bytes_ = impl.workspace_bytes(kind, args_);
-    if (impl.memory() == Where::device) workspace_ = device::Buffer(workspace_bytes_);
-    else if (workspace_bytes_) host_workspace_.resize(workspace_bytes_);
+    if (impl.memory() == Where::device)
+      workspace_ = device::Buffer(workspace_bytes_);
+    else if (workspace_bytes_)
+      host_workspace_.resize(workspace_bytes_);
   }
 
   const CallArgs& args() const { return args_; }
@@ -192,7 +194,8 @@ class PreparedCall {
 class FreshAddresses {
  public:
   FreshAddresses(const CallArgs& base, int calls, void* stream) : base_(base), stream_(stream) {
-    for (const auto& [name, view] : base.inputs) pools_.emplace(name, device::Buffer(view.nbytes() + 256 * size_t(calls)));
+    for (const auto& [name, view] : base.inputs)
+      pools_.emplace(name, device::Buffer(view.nbytes() + 256 * size_t(calls)));
   }
   const CallArgs& next() {
     current_ = base_;
@@ -214,12 +217,16 @@ class FreshAddresses {
 
 TimingSamples time_call(PreparedCall& call, Where where, bool fresh_addresses, const TimingProtocol& protocol,
                         bool prefer_cupti, void* stream) {
-  if (where == Where::host) return time_host(protocol, [] {}, [&] { call.run(call.args()); });
+  if (where == Where::host)
+    return time_host(
+        protocol, [] {}, [&] { call.run(call.args()); });
   if (!fresh_addresses)
-    return time_device(protocol, [] {}, [&] { call.run(call.args()); }, stream, prefer_cupti);
+    return time_device(
+        protocol, [] {}, [&] { call.run(call.args()); }, stream, prefer_cupti);
   FreshAddresses fresh(call.args(), protocol.untimed + protocol.warmup + protocol.iterations, stream);
   const CallArgs* current = &call.args();
-  return time_device(protocol, [&] { current = &fresh.next(); }, [&] { call.run(*current); }, stream, prefer_cupti);
+  return time_device(
+      protocol, [&] { current = &fresh.next(); }, [&] { call.run(*current); }, stream, prefer_cupti);
 }
 
 std::string choose_reference(const std::string& requested, const std::string& impl, bool gpu) {
@@ -269,24 +276,30 @@ RunResult execute_run(const WorkItem& item, const std::string& impl_spec, const 
   const auto started = std::chrono::steady_clock::now();
   try {
     auto kind = problem_kind(def);
-    if (!kind) throw RunFailure(RunStatus::runtime_error, "definition " + def.name + " is not a problem kindex can run");
+    if (!kind)
+      throw RunFailure(RunStatus::runtime_error, "definition " + def.name + " is not a problem kindex can run");
     auto impl = make_implementation(impl_spec);
     if (auto why = impl->unsupported_reason(def); !why.empty()) throw RunFailure(RunStatus::runtime_error, why);
     r.reference_implementation = choose_reference(o.reference, impl_spec, gpu);
     std::unique_ptr<Implementation> ref_owned;
     Implementation* ref = impl.get();
-    if (r.reference_implementation != impl_spec) ref = (ref_owned = make_implementation(r.reference_implementation)).get();
+    if (r.reference_implementation != impl_spec)
+      ref = (ref_owned = make_implementation(r.reference_implementation)).get();
     r.check = ref == impl.get() ? "determinism" : "reference";
     if (r.check == "determinism")
-      add_note(r.message, "the implementation is its own reference here: each round compares two independent calls "
-                          "on fresh inputs (a determinism check)");
+      add_note(r.message,
+               "the implementation is its own reference here: each round compares two independent calls "
+               "on fresh inputs (a determinism check)");
     // The speedup's denominator: the GPU reference for device implementations, the CPU reference on the host.
     r.timing_reference = impl->memory() == Where::device ? "gpu-reference" : "cpu-reference";
     std::unique_ptr<Implementation> timing_ref_owned;
     Implementation* timing_ref = nullptr;
-    if (r.timing_reference == impl_spec) timing_ref = impl.get();
-    else if (r.timing_reference == r.reference_implementation) timing_ref = ref;
-    else timing_ref = (timing_ref_owned = make_implementation(r.timing_reference)).get();
+    if (r.timing_reference == impl_spec)
+      timing_ref = impl.get();
+    else if (r.timing_reference == r.reference_implementation)
+      timing_ref = ref;
+    else
+      timing_ref = (timing_ref_owned = make_implementation(r.timing_reference)).get();
 
     const int default_rounds = fib ? 3 : 10;
     r.rounds_requested = o.trials.value_or(default_rounds);
@@ -298,8 +311,8 @@ RunResult execute_run(const WorkItem& item, const std::string& impl_spec, const 
     r.protocol = r.timed_on_device ? TimingProtocol{6, o.warmup.value_or(10), o.iterations.value_or(50), true}
                                    : TimingProtocol{1, o.warmup.value_or(1), o.iterations.value_or(5), false};
     r.seed = o.seed.value_or(catalog::default_seed(def));
-    const bool any_device = impl->memory() == Where::device || ref->memory() == Where::device ||
-                            timing_ref->memory() == Where::device;
+    const bool any_device =
+        impl->memory() == Where::device || ref->memory() == Where::device || timing_ref->memory() == Where::device;
     StreamGuard stream(any_device);
 
     compare::FibTolerance fib_tol;
@@ -358,7 +371,8 @@ RunResult execute_run(const WorkItem& item, const std::string& impl_spec, const 
           // The correctness reference's call is reused when it is also the timing reference.
           std::optional<PreparedCall> tref_owned;
           PreparedCall* tref_call = &ref_call;
-          if (timing_ref != ref) tref_call = &tref_owned.emplace(*timing_ref, *kind, host, on_device.views, def, w, stream.stream);
+          if (timing_ref != ref)
+            tref_call = &tref_owned.emplace(*timing_ref, *kind, host, on_device.views, def, w, stream.stream);
           auto rt = time_call(*tref_call, timing_ref->memory(), fresh, r.protocol, o.prefer_cupti, stream.stream);
           r.reference_timing.timer = rt.timer;
           r.reference_timing.note = rt.note;
@@ -524,7 +538,8 @@ struct SigpipeIgnored {
 // Floors, ratios, speedup and SOL score of a finished run.
 void derive(RunResult& r, const Environment& env, const std::optional<MeasuredRates>& measured) {
   if (!r.timing.trials_ns.empty()) r.timing.summary = summarize_trials(r.timing.trials_ns);
-  if (!r.reference_timing.trials_ns.empty()) r.reference_timing.summary = summarize_trials(r.reference_timing.trials_ns);
+  if (!r.reference_timing.trials_ns.empty())
+    r.reference_timing.summary = summarize_trials(r.reference_timing.trials_ns);
   if (r.timing.summary && r.reference_timing.summary && r.timing.summary->latency > 0)
     r.speedup = r.reference_timing.summary->latency / r.timing.summary->latency;
   if (r.work.compulsory_bytes <= 0) return;
@@ -610,13 +625,17 @@ BenchReport run_bench(const std::vector<WorkItem>& items, const BenchOptions& op
     if (options.isolate) {
       start_worker();
       std::string line;
-      if (worker->request("hello", 300, &line) == Worker::Reply::line) hello = nlohmann::json::parse(line);
-      else worker.reset();
+      if (worker->request("hello", 300, &line) == Worker::Reply::line)
+        hello = nlohmann::json::parse(line);
+      else
+        worker.reset();
     } else {
       hello = capture_hello();
     }
-    if (hello.contains("environment")) report.environment = Environment::from_json(hello["environment"]);
-    else report.environment = capture_environment();  // capture failed in the worker: host facts only
+    if (hello.contains("environment"))
+      report.environment = Environment::from_json(hello["environment"]);
+    else
+      report.environment = capture_environment();  // capture failed in the worker: host facts only
     if (hello.contains("measured"))
       report.measured_rates = MeasuredRates{hello["measured"]["copy_bytes_per_s"].get<double>(),
                                             hello["measured"]["tensor_flops_per_s"].get<double>(),
@@ -649,7 +668,7 @@ BenchReport run_bench(const std::vector<WorkItem>& items, const BenchOptions& op
         r.axes = item.workload->axes;
         r.implementation = jobs[j].impl;
         r.comparator = item.definition->source == catalog::Source::flashinfer_bench ? "flashinfer_bench_eval"
-                                                                                     : "sol_execbench_eval";
+                                                                                    : "sol_execbench_eval";
         r.observed_at = evidence::utc_timestamp_now();
         if (reply == Worker::Reply::timeout) {
           worker->stop(true);

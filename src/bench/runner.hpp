@@ -27,16 +27,16 @@ namespace kindex::bench {
 
 struct BenchOptions {
   std::vector<std::string> implementations = {"kindex"};
-  std::string reference = "auto";   // auto | cpu-reference | gpu-reference: what outputs are judged against
-  std::optional<int> trials;        // correctness rounds of fresh inputs (FIB 3, SOL 10)
-  std::optional<int> timing_trials; // timed trials (FIB 3 = one per round, SOL 1)
-  std::optional<int> iterations;    // timed iterations per trial (50; 5 on the CPU path)
-  std::optional<int> warmup;        // warm-up calls (10; 1 on the CPU path)
-  std::optional<uint64_t> seed;     // base seed (FIB 1, SOL 200); trial t uses seed + t
-  double timeout_s = 900;           // per (implementation, workload)
-  bool prefer_cupti = true;         // false: CUDA events
-  bool progress = false;            // a progress bar on stderr
-  bool isolate = true;              // run in worker processes (false: in this process, for debugging)
+  std::string reference = "auto";    // auto | cpu-reference | gpu-reference: what outputs are judged against
+  std::optional<int> trials;         // correctness rounds of fresh inputs (FIB 3, SOL 10)
+  std::optional<int> timing_trials;  // timed trials (FIB 3 = one per round, SOL 1)
+  std::optional<int> iterations;     // timed iterations per trial (50; 5 on the CPU path)
+  std::optional<int> warmup;         // warm-up calls (10; 1 on the CPU path)
+  std::optional<uint64_t> seed;      // base seed (FIB 1, SOL 200); trial t uses seed + t
+  double timeout_s = 900;            // per (implementation, workload)
+  bool prefer_cupti = true;          // false: CUDA events
+  bool progress = false;             // a progress bar on stderr
+  bool isolate = true;               // run in worker processes (false: in this process, for debugging)
 };
 
 // One (definition, workload) to run, with its definition.
@@ -52,9 +52,9 @@ std::vector<const catalog::Workload*> select_workloads(const catalog::Problem& p
 std::vector<catalog::Problem> resolve_problems(const std::string& spec);
 
 struct TimingResult {
-  std::string timer;                            // cupti_activity | cuda_events | wall_clock
+  std::string timer;  // cupti_activity | cuda_events | wall_clock
   std::string note;
-  std::vector<std::vector<double>> trials_ns;   // samples per timed trial
+  std::vector<std::vector<double>> trials_ns;  // samples per timed trial
   std::optional<TrialSummary> summary;
 };
 
@@ -78,7 +78,7 @@ struct RunResult {
   // work and floors (computed by the runner from the environment)
   WorkCount work;
   std::optional<Floor> headroom, kindex_floor;
-  std::optional<double> headroom_ratio, kindex_ratio;     // latency / floor
+  std::optional<double> headroom_ratio, kindex_ratio;  // latency / floor
   std::optional<double> sol_score, t_sol_s, t_baseline_s;
   uint64_t seed = 0;
   std::string observed_at;

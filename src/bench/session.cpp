@@ -71,7 +71,8 @@ int run_session(const SessionOptions& options, std::ostream& out, std::ostream& 
     if (!progress_log) throw Error("kindex bench", "--out", options.output.out_dir, "cannot write runs.jsonl there");
   }
   BenchReport report = run_bench(items, options.bench, [&](const RunResult& r) {
-    if (progress_log) progress_log << r.to_json().dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << std::endl;
+    if (progress_log)
+      progress_log << r.to_json().dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << std::endl;
   });
   OutputSummary written = write_outputs(report, items, options.output);
   if (options.json) {
@@ -82,7 +83,8 @@ int run_session(const SessionOptions& options, std::ostream& out, std::ostream& 
     out << j.dump(2) << "\n";
   } else {
     const Environment& env = report.environment;
-    out << "kindex bench on " << (env.has_gpu ? env.gpu_name + " (" + env.architecture + ")" : env.cpu_model + " (no GPU: CPU path)")
+    out << "kindex bench on "
+        << (env.has_gpu ? env.gpu_name + " (" + env.architecture + ")" : env.cpu_model + " (no GPU: CPU path)")
         << ", kindex " << env.kindex_version << "\n\n";
     out << results_table(report);
     if (!options.output.out_dir.empty())

@@ -10,8 +10,8 @@ namespace kindex::bench {
 struct Summary {
   size_t count = 0;
   double median = 0, mean = 0, minimum = 0, maximum = 0, p05 = 0, p95 = 0;
-  double mad = 0;                       // median absolute deviation from the median (unscaled)
-  double ci95_low = 0, ci95_high = 0;   // 95% interval of the median (binomial order-statistic ranks)
+  double mad = 0;                      // median absolute deviation from the median (unscaled)
+  double ci95_low = 0, ci95_high = 0;  // 95% interval of the median (binomial order-statistic ranks)
 };
 
 // q in [0, 1]; the samples need not be sorted. Throws std::invalid_argument on an empty sample.

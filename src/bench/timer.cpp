@@ -58,9 +58,9 @@ const Cupti& cupti() {
     Cupti c;
     std::vector<std::string> names;
     if (const char* env = std::getenv("KINDEX_CUPTI_LIBRARY")) names.push_back(env);
-    for (const char* n : {"libcupti.so.13", "libcupti.so", "/usr/local/cuda/lib64/libcupti.so.13",
-                          "/usr/local/cuda/lib64/libcupti.so", "/usr/local/cuda/extras/CUPTI/lib64/libcupti.so.13",
-                          "/usr/local/cuda/extras/CUPTI/lib64/libcupti.so"})
+    for (const char* n :
+         {"libcupti.so.13", "libcupti.so", "/usr/local/cuda/lib64/libcupti.so.13", "/usr/local/cuda/lib64/libcupti.so",
+          "/usr/local/cuda/extras/CUPTI/lib64/libcupti.so.13", "/usr/local/cuda/extras/CUPTI/lib64/libcupti.so"})
       names.push_back(n);
     void* handle = nullptr;
     for (const auto& n : names)
@@ -123,7 +123,8 @@ void CUPTIAPI buffer_completed(CUcontext, uint32_t, uint8_t* buffer, size_t, siz
         spans.push_back({m->start, m->end});
         break;
       }
-      default: break;
+      default:
+        break;
     }
   }
   std::free(buffer);
@@ -263,7 +264,8 @@ TimingSamples time_device(const TimingProtocol& protocol, const std::function<vo
     std::sort(spans.begin(), spans.end(), [](const Span& a, const Span& b) { return a.start < b.start; });
     for (size_t i = 0; i < windows.size(); ++i) {
       auto [begin, end] = windows[i];
-      auto lo = std::lower_bound(spans.begin(), spans.end(), begin, [](const Span& s, uint64_t t) { return s.start < t; });
+      auto lo =
+          std::lower_bound(spans.begin(), spans.end(), begin, [](const Span& s, uint64_t t) { return s.start < t; });
       uint64_t first = UINT64_MAX, last = 0;
       for (auto it = lo; it != spans.end() && it->start <= end; ++it) {
         first = std::min(first, it->start);

@@ -15,7 +15,7 @@
 namespace kindex::bench {
 
 struct TimingProtocol {
-  int untimed = 6;      // 1 + 5 calls before warm-up
+  int untimed = 6;  // 1 + 5 calls before warm-up
   int warmup = 10;
   int iterations = 50;
   bool cold_l2 = true;  // device only

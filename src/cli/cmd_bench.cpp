@@ -30,10 +30,12 @@ void add_bench_command(CLI::App& app, Registry& registry) {
   cmd->add_option("--impl", s->bench.implementations,
                   "kindex | gpu-reference | cpu-reference | external:PATH.so (exports kindex's C ABI); repeatable")
       ->default_val(std::vector<std::string>{"kindex"});
-  cmd->add_option("--reference", s->bench.reference, "What outputs are judged against: auto | cpu-reference | gpu-reference")
+  cmd->add_option("--reference", s->bench.reference,
+                  "What outputs are judged against: auto | cpu-reference | gpu-reference")
       ->check(CLI::IsMember({"auto", "cpu-reference", "gpu-reference"}))
       ->default_val("auto");
-  cmd->add_option("--trials", s->bench.trials, "Correctness rounds of fresh inputs (FlashInfer-Bench 3, SOL-ExecBench 10)")
+  cmd->add_option("--trials", s->bench.trials,
+                  "Correctness rounds of fresh inputs (FlashInfer-Bench 3, SOL-ExecBench 10)")
       ->check(CLI::Range(1, 1000));
   cmd->add_option("--timing-trials", s->bench.timing_trials, "Timed trials (FlashInfer-Bench 3, SOL-ExecBench 1)")
       ->check(CLI::Range(1, 100));
@@ -44,7 +46,8 @@ void add_bench_command(CLI::App& app, Registry& registry) {
   cmd->add_option("--timeout", s->bench.timeout_s, "Seconds per (implementation, workload) before it is a timeout")
       ->check(CLI::Range(0.001, 1e6))
       ->default_val(900);
-  cmd->add_option("--out", s->output.out_dir, "Output directory for traces, manifests, samples, results.json ('' = none)")
+  cmd->add_option("--out", s->output.out_dir,
+                  "Output directory for traces, manifests, samples, results.json ('' = none)")
       ->default_val("kindex-results");
   cmd->add_option("--store", *store, "Store URI: sqlite:PATH, PATH, postgresql://... or 'none'")
       ->default_val("sqlite:kindex-results/kindex.db");
@@ -59,7 +62,8 @@ void add_bench_command(CLI::App& app, Registry& registry) {
         for (const auto& name : catalog::list_builtin()) std::cout << name << "\n";
         return 0;
       }
-      if (s->problems.empty()) throw Error("kindex bench", "--problem", "", "is required (see --list for the bundled problems)");
+      if (s->problems.empty())
+        throw Error("kindex bench", "--problem", "", "is required (see --list for the bundled problems)");
       s->output.store_uri = *store == "none" ? "" : *store;
       s->bench.prefer_cupti = !*events;
       s->bench.isolate = !*in_process;

@@ -136,38 +136,52 @@ json protocol_summary(Store& store, const std::string& key) {
           {"family", s.value("comparability", json::object()).value("family", "")}};
 }
 
-// One cohort, ranked, with its floor.
-json cohort_view(Store& store, const std::string& ck, const json& op, const json& wl) {
+// One cohort, ranked (over all its valid members), with its floor; run details for the first `limit` members.
+json cohort_view(Store& store, const std::string& ck, const json& op, const json& wl, size_t limit = 100) {
   bool native = false;
   auto members = store.cohort(ck, &native);
-  auto rows = store.db().query(std::string("SELECT ") + kRunColumns + kRunJoins + "WHERE r.comparison_key = ?", {ck});
+  const size_t shown = std::min(limit, members.size());
   std::map<std::string, json> by_id;
-  for (const auto& r : rows) by_id[r.text(0)] = run_summary(r);
+  auto fetch = [&](const std::string& sql, const std::vector<Value>& params) {
+    for (const auto& r : store.db().query(std::string("SELECT ") + kRunColumns + kRunJoins + sql, params)) {
+      by_id.emplace(r.text(0), run_summary(r));
+    }
+  };
+  // The fastest rows by value; ties beyond the limit are fetched one by one below.
+  fetch("WHERE r.comparison_key = ? AND r.status = 'passed' AND r.retracted_at IS NULL ORDER BY r.primary_value LIMIT ?",
+        {ck, static_cast<int64_t>(shown + 16)});
   json runs = json::array();
   double first = members.empty() ? 0 : members.front().value;
   std::string last_observed;
   std::optional<double> kindex_floor;
-  for (const auto& m : members) {
+  for (size_t i = 0; i < shown; ++i) {
+    const Ranked& m = members[i];
+    if (!by_id.count(m.id)) fetch("WHERE r.id = ?", {m.id});
     json s = by_id[m.id];
     s["rank"] = m.rank;
     s["xOfFirst"] = first > 0 ? m.value / first : 1.0;
-    last_observed = std::max(last_observed, s.value("observedAt", std::string()));
-    if (s["kindexFloorNs"].is_number()) {
-      double f = s["kindexFloorNs"].get<double>();
-      kindex_floor = kindex_floor ? std::max(*kindex_floor, f) : f;
-    }
     runs.push_back(std::move(s));
   }
+  for (const auto& m : members) last_observed = std::max(last_observed, m.observed_at);
+  auto meta = store.db().query(
+      "SELECT MAX(kindex_floor_ns), MIN(hardware_model), MIN(protocol_key), MIN(environment_summary) FROM benchmark_runs "
+      "WHERE comparison_key = ?",
+      {ck});
+  if (!meta.empty() && !meta[0].is_null(0)) kindex_floor = meta[0].real(0);
   json failed = json::array();
-  for (const auto& [id, s] : by_id) {
-    if (std::none_of(members.begin(), members.end(), [&](const Ranked& m) { return m.id == id; })) failed.push_back(s);
+  for (const auto& r : store.db().query(std::string("SELECT ") + kRunColumns + kRunJoins +
+                                            "WHERE r.comparison_key = ? AND (r.status <> 'passed' OR r.retracted_at IS NOT NULL "
+                                            "OR r.primary_value IS NULL) ORDER BY r.observed_at LIMIT 50",
+                                        {ck})) {
+    failed.push_back(run_summary(r));
   }
-  std::string gpu = rows.empty() ? "" : rows[0].text(6);
+  std::string gpu = meta.empty() ? "" : meta[0].text(1);
   json out = {{"comparisonKey", ck},
               {"gpu", gpu},
               {"sourceNative", native},
-              {"protocol", protocol_summary(store, rows.empty() ? "" : rows[0].text(8))},
-              {"environmentSummary", rows.empty() ? "" : rows[0].text(21)},
+              {"protocol", protocol_summary(store, meta.empty() ? "" : meta[0].text(2))},
+              {"environmentSummary", meta.empty() ? "" : meta[0].text(3)},
+              {"members", members.size()},
               {"runs", runs},
               {"unranked", failed},
               {"lastObserved", last_observed}};
@@ -292,10 +306,10 @@ json operation_view(Store& store, const std::string& operation, const std::strin
              "SELECT DISTINCT comparison_key FROM benchmark_runs WHERE workload_id = ? ORDER BY comparison_key",
              {w["id"].get<std::string>()})) {
       json c = cohort_view(store, r.text(0), op.manifest, w["manifest"]);
-      eligible += static_cast<int64_t>(c["runs"].size());
+      eligible += c["members"].get<int64_t>();
       cohorts.push_back(std::move(c));
     }
-    std::stable_sort(cohorts.begin(), cohorts.end(), [](const json& a, const json& b) { return a["runs"].size() > b["runs"].size(); });
+    std::stable_sort(cohorts.begin(), cohorts.end(), [](const json& a, const json& b) { return a["members"] > b["members"]; });
   }
   // Implementations: best valid latency on the selected workload and how many workloads they ran.
   auto impl_rows = store.db().query(

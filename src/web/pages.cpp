@@ -176,7 +176,7 @@ std::string operation_page(const json& v) {
             (c["sourceNative"].get<bool>() ? "Source-native comparison" : "Controlled comparison") + " · GPU " +
             e(c["gpu"]) + " · Workload " + (sel.is_null() ? "" : e(sel["label"])) + " · " + e(c["environmentSummary"]) +
             " · Protocol " + e(c["protocol"].value("harness", "")) + " · " + e(c["protocol"].value("statistic", "")) +
-            " · " + std::to_string(c["runs"].size()) + " results · last observed " +
+            " · " + e(c["members"]) + " results · last observed " +
             e(c["lastObserved"].get<std::string>().substr(0, 10)) + "</p>";
     if (c.contains("floor")) {
       const json& f = c["floor"];
@@ -203,6 +203,10 @@ std::string operation_page(const json& v) {
               " · " + e(r["license"]) + "</td><td>" + e(r["observedAt"].get<std::string>().substr(0, 10)) + "</td></tr>";
     }
     body += "</table>";
+    if (c["members"].get<size_t>() > c["runs"].size()) {
+      body += "<p class=\"muted\">Showing the first " + std::to_string(c["runs"].size()) + " of " + e(c["members"]) +
+              " ranked runs (all in the JSON of <a href=\"/records?operation=" + url(slug) + "\">records</a>).</p>";
+    }
     if (!c["unranked"].empty()) {
       body += "<p class=\"muted\">Not ranked: ";
       for (const auto& r : c["unranked"]) body += run_link(r, r.value("implementation", "") + " (" + r.value("status", "") + ")") + " ";

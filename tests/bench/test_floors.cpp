@@ -132,14 +132,15 @@ TEST(Floors, SolTSolAndScore) {
 
 TEST(Floors, H200TSolGeomeanMatchesProtocols) {
   // protocols.md: H200 T_SOL with datasheet peaks has a geomean of 0.211 ms over the 16 workloads.
-  const int64_t cases[16][2] = {{1, 691}, {2, 449}, {2, 128}, {16, 256}, {1, 1024}, {1, 131}, {1, 2048}, {1, 293},
-                                {16, 128}, {4, 1024}, {8, 384}, {1, 128}, {1, 512},  {1, 256}, {2, 1024}, {4, 512}};
+  const int64_t cases[16][2] = {{1, 691},  {2, 449},  {2, 128}, {16, 256}, {1, 1024}, {1, 131}, {1, 2048}, {1, 293},
+                                {16, 128}, {4, 1024}, {8, 384}, {1, 128},  {1, 512},  {1, 256}, {2, 1024}, {4, 512}};
   double log_sum = 0;
   for (const auto& c : cases) {
     const double b = double(c[0]), s = double(c[1]);
     // compulsory bytes: 13 bf16 inputs read once + 5 bf16 outputs written once
     const double weights = (4096.0 * 5120 + 2 * 1024.0 * 5120 + 5120.0 * 4096) * 2;
-    const double inputs = (2 * b * s * 5120 + 2 * b * s * 128 + 3 * b * 32 * s * 128 + b * 32 * s * s + b * s * 4096) * 2 + weights;
+    const double inputs =
+        (2 * b * s * 5120 + 2 * b * s * 128 + 3 * b * 32 * s * 128 + b * 32 * s * s + b * s * 4096) * 2 + weights;
     const double outputs = b * s * 5120 * 2 + weights;
     log_sum += std::log(sol_t_sol_seconds(l2_003_macs(c[0], c[1]), inputs + outputs));
   }

@@ -102,7 +102,7 @@ TEST(Pipeline, CpuPathWritesTracesManifestsAndStoreRows) {
     digest_kind[digest] = m["kind"];
   }
   EXPECT_EQ(kinds, (std::set<std::string>{"OperationSpec", "WorkloadCase", "ImplementationRevision",
-                                           "BenchmarkProtocol", "ExecutionEnvironment", "BenchmarkRun"}));
+                                          "BenchmarkProtocol", "ExecutionEnvironment", "BenchmarkRun"}));
   int runs = 0;
   for (const auto& entry : fs::directory_iterator(dir / "manifests" / "BenchmarkRun")) {
     json run = evidence::read_manifest_file(entry.path().string());

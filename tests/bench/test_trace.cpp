@@ -82,9 +82,9 @@ TEST(Trace, StatusDecidesWhichSectionsAppear) {
   EXPECT_EQ(t["evaluation"]["correctness"]["max_relative_error"], "NaN");
   EXPECT_FALSE(t["evaluation"].contains("performance"));
 
-  for (auto [status, name] : {std::pair{RunStatus::runtime_error, "RUNTIME_ERROR"},
-                              std::pair{RunStatus::resource_exceeded, "RUNTIME_ERROR"},
-                              std::pair{RunStatus::timeout, "TIMEOUT"}}) {
+  for (auto [status, name] :
+       {std::pair{RunStatus::runtime_error, "RUNTIME_ERROR"}, std::pair{RunStatus::resource_exceeded, "RUNTIME_ERROR"},
+        std::pair{RunStatus::timeout, "TIMEOUT"}}) {
     RunResult r = passed_result();
     r.status = status;
     r.message = "the reason";

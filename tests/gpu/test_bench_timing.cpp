@@ -39,8 +39,10 @@ TEST(BenchTiming, CuptiSpanAgreesWithAKernelOfKnownDuration) {
                 KINDEX_STATUS_OK);
     };
     TimingProtocol protocol{1, 3, 30, true};
-    TimingSamples cupti = time_device(protocol, [] {}, call, stream, true);
-    TimingSamples events = time_device(protocol, [] {}, call, stream, false);
+    TimingSamples cupti = time_device(
+        protocol, [] {}, call, stream, true);
+    TimingSamples events = time_device(
+        protocol, [] {}, call, stream, false);
     unsigned long long self[2] = {0, 0};
     ASSERT_EQ(cudaMemcpy(self, observed.get(), sizeof self, cudaMemcpyDeviceToHost), cudaSuccess);
     Summary c = summarize(cupti.ns), e = summarize(events.ns);

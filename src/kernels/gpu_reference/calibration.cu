@@ -42,9 +42,9 @@ kindex_status cuda_fail(cudaError_t e, const char* what) {
   return capi::fail(KINDEX_STATUS_CUDA_ERROR, std::string(what) + ": " + cudaGetErrorString(e));
 }
 
-#define KX_TRY(expr)                                  \
-  do {                                                \
-    cudaError_t e_ = (expr);                          \
+#define KX_TRY(expr)                                    \
+  do {                                                  \
+    cudaError_t e_ = (expr);                            \
     if (e_ != cudaSuccess) return cuda_fail(e_, #expr); \
   } while (0)
 
@@ -102,11 +102,13 @@ kindex_status measure_rates(double* copy_bytes_per_s, double* gemm_flops_per_s) 
   fill_random<<<4096, 256, 0, s>>>(static_cast<__nv_bfloat16*>(a), n * n, 1);
   fill_random<<<4096, 256, 0, s>>>(static_cast<__nv_bfloat16*>(b), n * n, 2);
   double copy_s = 0, gemm_s = 0;
-  status = median_seconds(10, s, [&] { cudaMemcpyAsync(dst, src, copy_bytes, cudaMemcpyDeviceToDevice, s); }, &copy_s);
+  status = median_seconds(
+      10, s, [&] { cudaMemcpyAsync(dst, src, copy_bytes, cudaMemcpyDeviceToDevice, s); }, &copy_s);
   if (status == KINDEX_STATUS_OK) {
     try {
       Gemm gemm(ws, s);
-      status = median_seconds(10, s, [&] { gemm(n, n, n, a, false, b, false, c); }, &gemm_s);
+      status = median_seconds(
+          10, s, [&] { gemm(n, n, n, a, false, b, false, c); }, &gemm_s);
     } catch (const GemmError& e) {
       status = capi::fail(KINDEX_STATUS_CUDA_ERROR, std::string("measure_rates: ") + e.what());
     }

@@ -19,9 +19,9 @@ struct Layout {
       int32_t count = int32_t(batch);
       check(cublasLtMatrixLayoutSetAttribute(desc, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count, sizeof(count)),
             "CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT");
-      check(cublasLtMatrixLayoutSetAttribute(desc, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &stride,
-                                             sizeof(stride)),
-            "CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET");
+      check(
+          cublasLtMatrixLayoutSetAttribute(desc, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &stride, sizeof(stride)),
+          "CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET");
     }
   }
   Layout(const Layout&) = delete;

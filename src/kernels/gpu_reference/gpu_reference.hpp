@@ -29,7 +29,7 @@ kindex_status spin(uint64_t nanoseconds, unsigned long long* observed_device, vo
 // and a 8192^3 bf16 cuBLASLt GEMM on random data (FLOP/s); each the median of 10 timed repetitions (events).
 kindex_status measure_rates(double* copy_bytes_per_s, double* gemm_flops_per_s);
 
-const char* nvcc_version();     // "13.0.48" (baked at build)
-const char* cublaslt_version(); // "13.0.0" from cublasLtGetVersion at run time
+const char* nvcc_version();      // "13.0.48" (baked at build)
+const char* cublaslt_version();  // "13.0.0" from cublasLtGetVersion at run time
 
 }  // namespace kindex::gpu_reference

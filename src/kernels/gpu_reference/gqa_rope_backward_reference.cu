@@ -146,8 +146,9 @@ kindex_status gqa_rope_backward(const kindex_gqa_rope_backward_params& p, void* 
                                                     ", seq_len = " + std::to_string(S) + ": must be positive");
   const size_t need = gqa_rope_backward_workspace_bytes(B, S);
   if (workspace_bytes < need)
-    return fail(KINDEX_STATUS_WORKSPACE_TOO_SMALL, "gpu_reference: workspace_bytes = " + std::to_string(workspace_bytes) +
-                                                       ": needs " + std::to_string(need));
+    return fail(
+        KINDEX_STATUS_WORKSPACE_TOO_SMALL,
+        "gpu_reference: workspace_bytes = " + std::to_string(workspace_bytes) + ": needs " + std::to_string(need));
   Carver c{static_cast<char*>(workspace)};
   Scratch w = carve(c, B, S);
   auto s = cudaStream_t(stream);
@@ -191,7 +192,8 @@ kindex_status gqa_rope_backward(const kindex_gqa_rope_backward_params& p, void* 
   }
   cudaError_t err = cudaGetLastError();
   if (err != cudaSuccess)
-    return fail(KINDEX_STATUS_CUDA_ERROR, std::string("gpu_reference gqa_rope_backward launch: ") + cudaGetErrorString(err));
+    return fail(KINDEX_STATUS_CUDA_ERROR,
+                std::string("gpu_reference gqa_rope_backward launch: ") + cudaGetErrorString(err));
   return KINDEX_STATUS_OK;
 }
 

@@ -21,9 +21,16 @@ constexpr int kTokensPerStep = 4;
 
 __device__ inline float to_float(__nv_bfloat16 x) { return __bfloat162float(x); }
 __device__ inline float to_float(__half x) { return __half2float(x); }
-template <class T> __device__ inline T from_float(float x);
-template <> __device__ inline __nv_bfloat16 from_float<__nv_bfloat16>(float x) { return __float2bfloat16_rn(x); }
-template <> __device__ inline __half from_float<__half>(float x) { return __float2half_rn(x); }
+template <class T>
+__device__ inline T from_float(float x);
+template <>
+__device__ inline __nv_bfloat16 from_float<__nv_bfloat16>(float x) {
+  return __float2bfloat16_rn(x);
+}
+template <>
+__device__ inline __half from_float<__half>(float x) {
+  return __float2half_rn(x);
+}
 
 __device__ inline float warp_sum(float v) {
   for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
@@ -56,7 +63,7 @@ __global__ void __launch_bounds__(kWarps * 32)
   const float scale2 = sm_scale * 1.4426950408889634f;
   float qv[per_lane];
   const T* qrow = q + (int64_t(b) * num_qo_heads + h) * head_dim + lane * per_lane;
-  #pragma unroll
+#pragma unroll
   for (int j = 0; j < per_lane; ++j) qv[j] = to_float(qrow[j]) * scale2;
 
   float m = -INFINITY, l = 0.f, acc[per_lane];
@@ -128,15 +135,19 @@ __global__ void __launch_bounds__(kWarps * 32)
 
 kindex_status paged_decode(const kindex_paged_decode_params& p, void* stream) {
   using capi::fail;
-  if (p.batch_size < 0) return fail(KINDEX_STATUS_INVALID_ARGUMENT, "gpu_reference: batch_size = " + std::to_string(p.batch_size) + ": must be >= 0");
+  if (p.batch_size < 0)
+    return fail(KINDEX_STATUS_INVALID_ARGUMENT,
+                "gpu_reference: batch_size = " + std::to_string(p.batch_size) + ": must be >= 0");
   if (p.num_kv_heads <= 0 || p.num_qo_heads <= 0 || p.num_qo_heads % p.num_kv_heads != 0)
-    return fail(KINDEX_STATUS_INVALID_ARGUMENT, "gpu_reference: num_qo_heads = " + std::to_string(p.num_qo_heads) +
-                                                    ": must be a positive multiple of num_kv_heads = " +
-                                                    std::to_string(p.num_kv_heads));
+    return fail(KINDEX_STATUS_INVALID_ARGUMENT,
+                "gpu_reference: num_qo_heads = " + std::to_string(p.num_qo_heads) +
+                    ": must be a positive multiple of num_kv_heads = " + std::to_string(p.num_kv_heads));
   if (p.head_dim != 64 && p.head_dim != 128 && p.head_dim != 256)
-    return fail(KINDEX_STATUS_NOT_SUPPORTED, "gpu_reference: head_dim = " + std::to_string(p.head_dim) +
-                                                 ": must be 64, 128 or 256");
-  if (p.page_size <= 0) return fail(KINDEX_STATUS_INVALID_ARGUMENT, "gpu_reference: page_size = " + std::to_string(p.page_size) + ": must be positive");
+    return fail(KINDEX_STATUS_NOT_SUPPORTED,
+                "gpu_reference: head_dim = " + std::to_string(p.head_dim) + ": must be 64, 128 or 256");
+  if (p.page_size <= 0)
+    return fail(KINDEX_STATUS_INVALID_ARGUMENT,
+                "gpu_reference: page_size = " + std::to_string(p.page_size) + ": must be positive");
   if (p.batch_size == 0) return KINDEX_STATUS_OK;
   const dim3 grid(unsigned(int64_t(p.batch_size) * p.num_qo_heads)), block(kWarps * 32);
   auto s = cudaStream_t(stream);
@@ -145,17 +156,24 @@ kindex_status paged_decode(const kindex_paged_decode_params& p, void* stream) {
     constexpr int kPerLane = decltype(per_lane_constant)::value;
     decode_kernel<T, kPerLane><<<grid, block, 0, s>>>(
         static_cast<const T*>(p.q), static_cast<const T*>(p.k_cache), static_cast<const T*>(p.v_cache), p.kv_indptr,
-        p.kv_indices, p.kv_last_page_len, static_cast<T*>(p.output), p.lse, p.num_qo_heads, p.num_kv_heads,
-        p.head_dim, p.page_size, p.sm_scale);
+        p.kv_indices, p.kv_last_page_len, static_cast<T*>(p.output), p.lse, p.num_qo_heads, p.num_kv_heads, p.head_dim,
+        p.page_size, p.sm_scale);
   };
   auto by_dim = [&](auto element) {
-    if (p.head_dim == 64) launch(element, std::integral_constant<int, 2>{});
-    else if (p.head_dim == 128) launch(element, std::integral_constant<int, 4>{});
-    else launch(element, std::integral_constant<int, 8>{});
+    if (p.head_dim == 64)
+      launch(element, std::integral_constant<int, 2>{});
+    else if (p.head_dim == 128)
+      launch(element, std::integral_constant<int, 4>{});
+    else
+      launch(element, std::integral_constant<int, 8>{});
   };
-  if (p.dtype == KINDEX_DTYPE_BF16) by_dim(__nv_bfloat16{});
-  else if (p.dtype == KINDEX_DTYPE_FP16) by_dim(__half{});
-  else return fail(KINDEX_STATUS_NOT_SUPPORTED, "gpu_reference: dtype = " + std::to_string(int(p.dtype)) + ": bf16 or fp16 only");
+  if (p.dtype == KINDEX_DTYPE_BF16)
+    by_dim(__nv_bfloat16{});
+  else if (p.dtype == KINDEX_DTYPE_FP16)
+    by_dim(__half{});
+  else
+    return fail(KINDEX_STATUS_NOT_SUPPORTED,
+                "gpu_reference: dtype = " + std::to_string(int(p.dtype)) + ": bf16 or fp16 only");
   cudaError_t err = cudaGetLastError();
   if (err != cudaSuccess)
     return fail(KINDEX_STATUS_CUDA_ERROR, std::string("gpu_reference paged_decode launch: ") + cudaGetErrorString(err));

@@ -163,10 +163,11 @@ json cohort_view(Store& store, const std::string& ck, const json& op, const json
     runs.push_back(std::move(s));
   }
   for (const auto& m : members) last_observed = std::max(last_observed, m.observed_at);
+  // GPU, protocol and environment are part of the comparison key: any member tells them.
   auto meta = store.db().query(
-      "SELECT MAX(kindex_floor_ns), MIN(hardware_model), MIN(protocol_key), MIN(environment_summary) FROM benchmark_runs "
-      "WHERE comparison_key = ?",
-      {ck});
+      "SELECT (SELECT MAX(kindex_floor_ns) FROM benchmark_runs WHERE comparison_key = ?), hardware_model, protocol_key, "
+      "environment_summary FROM benchmark_runs WHERE comparison_key = ? LIMIT 1",
+      {ck, ck});
   if (!meta.empty() && !meta[0].is_null(0)) kindex_floor = meta[0].real(0);
   json failed = json::array();
   for (const auto& r : store.db().query(std::string("SELECT ") + kRunColumns + kRunJoins +
@@ -550,7 +551,7 @@ json resolve(Store& store, const ResolveQuery& q, int near_limit) {
              "SELECT comparison_key, MIN(hardware_model) FROM benchmark_runs WHERE workload_id = ? GROUP BY comparison_key",
              {c.id})) {
       if (gpu_matches(r.text(1)) != want_gpu_match) continue;
-      out.push_back(cohort_view(store, r.text(0), op.manifest, c.manifest));
+      out.push_back(cohort_view(store, r.text(0), op.manifest, c.manifest, 50));
     }
     return out;
   };

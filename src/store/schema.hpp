@@ -62,11 +62,11 @@ CREATE INDEX IF NOT EXISTS ix_workloads_op ON workloads(operation_id);
 CREATE INDEX IF NOT EXISTS ix_impl_op ON implementations(operation_id);
 -- Covers the per-workload questions (ranked lists, best per implementation, plots) without reading run rows.
 CREATE INDEX IF NOT EXISTS ix_runs_by_workload ON benchmark_runs(workload_id, status, primary_value, implementation_id,
-  hardware_model, retracted_at);
+  hardware_model, retracted_at, comparison_key);
 -- Covers ranking a cohort (Store::cohort) without reading run rows.
 CREATE INDEX IF NOT EXISTS ix_runs_ranking ON benchmark_runs(comparison_key, status, primary_value, retracted_at, id,
   uncertainty_low, uncertainty_high, reproduced_by_kernelindex, independent_replication_count, source_available,
-  installable, observed_at, source_native);
+  installable, observed_at, source_native, kindex_floor_ns);
 CREATE INDEX IF NOT EXISTS ix_runs_by_impl ON benchmark_runs(implementation_id, workload_id, status, primary_value,
   retracted_at, reproduced_by_kernelindex);
 CREATE INDEX IF NOT EXISTS ix_meas_run ON measurements(run_id);

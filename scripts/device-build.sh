@@ -14,7 +14,8 @@ cmake --build "$build" -j "${KINDEX_JOBS:-2}" --target "$@"
 mkdir -p ".devcarry/$tag"
 for t in "$@"; do
   name=$t; [ "$t" = kindex_cli ] && name=kindex; [ "$t" = kindex_shared ] && name=kindex
-  f=$(find "$build" -maxdepth 3 -type f \( -name "$name" -o -name "lib$name.so" \) -perm -u+x | head -n1)
+  if [ "$t" = kindex_shared ]; then pattern="lib$name.so"; else pattern="$name"; fi
+  f=$(find "$build" -maxdepth 3 -type f -name "$pattern" -perm -u+x | head -n1)
   [ -n "$f" ] || { echo "device-build: no binary for target $t" >&2; exit 1; }
   cp "$f" ".devcarry/$tag/"
   strip -g ".devcarry/$tag/$(basename "$f")"

@@ -601,7 +601,7 @@ json resolve(Store& store, const ResolveQuery& q, int near_limit) {
     auto cos = store.db().query(
         std::string("SELECT ") + kRunColumns + kRunJoins +
             "WHERE r.workload_id = ? AND r.status = 'passed' AND r.retracted_at IS NULL AND r.primary_value IS NOT NULL "
-            "ORDER BY r.primary_value LIMIT 20",
+            "ORDER BY r.primary_value LIMIT 5",
         {c.id});
     json best;
     for (const auto& r : cos) {

@@ -1,7 +1,6 @@
 #include "cli/commands.hpp"
 
 #include <CLI/CLI.hpp>
-#include <iostream>
 
 namespace kindex::cli {
 
@@ -12,8 +11,6 @@ void add_all_commands(CLI::App& app, Registry& registry) {
   add_verify_export_command(app, registry);
   add_index_commands(app, registry);
   add_bench_command(app, registry);
-  (void)app;
-  (void)registry;
 }
 
 int run_default() { return bench_main_job(); }

@@ -147,9 +147,10 @@ json cohort_view(Store& store, const std::string& ck, const json& op, const json
       by_id.emplace(r.text(0), run_summary(r));
     }
   };
-  // The fastest rows by value; ties beyond the limit are fetched one by one below.
+  // The fastest rows by value (rank order differs only among equal values, so a little spare covers the boundary);
+  // any member still missing is fetched one by one below.
   fetch("WHERE r.comparison_key = ? AND r.status = 'passed' AND r.retracted_at IS NULL ORDER BY r.primary_value LIMIT ?",
-        {ck, static_cast<int64_t>(shown + 16)});
+        {ck, static_cast<int64_t>(shown + 2)});
   json runs = json::array();
   double first = members.empty() ? 0 : members.front().value;
   std::string last_observed;
@@ -157,7 +158,7 @@ json cohort_view(Store& store, const std::string& ck, const json& op, const json
   for (size_t i = 0; i < shown; ++i) {
     const Ranked& m = members[i];
     if (!by_id.count(m.id)) fetch("WHERE r.id = ?", {m.id});
-    json s = by_id[m.id];
+    json s = std::move(by_id[m.id]);  // member ids are unique
     s["rank"] = m.rank;
     s["xOfFirst"] = first > 0 ? m.value / first : 1.0;
     runs.push_back(std::move(s));
@@ -183,8 +184,8 @@ json cohort_view(Store& store, const std::string& ck, const json& op, const json
               {"protocol", protocol_summary(store, meta.empty() ? "" : meta[0].text(2))},
               {"environmentSummary", meta.empty() ? "" : meta[0].text(3)},
               {"members", members.size()},
-              {"runs", runs},
-              {"unranked", failed},
+              {"runs", std::move(runs)},
+              {"unranked", std::move(failed)},
               {"lastObserved", last_observed}};
   if (auto f = headroom_v1(op, wl, gpu)) {
     out["floor"] = {{"ns", f->floor_ns},       {"memoryNs", f->memory_ns}, {"computeNs", f->compute_ns},
@@ -508,6 +509,26 @@ json run_view(Store& store, const std::string& key) {
           {"citation", citation}};
 }
 
+namespace {
+
+// A cohort's GPU and its first-ranked run, exactly as cohort_view reports them ("gpu", "runs"[0]; null when no
+// member is ranked), without building the rest of the view.
+std::pair<json, json> cohort_leader(Store& store, const std::string& ck) {
+  auto members = store.cohort(ck);
+  auto meta = store.db().query("SELECT hardware_model FROM benchmark_runs WHERE comparison_key = ? LIMIT 1", {ck});
+  json best;
+  if (!members.empty()) {
+    auto rows =
+        store.db().query(std::string("SELECT ") + kRunColumns + kRunJoins + "WHERE r.id = ?", {members.front().id});
+    best = run_summary(rows[0]);
+    best["rank"] = members.front().rank;
+    best["xOfFirst"] = 1.0;  // the leader over itself
+  }
+  return {meta.empty() ? "" : meta[0].text(0), std::move(best)};
+}
+
+}  // namespace
+
 json resolve(Store& store, const ResolveQuery& q, int near_limit) {
   OperationRow op = find_operation(store, q.operation);
   auto wrows = store.db().query("SELECT id, manifest, workload_digest FROM workloads WHERE operation_id = ? AND kind = 'WorkloadCase'",
@@ -545,12 +566,17 @@ json resolve(Store& store, const ResolveQuery& q, int near_limit) {
     std::transform(b.begin(), b.end(), b.begin(), ::tolower);
     return a.find(b) != std::string::npos;
   };
-  auto cohorts_of = [&](const Candidate& c, bool want_gpu_match) {
+  // The exact workload's cohorts and their GPUs (read once: both the exact answer and its other-GPU near matches
+  // use them).
+  auto cohort_gpus = [&](const Candidate& c) {
+    return store.db().query(
+        "SELECT comparison_key, MIN(hardware_model) FROM benchmark_runs WHERE workload_id = ? GROUP BY comparison_key",
+        {c.id});
+  };
+  auto cohorts_of = [&](const Candidate& c, const std::vector<Row>& groups) {
     json out = json::array();
-    for (const auto& r : store.db().query(
-             "SELECT comparison_key, MIN(hardware_model) FROM benchmark_runs WHERE workload_id = ? GROUP BY comparison_key",
-             {c.id})) {
-      if (gpu_matches(r.text(1)) != want_gpu_match) continue;
+    for (const auto& r : groups) {
+      if (!gpu_matches(r.text(1))) continue;
       out.push_back(cohort_view(store, r.text(0), op.manifest, c.manifest, 50));
     }
     return out;
@@ -560,39 +586,51 @@ json resolve(Store& store, const ResolveQuery& q, int near_limit) {
   std::stable_sort(candidates.begin(), candidates.end(), [](const Candidate& a, const Candidate& b) { return a.distance < b.distance; });
   for (const auto& c : candidates) {
     if (c.differs.empty() && exact.is_null()) {
-      json cohorts = cohorts_of(c, true);
+      const auto groups = cohort_gpus(c);
+      json cohorts = cohorts_of(c, groups);
       // Across the exact workload's cohorts: kindex-verified evidence first, then latency; one entry per
       // implementation.
-      json ranked = json::array();
-      std::set<std::string> seen;
-      std::vector<json> all;
+      // Sorts lightweight references and copies only each implementation's best run (copying every run's JSON
+      // dominated the resolve time).
+      struct Entry {
+        const json* run;
+        const json* comparison_key;
+        int level;
+        double latency;
+      };
+      std::vector<Entry> all;
       for (const auto& co : cohorts) {
         for (const auto& r : co["runs"]) {
-          json e = r;
-          e["cohortRank"] = r["rank"];
-          e["comparisonKey"] = co["comparisonKey"];
-          all.push_back(e);
+          const std::string& l = r["evidence"].get_ref<const std::string&>();
+          int level = l == "replicated" ? 3 : l == "verified" ? 2 : l == "reproducible" ? 1 : 0;
+          all.push_back({&r, &co["comparisonKey"], level, r["latencyNs"].get<double>()});
         }
       }
-      auto level = [](const json& e) {
-        std::string l = e["evidence"];
-        return l == "replicated" ? 3 : l == "verified" ? 2 : l == "reproducible" ? 1 : 0;
-      };
-      std::stable_sort(all.begin(), all.end(), [&](const json& a, const json& b) {
-        if (level(a) != level(b)) return level(a) > level(b);
-        return a["latencyNs"].get<double>() < b["latencyNs"].get<double>();
+      std::stable_sort(all.begin(), all.end(), [](const Entry& a, const Entry& b) {
+        if (a.level != b.level) return a.level > b.level;
+        return a.latency < b.latency;
       });
-      for (auto& e : all) {
-        if (seen.insert(e["implementationId"]).second) ranked.push_back(std::move(e));
+      json ranked = json::array();
+      std::set<std::string> seen;
+      for (const auto& e : all) {
+        if (!seen.insert((*e.run)["implementationId"].get<std::string>()).second) continue;
+        json best = *e.run;
+        best["cohortRank"] = (*e.run)["rank"];
+        best["comparisonKey"] = *e.comparison_key;
+        ranked.push_back(std::move(best));
       }
       exact = {{"workloadId", c.id}, {"digest", c.digest}, {"label", workload_label(c.manifest)},
-               {"cohorts", cohorts}, {"ranked", ranked}};
+               {"cohorts", std::move(cohorts)}, {"ranked", std::move(ranked)}};
       if (!q.gpu.empty()) {
-        for (const auto& co : cohorts_of(c, false)) {
+        // The exact workload measured on other GPUs: only each cohort's GPU and leader are shown, so the full
+        // cohort views are not built.
+        for (const auto& r : groups) {
           if (static_cast<int>(near.size()) >= near_limit) break;
+          if (gpu_matches(r.text(1))) continue;
+          auto [gpu, best] = cohort_leader(store, r.text(0));
           near.push_back({{"workloadId", c.id}, {"label", workload_label(c.manifest)},
-                          {"differs", json::array({{{"facet", "gpu"}, {"want", q.gpu}, {"have", co["gpu"]}}})},
-                          {"best", co["runs"].empty() ? json() : co["runs"][0]}});
+                          {"differs", json::array({{{"facet", "gpu"}, {"want", q.gpu}, {"have", std::move(gpu)}}})},
+                          {"best", std::move(best)}});
         }
       }
       continue;
@@ -616,12 +654,13 @@ json resolve(Store& store, const ResolveQuery& q, int near_limit) {
       differs.push_back({{"facet", "gpu"}, {"want", q.gpu}, {"have", best["gpu"]}});
     }
     if (best.is_null()) continue;
-    near.push_back({{"workloadId", c.id}, {"label", workload_label(c.manifest)}, {"differs", differs}, {"best", best}});
+    near.push_back({{"workloadId", c.id}, {"label", workload_label(c.manifest)}, {"differs", std::move(differs)},
+                    {"best", std::move(best)}});
   }
   return {{"operation", {{"slug", op.slug}, {"name", op.name}}},
           {"query", {{"axes", q.axes}, {"dtype", q.dtype}, {"gpu", q.gpu}}},
-          {"exact", exact},
-          {"near", near}};
+          {"exact", std::move(exact)},
+          {"near", std::move(near)}};
 }
 
 json records(Store& store, const std::string& operation) {

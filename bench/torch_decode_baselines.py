@@ -4,7 +4,7 @@
   (a) gathered-KV SDPA: K/V rows gathered into a padded [B, Hkv, Tmax, D] batch (the token -> row map is built
       outside the timed call, like a plan), then one torch.nn.functional.scaled_dot_product_attention call with a
       key-padding mask and enable_gqa=True (output only; SDPA returns no lse);
-  (b) the definition's reference: the per-sequence fp32 loop of the FlashInfer-Bench definition (ps1 and ps64).
+  (b) the definition's reference: its per-sequence fp32 loop, run from the bundled definition JSON (ps1, ps64).
 Timing as bench_decode: cold L2 (2 x L2-size buffer zeroed before each call), CUDA events around each call,
 median. SDPA: 10 warm-up, 50 timed; the reference loop (tens of ms a call): 3 warm-up, 20 timed.
 
@@ -15,6 +15,7 @@ The combined file is bench_decode's JSON with each workload's baseline times and
 import argparse
 import json
 import math
+import pathlib
 import re
 import statistics
 import time
@@ -24,70 +25,15 @@ import torch
 import torch.nn.functional as F
 
 
-def reference_ps1(q, k_cache, v_cache, kv_indptr, kv_indices, sm_scale):
-    # gqa_paged_decode_h32_kv4_d128_ps1 reference (FlashInfer-Bench definition), without its asserts.
-    batch_size, num_qo_heads, head_dim = q.shape
-    _, page_size, num_kv_heads, _ = k_cache.shape
-    device = q.device
-    output = torch.zeros((batch_size, num_qo_heads, head_dim), dtype=torch.bfloat16, device=device)
-    lse = torch.full((batch_size, num_qo_heads), -float("inf"), dtype=torch.float32, device=device)
-    gqa_ratio = num_qo_heads // num_kv_heads
-    k_flat = k_cache.squeeze(1).to(torch.float32)
-    v_flat = v_cache.squeeze(1).to(torch.float32)
-    q_f32 = q.to(torch.float32)
-    for b in range(batch_size):
-        ps = int(kv_indptr[b].item())
-        pe = int(kv_indptr[b + 1].item())
-        if ps >= pe:
-            output[b].zero_()
-            continue
-        idx = kv_indices[ps:pe].to(torch.long)
-        k = k_flat[idx].permute(1, 0, 2).repeat_interleave(gqa_ratio, dim=0)
-        v = v_flat[idx].permute(1, 0, 2).repeat_interleave(gqa_ratio, dim=0)
-        q_b = q_f32[b].unsqueeze(1)
-        logits = torch.bmm(q_b, k.transpose(1, 2)).squeeze(1) * sm_scale
-        lse[b] = torch.logsumexp(logits, dim=-1) / math.log(2.0)
-        attn = torch.softmax(logits, dim=-1)
-        output[b] = torch.bmm(attn.unsqueeze(1), v).squeeze(1).to(torch.bfloat16)
-    return output, lse
+DEFINITIONS = pathlib.Path(__file__).resolve().parent.parent / "definitions/flashinfer-trace/definitions/gqa_paged"
 
 
-def reference_paged(q, k_cache, v_cache, kv_indptr, kv_indices, kv_last_page_len, sm_scale):
-    # gqa_paged_decode_h24_kv4_d128_ps64 reference (FlashInfer-Bench definition), without its asserts.
-    batch_size, num_qo_heads, head_dim = q.shape
-    _, page_size, num_kv_heads, _ = k_cache.shape
-    device = q.device
-    output = torch.zeros((batch_size, num_qo_heads, head_dim), dtype=torch.bfloat16, device=device)
-    lse = torch.full((batch_size, num_qo_heads), -float("inf"), dtype=torch.float32, device=device)
-    gqa_ratio = num_qo_heads // num_kv_heads
-    k_cache_f32 = k_cache.to(torch.float32)
-    v_cache_f32 = v_cache.to(torch.float32)
-    q_f32 = q.to(torch.float32)
-    for b in range(batch_size):
-        ps_idx = int(kv_indptr[b].item())
-        pe_idx = int(kv_indptr[b + 1].item())
-        last_len = int(kv_last_page_len[b].item())
-        if ps_idx >= pe_idx:
-            output[b].zero_()
-            continue
-        page_ids = kv_indices[ps_idx:pe_idx].to(torch.long)
-        num_full_pages = len(page_ids) - 1
-        if num_full_pages > 0:
-            k_full = k_cache_f32[page_ids[:num_full_pages]].reshape(-1, num_kv_heads, head_dim)
-            v_full = v_cache_f32[page_ids[:num_full_pages]].reshape(-1, num_kv_heads, head_dim)
-        else:
-            k_full = torch.empty(0, num_kv_heads, head_dim, device=device)
-            v_full = torch.empty(0, num_kv_heads, head_dim, device=device)
-        k_tokens = torch.cat([k_full, k_cache_f32[page_ids[-1], :last_len]], dim=0)
-        v_tokens = torch.cat([v_full, v_cache_f32[page_ids[-1], :last_len]], dim=0)
-        k = k_tokens.permute(1, 0, 2).repeat_interleave(gqa_ratio, dim=0)
-        v = v_tokens.permute(1, 0, 2).repeat_interleave(gqa_ratio, dim=0)
-        q_b = q_f32[b].unsqueeze(1)
-        logits = torch.bmm(q_b, k.transpose(1, 2)).squeeze(1) * sm_scale
-        lse[b] = torch.logsumexp(logits, dim=-1) / math.log(2.0)
-        attn = torch.softmax(logits, dim=-1)
-        output[b] = torch.bmm(attn.unsqueeze(1), v).squeeze(1).to(torch.bfloat16)
-    return output, lse
+def definition_reference(hq, hkv, d, ps):
+    """The definition's own reference `run`, executed from the bundled definition JSON rather than copied here."""
+    path = DEFINITIONS / f"gqa_paged_decode_h{hq}_kv{hkv}_d{d}_ps{ps}.json"
+    namespace = {}
+    exec(compile(json.load(open(path))["reference"], str(path), "exec"), namespace)
+    return namespace["run"]
 
 
 def time_cold(fn, flush, warmup, iters):
@@ -164,10 +110,11 @@ def main():
             return F.scaled_dot_product_attention(q.unsqueeze(2), kg, vg, attn_mask=mask, scale=sm_scale,
                                                   enable_gqa=True)
 
+        run_reference = definition_reference(hq, hkv, d, ps)
         if ps == 1:
-            ref = lambda: reference_ps1(q, k_cache, v_cache, indptr, indices, sm_scale)
+            ref = lambda: run_reference(q, k_cache, v_cache, indptr, indices, sm_scale)
         else:
-            ref = lambda: reference_paged(q, k_cache, v_cache, indptr, indices, last, sm_scale)
+            ref = lambda: run_reference(q, k_cache, v_cache, indptr, indices, last, sm_scale)
 
         # Sanity: the two baselines agree (they are timed, so they must compute the same thing).
         o_ref, _ = ref()

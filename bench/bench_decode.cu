@@ -10,8 +10,15 @@
 // bytes / 4.28 TB/s (the H200's measured device copy, protocols.md section 4).
 //
 //   bench_decode [--json FILE] [--dump-tables DIR] [--filter SUBSTRING] [--variants LIST] [--iters N]
-//   --variants: comma-separated tuning variants "s<stages>m<min_segment_tokens>p<0|1 programmatic merge>"
-//               (0 = the library's default), e.g. s0m0p1,s4m256p1; the first is the one reported as "kindex".
+//                [--synthetic B:N:PS,...] [--flush memset|read|none]
+//   --variants: comma-separated tuning variants, each a run of letter-number knobs (absent = the library's
+//               default): s<stages> m<min_segment_tokens> p<0|1 programmatic merge kernel> f<merge: 1 fused,
+//               0 merge kernel, 2 none (diagnostic)> r<0|1 round-robin chunk dealing> x<0|1 page-id prefetch>
+//               t<solo piece tokens, 0 = none> e<0|1 L2 evict-first K/V copies>;
+//               e.g. s0m0p1,m256f0; the first is the one reported as "kindex".
+//   --synthetic: extra workloads (h32/kv4/d128, generated page tables): batch B, N page ids, page size PS.
+//   --flush: cold L2 by zeroing a 2 x L2 buffer (the protocol, default), by reading one, or not at all
+//            (diagnostics only).
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -30,6 +37,7 @@
 #include "bench/timer.hpp"
 #include "catalog/builtin.hpp"
 #include "catalog/inputs.hpp"
+#include "catalog/page_table.hpp"
 #include "kernels/decode/paged_decode.hpp"
 #include "kindex/kindex.h"
 
@@ -66,21 +74,50 @@ __global__ void fill_random(uint16_t* data, size_t n, unsigned long long seed) {
 
 struct Variant {
   std::string name;
-  int stages = 0, min_segment_tokens = 0;
-  bool programmatic = true;
+  kindex::decode::Tuning tuning;
 };
 
 Variant parse_variant(const std::string& s) {
   Variant v;
   v.name = s;
-  if (std::sscanf(s.c_str(), "s%dm%d", &v.stages, &v.min_segment_tokens) < 2) {
-    std::fprintf(stderr, "bad variant '%s' (want s<stages>m<min_segment_tokens>p<0|1>)\n", s.c_str());
-    std::exit(2);
+  v.tuning = kindex::decode::Tuning{};
+  for (size_t i = 0; i < s.size();) {
+    const char key = s[i++];
+    size_t used = 0;
+    int value = 0;
+    try {
+      value = std::stoi(s.substr(i), &used);
+    } catch (...) {
+      used = 0;
+    }
+    if (!used) {
+      std::fprintf(stderr, "bad variant '%s' (want letter-number knobs, e.g. s0m0p1f1r1x1)\n", s.c_str());
+      std::exit(2);
+    }
+    i += used;
+    auto& t = v.tuning;
+    switch (key) {
+      case 's': t.stages = value; break;
+      case 'm': t.min_segment_tokens = value; break;
+      case 'p': t.programmatic_merge = value != 0; break;
+      case 'f': t.merge = value; break;
+      case 'r': t.round_robin = value != 0; break;
+      case 'x': t.prefetch_ids = value != 0; break;
+      case 't': t.solo_tokens = value; break;
+      case 'e': t.evict_first = value != 0; break;
+      default:
+        std::fprintf(stderr, "bad variant '%s': unknown knob '%c'\n", s.c_str(), key);
+        std::exit(2);
+    }
   }
-  int p = 1;
-  std::sscanf(s.c_str(), "s%*dm%*dp%d", &p);
-  v.programmatic = p != 0;
   return v;
+}
+
+__global__ void read_buffer(const uint4* data, size_t n, unsigned* sink) {
+  unsigned acc = 0;
+  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x)
+    acc ^= data[i].x ^ data[i].w;
+  if (acc == 0x12345678u) *sink = acc;  // keeps the loads
 }
 
 struct Stats {
@@ -111,7 +148,7 @@ std::string now_utc() {
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string json_path, dump_dir, filter;
+  std::string json_path, dump_dir, filter, synthetic, flush_mode = "memset";
   std::vector<Variant> variants;
   int iters = 50, warmup = 10, untimed = 6;
   std::string command;
@@ -129,6 +166,8 @@ int main(int argc, char** argv) {
     else if (a == "--dump-tables") dump_dir = next();
     else if (a == "--filter") filter = next();
     else if (a == "--iters") iters = std::stoi(next());
+    else if (a == "--synthetic") synthetic = next();
+    else if (a == "--flush") flush_mode = next();
     else if (a == "--variants") {
       std::string list = next();
       for (size_t p = 0; p <= list.size();) {
@@ -158,6 +197,9 @@ int main(int argc, char** argv) {
   const size_t flush_bytes = 2 * size_t(prop.l2CacheSize);
   void* flush = nullptr;
   CHECK_CUDA(cudaMalloc(&flush, flush_bytes));
+  CHECK_CUDA(cudaMemset(flush, 1, flush_bytes));
+  unsigned* sink = nullptr;
+  CHECK_CUDA(cudaMalloc(&sink, 4));
   cudaEvent_t start, stop;
   CHECK_CUDA(cudaEventCreate(&start));
   CHECK_CUDA(cudaEventCreate(&stop));
@@ -169,39 +211,95 @@ int main(int argc, char** argv) {
   for (size_t v = 1; v < variants.size(); ++v) std::printf(" %10s", variants[v].name.c_str());
   std::printf("\n");
 
+  // The cases: the 68 seed workloads (tables from the catalog's generator) and any synthetic ones.
+  struct Case {
+    std::string def_name, uuid, label;
+    int batch = 0, hq = 32, hkv = 4, d = 128, ps = 1;
+    int64_t num_pages = 0, n = 0;
+    double sm_scale = 0;
+    std::vector<int32_t> indptr, indices, last;  // last empty: no kv_last_page_len
+  };
+  std::vector<Case> cases;
   for (const char* def_name : {"gqa_paged_decode_h32_kv4_d128_ps1", "gqa_paged_decode_h24_kv4_d128_ps64"}) {
     const auto problem = kindex::catalog::builtin_problem(def_name);
     const auto dp = *kindex::catalog::decode_params(problem.definition);
     int index = 0;
     for (const auto& w : problem.workloads) {
-      const std::string label = std::string(def_name).substr(17) + "#" + std::to_string(index++);
-      if (!filter.empty() && label.find(filter) == std::string::npos) continue;
+      Case c;
+      c.def_name = def_name;
+      c.uuid = w.uuid;
+      c.label = std::string(def_name).substr(17) + "#" + std::to_string(index++);
+      if (!filter.empty() && c.label.find(filter) == std::string::npos) continue;
       kindex::catalog::GenerateOptions opt;
       opt.skip_random_floats = true;
       const auto inputs = kindex::catalog::generate_inputs(problem.definition, w, 1, opt);
-      const auto& indptr = inputs.tensors.at("kv_indptr");
-      const auto& indices = inputs.tensors.at("kv_indices");
-      const bool has_last = inputs.tensors.count("kv_last_page_len") > 0;
-      const int batch = int(w.axes.at("batch_size"));
-      const int64_t num_pages = w.axes.at("num_pages"), n = w.axes.at("num_kv_indices");
-      const int hq = int(dp.num_qo_heads), hkv = int(dp.num_kv_heads), d = int(dp.head_dim), ps = int(dp.page_size);
+      auto vec = [](const kindex::Tensor& t) {
+        const int32_t* p = t.ptr<int32_t>();
+        return std::vector<int32_t>(p, p + t.nbytes() / 4);
+      };
+      c.indptr = vec(inputs.tensors.at("kv_indptr"));
+      c.indices = vec(inputs.tensors.at("kv_indices"));
+      if (inputs.tensors.count("kv_last_page_len")) c.last = vec(inputs.tensors.at("kv_last_page_len"));
+      c.batch = int(w.axes.at("batch_size"));
+      c.num_pages = w.axes.at("num_pages");
+      c.n = w.axes.at("num_kv_indices");
+      c.hq = int(dp.num_qo_heads);
+      c.hkv = int(dp.num_kv_heads);
+      c.d = int(dp.head_dim);
+      c.ps = int(dp.page_size);
+      c.sm_scale = inputs.scalars.at("sm_scale");
+      cases.push_back(std::move(c));
+    }
+  }
+  for (size_t p = 0; p < synthetic.size();) {
+    size_t q = synthetic.find(',', p);
+    if (q == std::string::npos) q = synthetic.size();
+    Case c;
+    long long b = 0, n = 0, ps = 0;
+    if (std::sscanf(synthetic.substr(p, q - p).c_str(), "%lld:%lld:%lld", &b, &n, &ps) != 3) {
+      std::fprintf(stderr, "bad --synthetic entry (want B:N:PS)\n");
+      return 2;
+    }
+    p = q + 1;
+    c.def_name = "synthetic_h32_kv4_d128";
+    c.label = "syn_b" + std::to_string(b) + "_n" + std::to_string(n) + "_ps" + std::to_string(ps);
+    c.batch = int(b);
+    c.n = n;
+    c.ps = int(ps);
+    c.num_pages = n + 64;
+    c.sm_scale = 1.0 / std::sqrt(128.0);
+    const auto t = kindex::catalog::generate_page_table(b, c.num_pages, n, ps, 7);
+    c.indptr = t.kv_indptr;
+    c.indices = t.kv_indices;
+    if (ps > 1) c.last = t.kv_last_page_len;
+    cases.push_back(std::move(c));
+  }
+
+  for (const Case& cs : cases) {
+    {
+      const std::string& label = cs.label;
+      const char* def_name = cs.def_name.c_str();
+      const bool has_last = !cs.last.empty();
+      const int batch = cs.batch;
+      const int64_t num_pages = cs.num_pages, n = cs.n;
+      const int hq = cs.hq, hkv = cs.hkv, d = cs.d, ps = cs.ps;
 
       if (!dump_dir.empty()) {  // the same tables for the PyTorch baselines
         std::filesystem::create_directories(dump_dir);
         const std::string base = dump_dir + "/" + label;
-        auto dump = [&](const std::string& suffix, const kindex::Tensor& t) {
-          std::ofstream(base + suffix, std::ios::binary).write(static_cast<const char*>(t.data()),
-                                                               std::streamsize(t.nbytes()));
+        auto dump = [&](const std::string& suffix, const std::vector<int32_t>& t) {
+          std::ofstream(base + suffix, std::ios::binary).write(reinterpret_cast<const char*>(t.data()),
+                                                               std::streamsize(t.size() * 4));
         };
-        dump(".indptr", indptr);
-        dump(".indices", indices);
-        if (has_last) dump(".last", inputs.tensors.at("kv_last_page_len"));
+        dump(".indptr", cs.indptr);
+        dump(".indices", cs.indices);
+        if (has_last) dump(".last", cs.last);
       }
 
       // Bytes a call must move.
       int64_t tokens = 0;
-      const int32_t* ip = indptr.ptr<int32_t>();
-      const int32_t* last_len = has_last ? inputs.tensors.at("kv_last_page_len").ptr<int32_t>() : nullptr;
+      const int32_t* ip = cs.indptr.data();
+      const int32_t* last_len = has_last ? cs.last.data() : nullptr;
       for (int b = 0; b < batch; ++b) {
         const int64_t pages = ip[b + 1] - ip[b];
         if (pages > 0) tokens += (pages - 1) * ps + (last_len ? last_len[b] : ps);
@@ -220,18 +318,18 @@ int main(int argc, char** argv) {
       CHECK_CUDA(cudaMalloc(&v, cache_elems * 2));
       CHECK_CUDA(cudaMalloc(&out, size_t(batch) * hq * d * 2));
       CHECK_CUDA(cudaMalloc(&lse, size_t(batch) * hq * 4));
-      CHECK_CUDA(cudaMalloc(&d_indptr, indptr.nbytes()));
-      CHECK_CUDA(cudaMalloc(&d_indices, std::max<size_t>(indices.nbytes(), 4)));
+      CHECK_CUDA(cudaMalloc(&d_indptr, cs.indptr.size() * 4));
+      CHECK_CUDA(cudaMalloc(&d_indices, std::max<size_t>(cs.indices.size() * 4, 4)));
       fill_random<<<1024, 256, 0, stream>>>(static_cast<uint16_t*>(q), size_t(batch) * hq * d, 11);
       fill_random<<<4096, 256, 0, stream>>>(static_cast<uint16_t*>(k), cache_elems, 12);
       fill_random<<<4096, 256, 0, stream>>>(static_cast<uint16_t*>(v), cache_elems, 13);
       CHECK_CUDA(cudaGetLastError());
-      CHECK_CUDA(cudaMemcpy(d_indptr, indptr.data(), indptr.nbytes(), cudaMemcpyHostToDevice));
-      CHECK_CUDA(cudaMemcpy(d_indices, indices.data(), indices.nbytes(), cudaMemcpyHostToDevice));
+      CHECK_CUDA(cudaMemcpy(d_indptr, cs.indptr.data(), cs.indptr.size() * 4, cudaMemcpyHostToDevice));
+      CHECK_CUDA(cudaMemcpy(d_indices, cs.indices.data(), cs.indices.size() * 4, cudaMemcpyHostToDevice));
       if (has_last) {
-        const auto& last = inputs.tensors.at("kv_last_page_len");
-        CHECK_CUDA(cudaMalloc(&d_last, last.nbytes()));
-        CHECK_CUDA(cudaMemcpy(d_last, last.data(), last.nbytes(), cudaMemcpyHostToDevice));
+        const auto& last = cs.last;
+        CHECK_CUDA(cudaMalloc(&d_last, last.size() * 4));
+        CHECK_CUDA(cudaMemcpy(d_last, last.data(), last.size() * 4, cudaMemcpyHostToDevice));
       }
       kindex_paged_decode_params p{};
       p.dtype = KINDEX_DTYPE_BF16;
@@ -248,21 +346,18 @@ int main(int argc, char** argv) {
       p.kv_indptr = static_cast<const int32_t*>(d_indptr);
       p.kv_indices = static_cast<const int32_t*>(d_indices);
       p.kv_last_page_len = static_cast<const int32_t*>(d_last);
-      p.sm_scale = float(inputs.scalars.at("sm_scale"));
+      p.sm_scale = float(cs.sm_scale);
       p.output = out;
       p.lse = lse;
 
-      nlohmann::json row = {{"definition", def_name}, {"uuid", w.uuid}, {"label", label}, {"batch_size", batch},
+      nlohmann::json row = {{"definition", def_name}, {"uuid", cs.uuid}, {"label", label}, {"batch_size", batch},
                             {"num_pages", num_pages}, {"num_kv_indices", n}, {"kv_tokens", tokens},
                             {"bytes", bytes}, {"floor_us", floor_us}};
       nlohmann::json per_variant = nlohmann::json::object();
       Stats event_stats;
       std::vector<double> medians;
       for (const Variant& var : variants) {
-        auto& t = kindex::decode::tuning();
-        t.stages = var.stages;
-        t.min_segment_tokens = var.min_segment_tokens;
-        t.programmatic_merge = var.programmatic;
+        kindex::decode::tuning() = var.tuning;
         const kindex::decode::Plan plan = kindex::decode::make_plan(p);
         void* ws = nullptr;
         if (plan.workspace_bytes()) CHECK_CUDA(cudaMalloc(&ws, plan.workspace_bytes()));
@@ -273,10 +368,18 @@ int main(int argc, char** argv) {
           }
         };
         kindex::bench::TimingProtocol protocol;
+        protocol.cold_l2 = flush_mode == "memset";
+        auto prepare = [&] {
+          if (flush_mode == "read") {
+            read_buffer<<<4 * prop.multiProcessorCount, 512, 0, stream>>>(static_cast<const uint4*>(flush),
+                                                                           flush_bytes / 16, sink);
+            CHECK_CUDA(cudaGetLastError());
+          }
+        };
         protocol.untimed = untimed;
         protocol.warmup = warmup;
         protocol.iterations = iters;
-        const auto samples = kindex::bench::time_device(protocol, [] {}, call, stream, true);
+        const auto samples = kindex::bench::time_device(protocol, prepare, call, stream, true);
         timer = samples.timer + (samples.note.empty() ? "" : " (" + samples.note + ")");
         std::vector<double> us;
         for (double ns : samples.ns) us.push_back(ns * 1e-3);
@@ -304,7 +407,8 @@ int main(int argc, char** argv) {
                                  {"achieved_tb_per_s", bytes / (s.median_us * 1e-6) / 1e12},
                                  {"ratio_to_floor", s.median_us / floor_us},
                                  {"num_segments", plan.num_segments}, {"pages_per_segment", plan.pages_per_segment},
-                                 {"stages", plan.stages}, {"workspace_bytes", plan.workspace_bytes()}};
+                                 {"stages", plan.stages}, {"workspace_bytes", plan.workspace_bytes()},
+                                 {"fused_merge", plan.fused_merge}};
       }
       kindex::decode::tuning() = kindex::decode::Tuning{};
       row["kindex"] = per_variant[variants[0].name];
@@ -331,7 +435,8 @@ int main(int argc, char** argv) {
         {"date_utc", now_utc()},
         {"device", {{"name", prop.name}, {"sm_count", prop.multiProcessorCount}, {"l2_bytes", prop.l2CacheSize},
                     {"driver_version", driver}, {"runtime_version", runtime}}},
-        {"protocol", {{"cold_l2", true}, {"flush_bytes", flush_bytes}, {"untimed", untimed}, {"warmup", warmup},
+        {"protocol", {{"cold_l2", flush_mode == "memset"}, {"flush", flush_mode}, {"flush_bytes", flush_bytes},
+                      {"untimed", untimed}, {"warmup", warmup},
                       {"iterations", iters}, {"statistic", "median"}, {"timer", timer},
                       {"also", "kindex_cuda_events: CUDA events around each call (first variant)"}}},
         {"floor", {{"bytes", "K/V of referenced tokens + q + output + lse + kv_indptr + kv_indices + kv_last_page_len"},

@@ -3,8 +3,11 @@
 results file, and prints the performance-log table (markdown).
 
   python3 bench/decode_report.py results/decode/bench_decode_h200.json results/decode/torch_baselines_h200.json \
-      --out results/decode/paged_decode_h200.json > table.md
+      --out results/decode/paged_decode_h200.json [--select VARIANT --note TEXT] > table.md
 Both inputs must come from the same page tables (bench_decode --dump-tables feeds the baselines script).
+--select reports that measured variant (one run, one binary) as "kindex" (the library's shipped default when it
+was fixed after the run; --note says so in the output's "selection" field). Synthetic workloads (bench_decode
+--synthetic) have no baselines: they move to the output's "synthetic" list, out of the table.
 """
 import argparse
 import json
@@ -16,9 +19,17 @@ def main():
     ap.add_argument("bench")
     ap.add_argument("baselines")
     ap.add_argument("--out")
+    ap.add_argument("--select")
+    ap.add_argument("--note")
     args = ap.parse_args()
     bench = json.load(open(args.bench))
     base = json.load(open(args.baselines))
+    bench["synthetic"] = [w for w in bench["workloads"] if w["definition"].startswith("synthetic")]
+    bench["workloads"] = [w for w in bench["workloads"] if not w["definition"].startswith("synthetic")]
+    if args.select:
+        for w in bench["workloads"] + bench["synthetic"]:
+            w["kindex"] = dict(w["variants"][args.select], variant=args.select)
+        bench["selection"] = args.note or f"'kindex' is the measured variant {args.select}"
     by_uuid = {w["uuid"]: w for w in base["workloads"]}
     bench["baselines"] = {k: v for k, v in base.items() if k != "workloads"}
     print("| workload | batch | KV pages | MB moved | floor us | kindex us | TB/s | x floor | SDPA us | x SDPA | reference us | x reference |")

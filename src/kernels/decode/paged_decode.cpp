@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstdint>
 #include <map>
 #include <mutex>
@@ -93,7 +94,21 @@ std::string describe_bad_entry(const kindex_paged_decode_params& p, unsigned lon
 }  // namespace
 
 Tuning& tuning() {
-  static Tuning t;
+  static Tuning t = [] {
+    Tuning d;
+    auto env = [](const char* name, int fallback) {
+      const char* v = std::getenv(name);
+      return v && *v ? std::atoi(v) : fallback;
+    };
+    d.min_segment_tokens = env("KINDEX_DECODE_MIN_SEGMENT", d.min_segment_tokens);
+    d.stages = env("KINDEX_DECODE_STAGES", d.stages);
+    d.merge = env("KINDEX_DECODE_MERGE", d.merge);
+    d.round_robin = env("KINDEX_DECODE_ROUND_ROBIN", d.round_robin ? 1 : 0) != 0;
+    d.prefetch_ids = env("KINDEX_DECODE_PREFETCH", d.prefetch_ids ? 1 : 0) != 0;
+    d.solo_tokens = env("KINDEX_DECODE_SOLO", d.solo_tokens);
+    d.evict_first = env("KINDEX_DECODE_EVICT_FIRST", d.evict_first ? 1 : 0) != 0;
+    return d;
+  }();
   return t;
 }
 
@@ -126,7 +141,8 @@ Plan make_plan(const kindex_paged_decode_params& p) {
   if (n > 0 && p.batch_size > 0) {
     // One wave of equal segments: num_segments * num_kv_heads CTAs fill the resident slots of all SMs, but no
     // segment is shorter than about one average sequence, within [128, 1024] tokens for a batch of up to 8 and
-    // [128, 256] above: with few sequences, cutting them finer buys little parallelism for the merge's ~5 us;
+    // [128, 256] above: with few sequences, cutting them finer buys little parallelism for the grid barrier and
+    // merge of split sequences (v4: m128/m64 paid only at 546 tokens of batch 1);
     // with many, longer segments would leave SMs idle (measured, docs/perf/decode.md).
     const int64_t target = std::max<int64_t>(1, slots / p.num_kv_heads);
     const int64_t average_tokens = (n * p.page_size + p.batch_size - 1) / p.batch_size;
@@ -137,6 +153,9 @@ Plan make_plan(const kindex_paged_decode_params& p) {
     plan.pages_per_segment = std::max(min_pages, (n + target - 1) / target);
     plan.num_segments = (n + plan.pages_per_segment - 1) / plan.pages_per_segment;
   }
+  // Merged in the main kernel after a grid-wide barrier: needs every CTA resident at once, which one wave of
+  // num_segments * num_kv_heads <= slots CTAs is.
+  plan.fused_merge = tune.merge == 1 && plan.num_segments > 1 && plan.num_segments * p.num_kv_heads <= slots;
   if (plan.num_segments > 1)
     plan.partial_bytes = size_t(plan.num_segments + p.batch_size) * size_t(p.num_qo_heads) *
                          size_t(p.head_dim + 1) * sizeof(float);

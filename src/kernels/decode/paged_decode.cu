@@ -2,15 +2,19 @@
 // measurements behind the choices below).
 //
 // A CTA = one KV head x one segment of the global page list; 8 warps (4 at head_dim 256). The query-head group of
-// the KV head is packed as the 16 rows of mma.m16n8k16 (rows >= group are zero and never written). Each warp owns
-// every 8th 16-token chunk of a sequence piece and runs its own cp.async ring (K and V rows, 16 B per copy); the
-// chunks' page ids are copied into a small shared ring S chunks ahead, so page_size 1 streams like page_size 64.
-// Per chunk: S = Q K^T (Q fragments from a shared Q tile staged one piece ahead, K via ldmatrix), online softmax
-// in fp32 with exp2 and the scale folded into log2 units, O += P V (P re-packed from the S accumulators as the
-// A operand, V via ldmatrix.trans). At the end of a piece each warp parks its (m, l, O) in the ring stage it
-// consumed last and the warps merge in fixed order (deterministic), writing the output or a split-KV partial.
-#include <cuda_bf16.h>
-#include <cuda_fp16.h>
+// the KV head is packed as the 16 rows of mma.m16n8k16 (rows >= group are zero and never written). The chunks
+// (16 tokens) of the segment's pieces are dealt to the warps (Deal): a piece's chunks round-robin over all warps,
+// starting where the previous piece ended, or - a "solo" piece of at most Tuning::solo_tokens tokens in a segment
+// of several pieces - all to one warp, which then writes that piece's result from its registers with no
+// cross-warp merge and no CTA barrier. Each warp runs its own cp.async ring (K and V rows, 16 B per copy, L2
+// evict-first); the chunks' page ids are copied into a small shared ring S chunks ahead, so page_size 1 streams
+// like page_size 64. Per chunk: S = Q K^T (Q fragments from a shared Q tile staged one CTA piece ahead, or from
+// global memory for a solo piece; K via ldmatrix), online softmax in fp32 with exp2 and the scale folded into log2
+// units, O += P V (P re-packed from the S accumulators as the A operand, V via ldmatrix.trans). At the end of a
+// CTA piece each warp parks its (m, l, O) in the ring stage it consumed last, per-row weights are reduced once and
+// the warps merge in fixed order (deterministic), writing the output or a split-KV partial. Split sequences are
+// merged in the same kernel after a grid-wide barrier (merge_in_kernel).
+#include <cooperative_groups.h>
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -43,6 +47,11 @@ struct Args {
   int pages_per_segment, num_segments;
   long long num_pages;
   float scale_log2;     // sm_scale * log2(e)
+  int round_robin;      // deal a piece's chunks to warps round-robin from where the previous piece ended
+  int solo_tokens;      // pieces of 1..solo_tokens tokens go to one warp whole (0: none)
+  int fused;            // cooperative launch: merge split sequences in this kernel after a grid-wide barrier
+  int prefetch;         // prefetch the segment's page ids into L2 first
+  int evict_first;      // K/V copies carry the L2 evict-first policy (read once: recycle their own lines)
 };
 
 struct Piece {
@@ -50,6 +59,28 @@ struct Piece {
   int page_begin;  // first page position of the piece in kv_indices
   int tokens;      // 0: an empty sequence this segment owns (write zeros and -inf)
   int whole;       // the piece is the whole sequence: write the final output, not a partial
+  int solo;        // 1: one warp streams the whole piece and writes its result alone (no CTA merge)
+};
+
+constexpr int kNoChunk = 1 << 26;  // "first chunk" of a warp that has none in a solo piece (* kChunk > any solo piece)
+
+// How a piece's chunks are dealt to the warps. A deal counter d (mod warps) runs over the pieces in order, the
+// same in every warp: a CTA piece's chunk c goes to warp (d + c) % warps, then d advances by its chunk count
+// (round-robin across pieces; without it d stays 0 and every piece starts at warp 0); a solo piece goes whole to
+// warp d % warps, then d advances by one.
+template <int W>
+struct Deal {
+  static __device__ __forceinline__ int first(const Piece& p, int d, int warp) {
+    if (p.solo) return d == warp ? 0 : kNoChunk;
+    return (warp - d + W) % W;
+  }
+  static __device__ __forceinline__ int step(const Piece& p) { return p.solo ? 1 : W; }
+  static __device__ __forceinline__ int advance(const Piece& p, int d, int round_robin) {
+    if (p.solo) return (d + 1) % W;
+    if (!round_robin) return d;
+    const int chunks = (p.tokens >> 4) + ((p.tokens & (kChunk - 1)) != 0);
+    return (d + chunks % W) % W;
+  }
 };
 
 template <int D, int S>
@@ -71,7 +102,8 @@ struct Layout {
   // At the end of a piece a warp's (rows x D) fp32 state goes to the ring stage it consumed last, which no copy
   // targets until the next piece starts: exactly one stage's bytes (16 rows x D x 4 B = K + V of 16 tokens).
   static_assert(kRows * D * 4 == 2 * kTileElems * 2, "a ring stage holds one warp's merge state");
-  static constexpr int kStatBytes = kWarps * kRows * 2 * 4 + kWarps * 4;  // m, l, and each warp's merge stage
+  // m, l, the merge weights (per warp and row), each warp's merge stage, and per-row lse
+  static constexpr int kStatBytes = kWarps * kRows * 3 * 4 + kWarps * 4 + kRows * 4;
   static constexpr int kQBytes = kRows * D * 2;
   static constexpr int kIdBytes = kWarps * kIdSlots * kChunk * 2 * 4;  // page id and in-page offset
   static constexpr int kTableBytes = kTable * int(sizeof(Piece));
@@ -117,9 +149,19 @@ __device__ __forceinline__ float fast_exp2(float x) {
   return y;
 }
 
-__device__ __forceinline__ void cp_async16(uint32_t dst, const void* src, bool valid) {
-  // src-size 0 zero-fills the 16 bytes: masked tokens read as zeros, never as stale or NaN shared memory.
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(valid ? 16 : 0));
+// A 16-byte copy with an L2 eviction-priority policy (createpolicy; K/V rows are read once). src-size 0
+// zero-fills the 16 bytes: masked tokens read as zeros, never as stale or NaN shared memory.
+__device__ __forceinline__ void cp_async16_hint(uint32_t dst, const void* src, bool valid, uint64_t policy) {
+  asm volatile("cp.async.cg.shared.global.L2::cache_hint [%0], [%1], 16, %2, %3;\n" ::"r"(dst), "l"(src),
+               "r"(valid ? 16 : 0), "l"(policy));
+}
+__device__ __forceinline__ uint64_t l2_policy(bool evict_first) {
+  uint64_t policy;
+  if (evict_first)
+    asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(policy));
+  else
+    asm volatile("createpolicy.fractional.L2::evict_normal.b64 %0, 1.0;" : "=l"(policy));
+  return policy;
 }
 __device__ __forceinline__ void cp_async4(uint32_t dst, const void* src) {
   asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(dst), "l"(src));
@@ -172,15 +214,19 @@ __device__ __forceinline__ void seq_range(const Args& a, int b, int& start, int&
 template <int D, int S, class T>
 struct Producer {
   using L = Layout<D, S>;
-  int k, c, seq;     // next chunk to issue, and its number in this warp's sequence of chunks
-  int fk, fc, fseq;  // next chunk whose ids to fetch
+  using Dl = Deal<L::kWarps>;
+  int k, c, seq, dk;     // next chunk to issue, its number in this warp's sequence of chunks, piece k's deal
+  int fk, fc, fseq, fdk;  // next chunk whose ids to fetch
   int* ids;          // this warp's [kIdSlots][kChunk] page ids
   int* offs;         // this warp's [kIdSlots][kChunk] in-page offsets, -1 past the piece's end
+  uint64_t policy;   // L2 policy of the K/V copies
 
-  static __device__ __forceinline__ void next(const Piece* table, int n, int warp, int& k, int& c) {
+  static __device__ __forceinline__ void next(const Args& a, const Piece* table, int n, int warp, int& k, int& c,
+                                              int& d) {
     while (k < n && c * kChunk >= table[k].tokens) {
+      d = Dl::advance(table[k], d, a.round_robin);
       ++k;
-      c = warp;
+      if (k < n) c = Dl::first(table[k], d, warp);
     }
   }
   __device__ __forceinline__ void fetch(const Args& a, const Piece* table, int n, int warp, int lane) {
@@ -198,16 +244,17 @@ struct Producer {
       offs[slot] = off;
     }
     ++fseq;
-    fc += L::kWarps;
-    next(table, n, warp, fk, fc);
+    fc += Dl::step(table[fk]);
+    next(a, table, n, warp, fk, fc, fdk);
   }
   // Fetches the ids of the first S chunks and waits for them: the one id round trip a batch of pieces pays.
-  __device__ __forceinline__ void start(const Args& a, const Piece* table, int n, int warp, int lane) {
+  __device__ __forceinline__ void start(const Args& a, const Piece* table, int n, int warp, int lane, int d0) {
     k = fk = 0;
-    c = fc = warp;
+    dk = fdk = d0;
+    c = fc = n > 0 ? Dl::first(table[0], d0, warp) : 0;
     seq = fseq = 0;
-    next(table, n, warp, k, c);
-    next(table, n, warp, fk, fc);
+    next(a, table, n, warp, k, c, dk);
+    next(a, table, n, warp, fk, fc, fdk);
 #pragma unroll
     for (int i = 0; i < S; ++i) fetch(a, table, n, warp, lane);
     cp_async_commit();
@@ -236,12 +283,12 @@ struct Producer {
         const long long row = page * a.page_size + max(toff, 0);
         const long long elem = (row * a.num_kv_heads + kvh) * D + chunk * 8;
         const int so = tile_offset<D>(t, chunk) * 2;
-        cp_async16(k_smem + so, static_cast<const T*>(a.k) + elem, toff >= 0);
-        cp_async16(v_smem + so, static_cast<const T*>(a.v) + elem, toff >= 0);
+        cp_async16_hint(k_smem + so, static_cast<const T*>(a.k) + elem, toff >= 0, policy);
+        cp_async16_hint(v_smem + so, static_cast<const T*>(a.v) + elem, toff >= 0, policy);
       }
       ++seq;
-      c += L::kWarps;
-      next(table, n, warp, k, c);
+      c += Dl::step(table[k]);
+      next(a, table, n, warp, k, c, dk);
       fetch(a, table, n, warp, lane);
     }
     cp_async_commit();
@@ -280,6 +327,81 @@ __device__ __forceinline__ void load_q_fragment(uint32_t q_smem, int kk, int lan
   ldmatrix_x4(q_smem + tile_offset<D>(row, col) * 2, f[0], f[1], f[2], f[3]);
 }
 
+// The same fragments straight from global memory (a solo piece; rows >= group are zero).
+template <int D, class T>
+__device__ __forceinline__ void load_q_global(const Args& a, int b, int kvh, int lane, uint32_t (&f)[D / 16][4]) {
+  const int g = lane / 4, t4 = lane % 4;
+  const uint32_t* r0 = reinterpret_cast<const uint32_t*>(static_cast<const T*>(a.q) +
+                                                         ((long long)b * a.num_qo_heads + kvh * a.group + g) * D);
+  const uint32_t* r1 = r0 + 8 * D / 2;
+  const bool v0 = g < a.group, v1 = g + 8 < a.group;
+#pragma unroll
+  for (int kk = 0; kk < D / 16; ++kk) {
+    f[kk][0] = v0 ? __ldg(r0 + kk * 8 + t4) : 0u;
+    f[kk][1] = v1 ? __ldg(r1 + kk * 8 + t4) : 0u;
+    f[kk][2] = v0 ? __ldg(r0 + kk * 8 + 4 + t4) : 0u;
+    f[kk][3] = v1 ? __ldg(r1 + kk * 8 + 4 + t4) : 0u;
+  }
+}
+
+// The fused merge (cooperative launch only): after a grid-wide barrier every CTA takes (sequence, KV head) items
+// round-robin and combines the partials of the sequences cut over several segments, in segment order
+// (deterministic). Each output element folds its partials four segments at a time (online rescaling), every load
+// of a group independent: one L2 round trip per four segments.
+template <int D, int S, class T>
+__device__ __forceinline__ void merge_in_kernel(const Args& a, const int* indptr_cache) {
+  using L = Layout<D, S>;
+  cooperative_groups::this_grid().sync();
+  const float neg_inf = -__int_as_float(0x7f800000);
+  const int nctas = gridDim.x * gridDim.y, cta = blockIdx.y * gridDim.x + blockIdx.x;
+  const long long items = (long long)a.batch * a.num_kv_heads;
+  const long long o_stride = (long long)a.num_qo_heads * D;  // floats between two segments' partial slots
+  for (long long j = cta; j < items; j += nctas) {
+    const int b = int(j / a.num_kv_heads), kvh = int(j % a.num_kv_heads);
+    int start, end;
+    if (b < kIndptrCache) {
+      start = clampi(indptr_cache[b], 0, a.num_kv_indices);
+      end = clampi(indptr_cache[b + 1], start, a.num_kv_indices);
+    } else {
+      seq_range(a, b, start, end);
+    }
+    if (end <= start) continue;
+    const int s0 = start / a.pages_per_segment, s1 = (end - 1) / a.pages_per_segment;
+    if (s0 == s1) continue;
+    const int ns = s1 - s0 + 1;
+    const long long head0 = (long long)b * a.num_qo_heads + kvh * a.group;
+    for (int i = threadIdx.x; i < a.group * D; i += L::kThreads) {
+      const int r = i / D, d = i % D;
+      const long long slot0 = ((long long)s0 + b) * a.num_qo_heads + kvh * a.group + r;
+      const float* lp = a.part_lse + slot0;
+      const float* op = a.part_o + slot0 * D + d;
+      float mm = neg_inf, sum = 0.f, acc = 0.f;
+      for (int s = 0; s < ns; s += 4) {
+        float lv[4], ov[4];
+#pragma unroll
+        for (int u = 0; u < 4; ++u) {
+          const bool in = s + u < ns;
+          lv[u] = in ? __ldcg(lp + (long long)(s + u) * a.num_qo_heads) : neg_inf;
+          ov[u] = in ? __ldcg(op + (long long)(s + u) * o_stride) : 0.f;
+        }
+        const float nm = fmaxf(fmaxf(mm, fmaxf(lv[0], lv[1])), fmaxf(lv[2], lv[3]));
+        const float sc = exp2f(mm - nm);  // 0 on the first group (mm = -inf, nm finite)
+        sum *= sc;
+        acc *= sc;
+#pragma unroll
+        for (int u = 0; u < 4; ++u) {
+          const float e = exp2f(lv[u] - nm);
+          sum += e;
+          acc += e * ov[u];
+        }
+        mm = nm;
+      }
+      static_cast<T*>(a.out)[(head0 + r) * D + d] = Traits<T>::from_float(acc / sum);
+      if (d == 0 && a.lse) a.lse[head0 + r] = mm + log2f(sum);
+    }
+  }
+}
+
 template <int D, int S, class T>
 __global__ void __launch_bounds__((Layout<D, S>::kThreads), 1) decode_kernel(const Args a) {
   using L = Layout<D, S>;
@@ -288,7 +410,9 @@ __global__ void __launch_bounds__((Layout<D, S>::kThreads), 1) decode_kernel(con
   T* ring = reinterpret_cast<T*>(smem);
   float* merge_m = reinterpret_cast<float*>(smem + L::kRingBytes);  // [warp][row]
   float* merge_l = merge_m + L::kWarps * kRows;
-  int* merge_stage = reinterpret_cast<int*>(merge_l + L::kWarps * kRows);  // [warp]: where its state went
+  float* merge_w = merge_l + L::kWarps * kRows;    // [warp][row]: the warp's weight in the row's merge
+  float* merge_lse = merge_w + L::kWarps * kRows;  // [row]
+  int* merge_stage = reinterpret_cast<int*>(merge_lse + kRows);  // [warp]: where its state went
   T* q_tile = reinterpret_cast<T*>(merge_stage + L::kWarps);           // [16][D], swizzled like a K tile
   int* id_ring = reinterpret_cast<int*>(q_tile + kRows * D);        // [warp][kIdSlots][kChunk]
   int* off_ring = id_ring + L::kWarps * L::kIdSlots * kChunk;
@@ -296,6 +420,7 @@ __global__ void __launch_bounds__((Layout<D, S>::kThreads), 1) decode_kernel(con
   int* indptr_cache = reinterpret_cast<int*>(table + kTable);  // [kIndptrCache + 1]
   int* last_cache = indptr_cache + kIndptrCache + 1;            // [kIndptrCache]
   __shared__ int counts[2];
+  __shared__ unsigned cta_mask[2];  // per table batch: bit k = piece k is a CTA piece (not solo)
 
   // The merge kernel may be scheduled now; it waits for this grid's completion before reading anything.
   asm volatile("griddepcontrol.launch_dependents;");
@@ -305,6 +430,9 @@ __global__ void __launch_bounds__((Layout<D, S>::kThreads), 1) decode_kernel(con
   const int seg_begin = int(min((long long)seg * a.pages_per_segment, (long long)a.num_kv_indices));
   const int seg_end = int(min((long long)seg_begin + a.pages_per_segment, (long long)a.num_kv_indices));
   const bool last_seg = seg == a.num_segments - 1;
+  if (a.prefetch)  // the page ids this segment will fetch, into L2 while the counting pass runs
+    for (int i = seg_begin + threadIdx.x * 32; i < seg_end; i += L::kThreads * 32)
+      asm volatile("prefetch.global.L2 [%0];" ::"l"(a.indices + i));
 
   // Sequences touching this segment form the range [b_begin, b_end): those entirely before it are a prefix
   // (ended by seg_begin, started before it); those starting at or after seg_end a suffix. Empty sequences are
@@ -343,38 +471,71 @@ __global__ void __launch_bounds__((Layout<D, S>::kThreads), 1) decode_kernel(con
   Producer<D, S, T> prod;
   prod.ids = id_ring + warp * L::kIdSlots * kChunk;
   prod.offs = off_ring + warp * L::kIdSlots * kChunk;
+  prod.policy = l2_policy(a.evict_first != 0);
   QStage<D, S, T> qnext;
 
+  using Dl = Deal<L::kWarps>;
+  // Pieces of at most this many tokens go whole to one warp when a table batch holds several pieces (Q fragments
+  // from global memory, so only where Q lives in registers).
+  const int solo_tokens = L::kQInRegisters ? a.solo_tokens : 0;
+  int deal = 0;  // the deal counter (Deal) at the next piece, the same in every warp
   for (int tb = b_begin; tb < b_end; tb += kTable) {
     const int n = min(kTable, b_end - tb);
-    __syncthreads();  // the previous batch's table is no longer read
-    if (threadIdx.x < n) {
-      const int b = tb + threadIdx.x;
-      int start, end, last;
-      if (b < kIndptrCache) {
-        start = clampi(indptr_cache[b], 0, a.num_kv_indices);
-        end = clampi(indptr_cache[b + 1], start, a.num_kv_indices);
-        last = last_cache[b];
-      } else {
-        seq_range(a, b, start, end);
-        last = a.last_len ? __ldg(a.last_len + b) : a.page_size;
+    if (a.prefetch) {  // the Q rows of this batch's pieces, into L2: the Q loads then hit it
+      const int lines = (a.group * D * int(sizeof(T)) + 127) / 128;  // per piece
+      for (int i = threadIdx.x; i < n * lines; i += L::kThreads) {
+        const int piece = i / lines, line = i % lines;
+        const char* row = reinterpret_cast<const char*>(static_cast<const T*>(a.q) +
+                                                        ((long long)(tb + piece) * a.num_qo_heads + kvh * a.group) * D);
+        asm volatile("prefetch.global.L2 [%0];" ::"l"(row + line * 128));
       }
-      last = clampi(last, 1, a.page_size);
-      const int pb = max(start, seg_begin), pe = min(end, seg_end);
-      Piece p{b, pb, 0, start >= seg_begin && end <= seg_end};
-      if (pe > pb) p.tokens = (pe - pb - 1) * a.page_size + (pe == end ? last : a.page_size);
-      else if (start != end) p.whole = -1;  // malformed indptr: nothing of it lies here
-      table[threadIdx.x] = p;
     }
-    qnext.load(a, tb, kvh);  // piece 0's Q, while the ids of the first chunks arrive
+    __syncthreads();  // the previous batch's table is no longer read
+    if (threadIdx.x < kTable) {
+      bool cta_piece = false;
+      if (threadIdx.x < n) {
+        const int b = tb + threadIdx.x;
+        int start, end, last;
+        if (b < kIndptrCache) {
+          start = clampi(indptr_cache[b], 0, a.num_kv_indices);
+          end = clampi(indptr_cache[b + 1], start, a.num_kv_indices);
+          last = last_cache[b];
+        } else {
+          seq_range(a, b, start, end);
+          last = a.last_len ? __ldg(a.last_len + b) : a.page_size;
+        }
+        last = clampi(last, 1, a.page_size);
+        const int pb = max(start, seg_begin), pe = min(end, seg_end);
+        Piece p{b, pb, 0, start >= seg_begin && end <= seg_end, 0};
+        if (pe > pb) p.tokens = (pe - pb - 1) * a.page_size + (pe == end ? last : a.page_size);
+        else if (start != end) p.whole = -1;  // malformed indptr: nothing of it lies here
+        // Solo only where the segment holds several pieces: alone, a piece is better streamed by all warps.
+        p.solo = n > 1 && p.tokens > 0 && p.tokens <= solo_tokens && p.whole >= 0;
+        cta_piece = !p.solo;
+        table[threadIdx.x] = p;
+      }
+      const unsigned mask = __ballot_sync(0xffffffffu, cta_piece);
+      if (lane == 0) cta_mask[warp] = mask;
+    }
     __syncthreads();
+    // The CTA pieces in order (the Q tile is staged for them only): next_cta(k) is the first one after piece k.
+    const unsigned long long ctas = (unsigned long long)cta_mask[0] | ((unsigned long long)cta_mask[1] << 32);
+    auto next_cta = [&](int k) {
+      const unsigned long long after = k < 0 ? ctas : k >= 63 ? 0ull : ctas & ~((2ull << k) - 1);
+      return after ? __ffsll((long long)after) - 1 : n;
+    };
+    const int first_cta = next_cta(-1);
+    if (first_cta < n) qnext.load(a, table[first_cta].b, kvh);  // while the ids of the first chunks arrive
 
-    prod.start(a, table, n, warp, lane);
-    qnext.store(q_tile);
-    if (n > 1) qnext.load(a, table[1].b, kvh);
+    prod.start(a, table, n, warp, lane, deal);
+    if (first_cta < n) {
+      qnext.store(q_tile);
+      const int second = next_cta(first_cta);
+      if (second < n) qnext.load(a, table[second].b, kvh);
+    }
 #pragma unroll
     for (int s = 0; s < S - 1; ++s) prod.issue(a, table, n, ring, warp, lane, kvh);
-    __syncthreads();  // piece 0's Q tile is complete
+    __syncthreads();  // the first CTA piece's Q tile is complete
 
     int consumed = 0;  // this warp's chunks consumed in this batch; chunk i sits in ring stage i % S
     for (int k = 0; k < n; ++k) {
@@ -384,14 +545,20 @@ __global__ void __launch_bounds__((Layout<D, S>::kThreads), 1) decode_kernel(con
 #pragma unroll
       for (int j = 0; j < D / 8; ++j) o[j][0] = o[j][1] = o[j][2] = o[j][3] = 0.f;
 
-      if (piece.tokens > warp * kChunk) {
+      const int c0 = Dl::first(piece, deal, warp), step = Dl::step(piece);
+      deal = Dl::advance(piece, deal, a.round_robin);
+      if (piece.tokens > c0 * kChunk) {
         uint32_t qf[L::kQInRegisters ? D / 16 : 1][4];
         if constexpr (L::kQInRegisters) {
+          if (piece.solo) {
+            load_q_global<D, T>(a, piece.b, kvh, lane, qf);
+          } else {
 #pragma unroll
-          for (int kk = 0; kk < D / 16; ++kk) load_q_fragment<D>(q_smem, kk, lane, qf[kk]);
+            for (int kk = 0; kk < D / 16; ++kk) load_q_fragment<D>(q_smem, kk, lane, qf[kk]);
+          }
         }
 
-        for (int c = warp; c * kChunk < piece.tokens; c += L::kWarps) {
+        for (int c = c0; c * kChunk < piece.tokens; c += step) {
           prod.issue(a, table, n, ring, warp, lane, kvh);
           cp_async_wait<S - 1>();
           __syncwarp();  // this chunk's copies, made by all lanes, are visible to all lanes
@@ -487,11 +654,44 @@ __global__ void __launch_bounds__((Layout<D, S>::kThreads), 1) decode_kernel(con
         }
       }
 
-      // Publish this warp's state (rows < group) and merge the 4 warps in fixed order.
       l[0] += __shfl_xor_sync(0xffffffffu, l[0], 1);
       l[0] += __shfl_xor_sync(0xffffffffu, l[0], 2);
       l[1] += __shfl_xor_sync(0xffffffffu, l[1], 1);
       l[1] += __shfl_xor_sync(0xffffffffu, l[1], 2);
+      if (piece.solo) {  // the owner alone writes the result from its registers: no merge, no barrier
+        if (piece.tokens > c0 * kChunk) {
+          const float inv0 = 1.f / l[0], inv1 = 1.f / l[1];
+          const long long head0 = (long long)piece.b * a.num_qo_heads + kvh * a.group;
+          const long long slot_head0 = ((long long)seg + piece.b) * a.num_qo_heads + kvh * a.group;
+#pragma unroll
+          for (int j = 0; j < D / 8; ++j) {
+            const int d = j * 8 + 2 * t4;
+            if (piece.whole) {
+              if (g < a.group)
+                *reinterpret_cast<uint32_t*>(static_cast<T*>(a.out) + (head0 + g) * D + d) =
+                    Tr::pack(o[j][0] * inv0, o[j][1] * inv0);
+              if (g + 8 < a.group)
+                *reinterpret_cast<uint32_t*>(static_cast<T*>(a.out) + (head0 + g + 8) * D + d) =
+                    Tr::pack(o[j][2] * inv1, o[j][3] * inv1);
+            } else {
+              if (g < a.group)
+                *reinterpret_cast<float2*>(a.part_o + (slot_head0 + g) * D + d) =
+                    make_float2(o[j][0] * inv0, o[j][1] * inv0);
+              if (g + 8 < a.group)
+                *reinterpret_cast<float2*>(a.part_o + (slot_head0 + g + 8) * D + d) =
+                    make_float2(o[j][2] * inv1, o[j][3] * inv1);
+            }
+          }
+          if (t4 == 0) {
+            float* lse_out = piece.whole ? a.lse : a.part_lse;
+            const long long h0 = piece.whole ? head0 : slot_head0;
+            if (lse_out && g < a.group) lse_out[h0 + g] = m[0] + __log2f(l[0]);
+            if (lse_out && g + 8 < a.group) lse_out[h0 + g + 8] = m[1] + __log2f(l[1]);
+          }
+        }
+        continue;
+      }
+      // Publish this warp's state (rows < group) and merge the warps in fixed order.
       // The stage consumed last is free: the producer is at most S - 1 chunks ahead of the consumer.
       const int free_stage = (consumed + S - 1) % S;
       float* mo = reinterpret_cast<float*>(ring + ((warp * S + free_stage) * 2) * L::kTileElems);
@@ -512,42 +712,57 @@ __global__ void __launch_bounds__((Layout<D, S>::kThreads), 1) decode_kernel(con
       }
       __syncthreads();
       if (piece.whole >= 0) {
+        // Each row's weights: lane group (row r, warp w) of kWarps consecutive threads, reduced by shuffles in
+        // a fixed order (deterministic).
+        if (threadIdx.x < kRows * L::kWarps) {
+          const int r = threadIdx.x / L::kWarps, w = threadIdx.x % L::kWarps;
+          const float mw = merge_m[w * kRows + r];
+          float mm = mw;
+#pragma unroll
+          for (int o = 1; o < L::kWarps; o <<= 1) mm = fmaxf(mm, __shfl_xor_sync(0xffffffffu, mm, o));
+          const float e = piece.tokens > 0 ? fast_exp2(mw - mm) : 0.f;  // 0 for a warp without tokens
+          float sum = merge_l[w * kRows + r] * e;
+#pragma unroll
+          for (int o = 1; o < L::kWarps; o <<= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
+          merge_w[w * kRows + r] = piece.tokens > 0 ? e / sum : 0.f;
+          if (w == 0) merge_lse[r] = piece.tokens > 0 ? mm + __log2f(sum) : neg_inf;
+        }
+        __syncthreads();
         const int rows = a.group;
         const long long head0 = (long long)piece.b * a.num_qo_heads + kvh * a.group;
         const long long slot_head0 = ((long long)seg + piece.b) * a.num_qo_heads + kvh * a.group;
         for (int i = threadIdx.x; i < rows * D; i += L::kThreads) {
           const int r = i / D, d = i % D;
-          float mm = neg_inf;
+          float acc = 0.f;
 #pragma unroll
-          for (int w = 0; w < L::kWarps; ++w) mm = fmaxf(mm, merge_m[w * kRows + r]);
-          float acc = 0.f, sum = 0.f;
-          if (piece.tokens > 0) {
-#pragma unroll
-            for (int w = 0; w < L::kWarps; ++w) {
-              const float wt = fast_exp2(merge_m[w * kRows + r] - mm);
-              sum += merge_l[w * kRows + r] * wt;
+          for (int w = 0; w < L::kWarps; ++w) {
+            const float wt = merge_w[w * kRows + r];
+            if (wt != 0.f) {
               const float* wo = reinterpret_cast<const float*>(ring + ((w * S + merge_stage[w]) * 2) * L::kTileElems);
               acc += wo[merge_offset<D>(r, d)] * wt;
             }
-            acc /= sum;
           }
-          const float lse = piece.tokens > 0 ? mm + __log2f(sum) : neg_inf;
           if (piece.whole) {
             static_cast<T*>(a.out)[(head0 + r) * D + d] = Tr::from_float(acc);
-            if (d == 0 && a.lse) a.lse[head0 + r] = lse;
+            if (d == 0 && a.lse) a.lse[head0 + r] = merge_lse[r];
           } else {
             a.part_o[(slot_head0 + r) * D + d] = acc;
-            if (d == 0) a.part_lse[slot_head0 + r] = lse;
+            if (d == 0) a.part_lse[slot_head0 + r] = merge_lse[r];
           }
         }
       }
-      // Every warp read this piece's Q before the barrier above: stage the next piece's, fetch the one after.
-      if (k + 1 < n) qnext.store(q_tile);
-      if (k + 2 < n) qnext.load(a, table[k + 2].b, kvh);
+      // Every warp read this piece's Q before the barrier above: stage the next CTA piece's, fetch the one after.
+      const int next = next_cta(k);
+      if (next < n) {
+        qnext.store(q_tile);
+        const int after = next_cta(next);
+        if (after < n) qnext.load(a, table[after].b, kvh);
+      }
       __syncthreads();  // the merge area is free again and the next Q tile complete
     }
     cp_async_wait<0>();  // nothing real is left in flight, but leave no group behind
   }
+  if (a.fused) merge_in_kernel<D, S, T>(a, indptr_cache);
 }
 
 
@@ -627,6 +842,12 @@ Args make_args(const kindex_paged_decode_params& p, const Plan& plan, void* work
   a.num_segments = int(plan.num_segments);
   a.num_pages = p.num_pages;
   a.scale_log2 = p.sm_scale * 1.4426950408889634f;
+  const Tuning& tune = tuning();
+  a.round_robin = tune.round_robin ? 1 : 0;
+  a.solo_tokens = std::clamp(tune.solo_tokens, 0, 1 << 20);
+  a.prefetch = tune.prefetch_ids ? 1 : 0;
+  a.evict_first = tune.evict_first ? 1 : 0;
+  a.fused = plan.num_segments > 1 && plan.fused_merge ? 1 : 0;
   return a;
 }
 
@@ -634,9 +855,22 @@ template <int D, int S, class T>
 cudaError_t run(const Args& a, cudaStream_t stream) {
   // The shared-memory limit was raised when the plan asked for this kernel's occupancy (ctas_per_sm).
   constexpr int smem = Layout<D, S>::kSmemBytes;
+  if (a.fused) {  // one wave by construction (make_plan): a cooperative launch, merged after a grid barrier
+    cudaLaunchConfig_t cfg{};
+    cfg.gridDim = dim3(a.num_segments, a.num_kv_heads);
+    cfg.blockDim = dim3(Layout<D, S>::kThreads);
+    cfg.dynamicSmemBytes = smem;
+    cfg.stream = stream;
+    cudaLaunchAttribute attr{};
+    attr.id = cudaLaunchAttributeCooperative;
+    attr.val.cooperative = 1;
+    cfg.attrs = &attr;
+    cfg.numAttrs = 1;
+    return cudaLaunchKernelEx(&cfg, decode_kernel<D, S, T>, a);
+  }
   decode_kernel<D, S, T><<<dim3(a.num_segments, a.num_kv_heads), Layout<D, S>::kThreads, smem, stream>>>(a);
   cudaError_t err = cudaGetLastError();
-  if (err != cudaSuccess || a.num_segments == 1) return err;
+  if (err != cudaSuccess || a.num_segments == 1 || tuning().merge == 2) return err;
 
   cudaLaunchConfig_t cfg{};
   cfg.gridDim = dim3(a.batch, a.num_kv_heads);

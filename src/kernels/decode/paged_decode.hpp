@@ -1,13 +1,15 @@
 #pragma once
 // Batched GQA paged decode on the GPU (FlashInfer-Bench gqa_paged_decode_*): the C++ API behind the C ABI
-// kindex_paged_decode*. One call enqueues one main kernel (plus a small merge kernel when the KV list is
-// split over several segments) on the caller's stream; no device->host copy, so it can be captured in a
-// CUDA graph, and every reduction runs in a fixed order, so results are bit-identical run to run.
+// kindex_paged_decode*. One call enqueues one kernel on the caller's stream (a cooperative launch when the KV list
+// is split over several segments; Tuning::merge = 0 instead adds a small merge kernel); no device->host copy, so
+// it can be captured in a CUDA graph, and every reduction runs in a fixed order, so results are bit-identical run
+// to run.
 //
 // Split-KV without planning: the GLOBAL page list [0, num_kv_indices) is cut into equal segments of
 // `pages_per_segment` pages, chosen on the host from num_kv_indices, page_size, the head counts and the SM
 // count. A CTA (segment, kv head) handles every piece of every sequence inside its segment; a sequence that
-// lies in one segment is written directly, the others leave a partial (o, lse) in the workspace for the merge.
+// lies in one segment is written directly, the others leave a partial (o, lse) in the workspace, which the same
+// kernel merges after a grid-wide barrier (all CTAs are resident: one wave by construction).
 #include <cstddef>
 #include <cstdint>
 #include <stdexcept>
@@ -32,12 +34,28 @@ class Failure : public std::runtime_error {
 };
 
 // Knobs for tuning runs (bench_decode); the defaults are what the library ships. Not thread-safe to change.
+// The environment can override them at first use (device runs of the tests with other variants):
+// KINDEX_DECODE_MIN_SEGMENT, KINDEX_DECODE_STAGES, KINDEX_DECODE_MERGE, KINDEX_DECODE_ROUND_ROBIN,
+// KINDEX_DECODE_PREFETCH, KINDEX_DECODE_SOLO, KINDEX_DECODE_EVICT_FIRST (integers, as the fields below).
 struct Tuning {
-  // A segment is never cut shorter than this many tokens (page_size * pages); 0 = one average sequence
-  // (num_kv_indices * page_size / batch_size) clamped to [128, 1024] (batch <= 8) or [128, 256].
+  // A segment is never cut shorter than this many tokens (page_size * pages); 0 = the shipped rule (make_plan).
   int min_segment_tokens = 0;
   int stages = 0;                // cp.async ring depth per warp (head_dim 128: 2, 3 or 4; 4 uses 4 warps); 0 = default
-  bool programmatic_merge = true;  // launch the merge kernel with programmatic dependent launch
+  bool programmatic_merge = true;  // merge = 0: launch the merge kernel with programmatic dependent launch
+  // How sequences cut over several segments are merged: 1 = inside the main kernel after a grid-wide barrier
+  // (cooperative launch, one kernel); 0 = a second (merge) kernel; 2 = not at all (timing diagnostics only:
+  // the output of split sequences is then wrong).
+  int merge = 1;
+  // Chunks of consecutive pieces are dealt to the warps round-robin across piece boundaries (a piece starts at
+  // the warp after the one that took the previous piece's last chunk), instead of every piece starting at warp 0.
+  bool round_robin = true;
+  bool prefetch_ids = true;  // prefetch the segment's page ids (and each table batch's Q rows) into L2
+  // Sequence pieces of 1..solo_tokens tokens are streamed whole by one warp, which writes the result from its
+  // registers: no cross-warp merge or CTA barrier for them (head_dim 64/128; 0 = never).
+  int solo_tokens = 64;
+  // K/V copies carry the L2 evict-first policy: rows read once replace each other rather than other lines
+  // (in the cold-L2 protocol, the flush's dirty lines, whose write-back would share DRAM with the reads).
+  bool evict_first = true;
 };
 Tuning& tuning();
 
@@ -45,6 +63,7 @@ struct Plan {
   int64_t pages_per_segment = 1;
   int64_t num_segments = 1;
   int stages = 0;
+  bool fused_merge = false;   // several segments merged inside the main kernel (cooperative launch)
   size_t validate_bytes = 0;  // first bytes of the workspace: validation mode's first-bad-entry slot
   size_t partial_bytes = 0;   // then (num_segments + batch_size) * num_qo_heads * (head_dim + 1) floats
   size_t workspace_bytes() const { return validate_bytes + partial_bytes; }
@@ -68,7 +87,8 @@ int default_stages(int head_dim);
 int ctas_per_sm(kindex_dtype dtype, int head_dim, int stages);
 // Enqueues the validation kernel; first_bad receives (kind << 40 | index) of the first bad entry, or ~0.
 int launch_validate(const kindex_paged_decode_params& p, unsigned long long* first_bad, cudaStream_t stream);
-// Enqueues the main kernel and, when there are several segments, the merge kernel. Returns a cudaError_t.
+// Enqueues the kernel (cooperative and self-merging when there are several segments; with Tuning::merge = 0 a
+// normal launch plus the merge kernel). Returns a cudaError_t.
 int launch_decode(const kindex_paged_decode_params& p, const Plan& plan, void* workspace, cudaStream_t stream);
 }  // namespace detail
 

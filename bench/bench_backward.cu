@@ -6,9 +6,13 @@
 // Each workload is also timed whole and attention-only with the other attention schedule (attention.hpp: both give
 // bit-identical results), so one run shows which schedule wins where.
 //   bench_backward [--out FILE.json] [--iters N] [--warmup N] [--cases 1x128,4x1024] [--attention-only]
-//                  [--schedule store_dp|recompute_dp]
+//                  [--schedule store_dp|recompute_dp] [--tiling R,C] [--plan v3|value_stream|value_high|rows_high]
+//                  [--max-splits N] [--variants SPEC/SPEC/...]
 // --attention-only runs just the attention kernels (no cuBLASLt, no JSON): for compute-sanitizer racecheck, which
-// cannot instrument cuBLASLt's Hopper kernels. --schedule picks the primary schedule (default: the C ABI's).
+// cannot instrument cuBLASLt's Hopper kernels. --schedule, --tiling (row_warps,col_warps: 4 or 8) and --plan pick
+// the primary variant (default: the C ABI's). --variants sweeps variants instead (whole call and attention only per
+// workload and variant, a summary per variant, JSON with all of it); SPEC = store|recompute:R:C:v3|value|high|rows
+// optionally followed by :N, the cap on the split of the dK/dV sums (1: no split, as in v3; default 8).
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -122,9 +126,25 @@ int main(int argc, char** argv) {
   std::string out_path = "bench_backward.json", cases;
   int iters = 50, warmup = 10;
   bool attention_only = false;
-  kb::AttentionSchedule schedule = kb::kDefaultSchedule;
+  kb::RunOptions primary;
+  kb::AttentionSchedule& schedule = primary.schedule;
+  std::string variant_list;
   auto schedule_name = [](kb::AttentionSchedule s) {
     return s == kb::AttentionSchedule::store_dp ? "store_dp" : "recompute_dp";
+  };
+  auto plan_name = [](kb::StreamPlan s) {
+    return s == kb::StreamPlan::v3             ? "v3"
+           : s == kb::StreamPlan::value_stream ? "value_stream"
+           : s == kb::StreamPlan::value_high   ? "value_high"
+                                               : "rows_high";
+  };
+  auto parse_plan = [](const std::string& v, kb::StreamPlan& out) {
+    if (v == "v3") out = kb::StreamPlan::v3;
+    else if (v == "value" || v == "value_stream") out = kb::StreamPlan::value_stream;
+    else if (v == "high" || v == "value_high") out = kb::StreamPlan::value_high;
+    else if (v == "rows" || v == "rows_high") out = kb::StreamPlan::rows_high;
+    else return false;
+    return true;
   };
   for (int i = 1; i < argc; i += 2) {
     const std::string a = argv[i];
@@ -144,10 +164,37 @@ int main(int argc, char** argv) {
     else if (a == "--schedule" && std::string(argv[i + 1]) == "store_dp") schedule = kb::AttentionSchedule::store_dp;
     else if (a == "--schedule" && std::string(argv[i + 1]) == "recompute_dp")
       schedule = kb::AttentionSchedule::recompute_dp;
+    else if (a == "--tiling" && std::sscanf(argv[i + 1], "%d,%d", &primary.tiling.row_warps,
+                                            &primary.tiling.col_warps) == 2) {
+    } else if (a == "--plan" && parse_plan(argv[i + 1], primary.streams)) {
+    } else if (a == "--variants") variant_list = argv[i + 1];
+    else if (a == "--max-splits") primary.max_column_splits = std::atoi(argv[i + 1]);
     else {
       std::fprintf(stderr, "unknown option %s\n", a.c_str());
       return 2;
     }
+  }
+  struct Variant {
+    std::string name;
+    kb::RunOptions options;
+  };
+  std::vector<Variant> variants;
+  for (size_t pos = 0; !variant_list.empty() && pos <= variant_list.size();) {
+    const size_t end = std::min(variant_list.find('/', pos), variant_list.size());
+    const std::string spec = variant_list.substr(pos, end - pos);
+    pos = end + 1;
+    char sched[16] = {}, plan[16] = {};
+    Variant v{spec, {}};
+    const int fields = std::sscanf(spec.c_str(), "%15[a-z]:%d:%d:%15[a-z_0-9]:%d", sched, &v.options.tiling.row_warps,
+                                   &v.options.tiling.col_warps, plan, &v.options.max_column_splits);
+    if (fields < 4 ||
+        !parse_plan(plan, v.options.streams) || (std::string(sched) != "store" && std::string(sched) != "recompute")) {
+      std::fprintf(stderr, "bad variant %s\n", spec.c_str());
+      return 2;
+    }
+    v.options.schedule = std::string(sched) == "store" ? kb::AttentionSchedule::store_dp
+                                                       : kb::AttentionSchedule::recompute_dp;
+    variants.push_back(v);
   }
   cudaDeviceProp prop{};
   CHECK(cudaGetDeviceProperties(&prop, 0));
@@ -164,6 +211,8 @@ int main(int argc, char** argv) {
   CHECK(cudaEventCreate(&stop));
 
   nlohmann::json results = nlohmann::json::array();
+  std::vector<double> sweep_score(variants.size()), sweep_log(variants.size());
+  std::vector<int> sweep_fast(variants.size());
   double log_sum_latency = 0, score_sum = 0, score_other_sum = 0, score_best_sum = 0;
   int count = 0, faster = 0;
   std::printf("%-9s %9s %9s %9s %9s %8s %7s %7s %6s | %s\n", "B x S", "T_k ms", "gemm ms", "attn ms", "T_SOL ms",
@@ -196,14 +245,14 @@ int main(int argc, char** argv) {
     CHECK(cudaMalloc(&ws, ws_bytes));
     CHECK(cudaDeviceSynchronize());
 
-    auto time_parts = [&](kb::Parts parts, kb::AttentionSchedule sched) {
+    auto time_parts = [&](kb::Parts parts, const kb::RunOptions& opt) {
       std::vector<double> ms;
       for (int it = 0; it < warmup + iters; ++it) {
         const auto p = params_for(sets[it & 1]);
         CHECK(cudaMemsetAsync(flush, 0, flush_bytes, stream));
         CHECK(cudaEventRecord(start, stream));
         std::string message;
-        if (kb::run(p, ws, ws_bytes, stream, parts, message, sched) != KINDEX_STATUS_OK) {
+        if (kb::run(p, ws, ws_bytes, stream, parts, message, opt) != KINDEX_STATUS_OK) {
           std::fprintf(stderr, "%s\n", message.c_str());
           std::exit(1);
         }
@@ -217,7 +266,7 @@ int main(int argc, char** argv) {
                     percentile(ms, 0.95)};
     };
     if (attention_only) {
-      const Timing t = time_parts(kb::Parts::attention, schedule);
+      const Timing t = time_parts(kb::Parts::attention, primary);
       CHECK(cudaDeviceSynchronize());
       std::printf("%-9s attention only %.4f ms\n", tag.c_str(), t.median_ms);
       for (auto& set : sets)
@@ -232,13 +281,45 @@ int main(int argc, char** argv) {
       return 1;
     }
     CHECK(cudaStreamSynchronize(stream));
-    const Timing all = time_parts(kb::Parts::all, schedule);
-    const Timing gemms = time_parts(kb::Parts::gemms, schedule);
-    const Timing attention = time_parts(kb::Parts::attention, schedule);
+    const double macs_w = 104857600.0 * double(N) + 16384.0 * double(B) * double(S) * double(S);
+    double bytes_w = 0;
+    for (size_t e : input_elems(B, S)) bytes_w += 2.0 * double(e);
+    for (size_t e : output_elems(B, S)) bytes_w += 2.0 * double(e);
+    const double t_sol_w = std::max(2 * macs_w / kPeakFlops, bytes_w / kPeakBytes) * 1e3;
+    if (!variants.empty()) {
+      nlohmann::json per = nlohmann::json::array();
+      for (size_t vi = 0; vi < variants.size(); ++vi) {
+        const Timing all = time_parts(kb::Parts::all, variants[vi].options);
+        const Timing attention = time_parts(kb::Parts::attention, variants[vi].options);
+        const double score = 1.0 / (1.0 + (all.median_ms - t_sol_w) / (w.t_b_ms - t_sol_w));
+        std::printf("%-9s %-22s T_k %8.4f ms  attn %8.4f ms  S %6.3f  x T_b %5.2f\n", tag.c_str(),
+                    variants[vi].name.c_str(), all.median_ms, attention.median_ms, score, w.t_b_ms / all.median_ms);
+        sweep_score[vi] += score;
+        sweep_log[vi] += std::log(all.median_ms);
+        sweep_fast[vi] += all.median_ms < w.t_b_ms;
+        per.push_back({{"variant", variants[vi].name}, {"latency_ms_median", all.median_ms},
+                       {"latency_ms_p05", all.p05_ms}, {"latency_ms_p95", all.p95_ms},
+                       {"attention_only_ms", attention.median_ms}, {"sol_score", score}});
+      }
+      std::fflush(stdout);
+      results.push_back({{"batch_size", B}, {"seq_len", S}, {"t_sol_ms", t_sol_w}, {"t_b_ms", w.t_b_ms},
+                         {"variants", per}});
+      ++count;
+      for (auto& set : sets)
+        for (void* p : set.ptrs) cudaFree(p);
+      for (void* p : outs) cudaFree(p);
+      cudaFree(ws);
+      continue;
+    }
+    const Timing all = time_parts(kb::Parts::all, primary);
+    const Timing gemms = time_parts(kb::Parts::gemms, primary);
+    const Timing attention = time_parts(kb::Parts::attention, primary);
+    kb::RunOptions other_options = primary;
     const auto other = schedule == kb::AttentionSchedule::store_dp ? kb::AttentionSchedule::recompute_dp
                                                                    : kb::AttentionSchedule::store_dp;
-    const Timing all_other = time_parts(kb::Parts::all, other);
-    const Timing attention_other = time_parts(kb::Parts::attention, other);
+    other_options.schedule = other;
+    const Timing all_other = time_parts(kb::Parts::all, other_options);
+    const Timing attention_other = time_parts(kb::Parts::attention, other_options);
 
     const double macs = 104857600.0 * double(N) + 16384.0 * double(B) * double(S) * double(S);
     double bytes = 0;
@@ -260,6 +341,7 @@ int main(int argc, char** argv) {
                 schedule_name(other), all_other.median_ms, attention_other.median_ms, score_other);
     results.push_back({{"batch_size", B}, {"seq_len", S}, {"macs", macs}, {"compulsory_bytes", bytes},
                        {"latency_ms", {{"median", t_k}, {"min", all.min_ms}, {"p05", all.p05_ms}, {"p95", all.p95_ms}}},
+                       {"column_splits", std::max(1, std::min(primary.max_column_splits, kb::column_splits(B, S)))},
                        {"gemms_only_ms", gemms.median_ms}, {"attention_only_ms", attention.median_ms},
                        {"gemm_share", gemms.median_ms / (gemms.median_ms + attention.median_ms)},
                        {"achieved_tflops", tflops}, {"t_sol_ms", t_sol}, {"t_b_ms", w.t_b_ms},
@@ -278,19 +360,41 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "no workload selected\n");
     return 2;
   }
-  const double geomean = std::exp(log_sum_latency / count);
-  std::printf("geomean latency %.4f ms, mean SOL score %.3f, fast_1 %d/%d (other schedule: mean %.3f; best of the two "
-              "per workload: mean %.3f)\n",
-              geomean, score_sum / count, faster, count, score_other_sum / count, score_best_sum / count);
   char date[32];
   const std::time_t now = std::time(nullptr);
   std::strftime(date, sizeof date, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&now));
   std::string cmd;
   for (int i = 0; i < argc; ++i) cmd += (i ? " " : "") + std::string(argv[i]);
+  if (!variants.empty()) {
+    nlohmann::json summary = nlohmann::json::array();
+    for (size_t vi = 0; vi < variants.size(); ++vi) {
+      std::printf("variant %-22s mean S %.4f  fast_1 %d/%d  geomean %.4f ms\n", variants[vi].name.c_str(),
+                  sweep_score[vi] / count, sweep_fast[vi], count, std::exp(sweep_log[vi] / count));
+      summary.push_back({{"variant", variants[vi].name}, {"mean_sol_score", sweep_score[vi] / count},
+                         {"fast_1", sweep_fast[vi]}, {"count", count},
+                         {"geomean_latency_ms", std::exp(sweep_log[vi] / count)}});
+    }
+    const nlohmann::json doc = {{"problem", "sol-execbench L2/003 backward: variant sweep"}, {"command", cmd},
+                                {"date", date}, {"device", prop.name}, {"warmup", warmup}, {"iterations", iters},
+                                {"workloads", results}, {"summary", summary}};
+    std::ofstream(out_path) << doc.dump(1) << "\n";
+    std::printf("wrote %s\n", out_path.c_str());
+    return 0;
+  }
+  const double geomean = std::exp(log_sum_latency / count);
+  std::printf("geomean latency %.4f ms, mean SOL score %.3f, fast_1 %d/%d (other schedule: mean %.3f; best of the two "
+              "per workload: mean %.3f)\n",
+              geomean, score_sum / count, faster, count, score_other_sum / count, score_best_sum / count);
   const nlohmann::json doc = {
       {"problem", "sol-execbench L2/003_grouped_query_attention_with_rope_backward"},
-      {"implementation", "kindex layer_backward v3 (tuned cuBLASLt GEMMs + mma.sync attention, dS stored)"},
+      {"implementation", "kindex layer_backward v4 (tuned cuBLASLt GEMMs + mma.sync attention, dS stored, dK/dV sums split over CTAs)"},
       {"attention_schedule", schedule_name(schedule)},
+      {"attention_tiling", primary.tiling.row_warps == 0
+                               ? std::string("default_tiling (4,4)")
+                               : std::to_string(primary.tiling.row_warps) + "," +
+                                     std::to_string(primary.tiling.col_warps)},
+      {"stream_plan", plan_name(primary.streams)},
+      {"column_splits", "column_splits(B, S) (attention.hpp), capped at " + std::to_string(primary.max_column_splits)},
       {"command", cmd},
       {"date", date},
       {"device", {{"name", prop.name}, {"sm_count", prop.multiProcessorCount}, {"l2_bytes", prop.l2CacheSize},

@@ -1,7 +1,8 @@
 // GPU tests of kindex_gqa_rope_backward (SOL-ExecBench L2/003): every bundled workload against the CPU reference
 // with the SOL comparator (>= 99% of elements within max_atol + 0.05 |ref|, no NaN/Inf, not all zero), outputs
-// poisoned with NaN before each call, a second call bit-identical to the first, a CUDA-graph replay identical to
-// a direct call, the two attention schedules bit-identical, and the C ABI's answers to bad params. Inputs come
+// poisoned with NaN before each call, a second call bit-identical to the first, the other dK/dV summation (split or
+// not) also against the reference, a CUDA-graph replay identical to a direct call, the attention variants
+// (schedules, tilings, stream plans) bit-identical, and the C ABI's answers to bad params. Inputs come
 // from the catalog (SOL rules), the ground truth from kindex::reference::gqa_rope_backward, the verdict from
 // kindex::compare::compare_sol.
 //
@@ -221,16 +222,36 @@ TEST_P(BackwardWorkload, MatchesCpuReferenceWithSolComparator) {
       CUDA_OK(cudaStreamSynchronize(stream));
       EXPECT_TRUE(bit_equal(actual, dev.download())) << "two calls on the same inputs differ";
     }
+    // Other splits of the dK/dV sums over CTAs (attention.hpp column_splits; 1 = none) sum in other fp32 orders, so
+    // they are checked against the reference too: no split in every round, at most 2 and 4 parts in the first.
+    namespace kb = kindex::kernels::backward;
+    std::vector<std::pair<std::string, std::map<std::string, Tensor>>> results;
+    results.emplace_back("", actual);
+    for (int cap : {1, 2, 4}) {
+      if (round > 0 && cap != 1) continue;
+      kb::RunOptions options;
+      options.max_column_splits = cap;
+      dev.poison_outputs();
+      std::string message;
+      ASSERT_EQ(kb::run(dev.params, dev.workspace->ptr, dev.workspace->bytes, stream, kb::Parts::all, message,
+                        options),
+                KINDEX_STATUS_OK)
+          << message;
+      CUDA_OK(cudaStreamSynchronize(stream));
+      results.emplace_back(" splits<=" + std::to_string(cap), dev.download());
+    }
     const auto expected = cpu_reference(c.batch_size, c.seq_len, inputs);
-    for (const char* name : kOutputNames) {
-      const kindex::compare::SolTolerance tol{catalog_workload(c).tolerance->max_atol,
-                                              catalog_workload(c).tolerance->max_rtol, 0.99, std::nullopt};
-      const auto r = kindex::compare::compare_sol(name, actual.at(name).view(), expected.at(name).view(), tol);
-      std::cout << "[backward] B=" << c.batch_size << " S=" << c.seq_len << " round=" << round << " " << name
-                << " matched=" << r.matched_ratio << " max_abs=" << r.max_abs_error << " "
-                << (r.passed ? "ok" : r.reason) << "\n";
-      EXPECT_TRUE(r.passed) << name << ": " << r.reason << " (matched " << r.matched_ratio << ", max abs "
-                            << r.max_abs_error << ")";
+    for (const auto& [which, result] : results) {
+      for (const char* name : kOutputNames) {
+        const kindex::compare::SolTolerance tol{catalog_workload(c).tolerance->max_atol,
+                                                catalog_workload(c).tolerance->max_rtol, 0.99, std::nullopt};
+        const auto r = kindex::compare::compare_sol(name, result.at(name).view(), expected.at(name).view(), tol);
+        std::cout << "[backward] B=" << c.batch_size << " S=" << c.seq_len << " round=" << round << which << " "
+                  << name << " matched=" << r.matched_ratio << " max_abs=" << r.max_abs_error << " "
+                  << (r.passed ? "ok" : r.reason) << "\n";
+        EXPECT_TRUE(r.passed) << name << which << ": " << r.reason << " (matched " << r.matched_ratio
+                              << ", max abs " << r.max_abs_error << ")";
+      }
     }
     if (testing::Test::HasFailure()) break;
   }
@@ -301,28 +322,37 @@ TEST(Backward, GraphReplayMatchesDirectCall) {
   cudaStreamDestroy(stream);
 }
 
-// The two attention schedules (dP recomputed or stored) must give bit-identical outputs: round(dP) is the same bf16
-// value either way. Together with the CPU-reference test of the default schedule this verifies the other one.
+// The attention schedules (dP recomputed or stored), tilings (4 or 8 warps per CTA) and stream plans must all give
+// bit-identical outputs: every warp does the same arithmetic in the same order, and round(dP) is the same bf16 value
+// either way. Together with the CPU-reference test of the defaults this verifies the other variants.
 TEST(Backward, AttentionSchedulesAreBitIdentical) {
   if (!have_device()) GTEST_SKIP() << "no CUDA device";
   namespace kb = kindex::kernels::backward;
-  for (const Case& c : {Case{1, 131, 0}, Case{2, 449, 0}, Case{1, 1024, 0}, Case{16, 128, 0}}) {
+  using S = kb::AttentionSchedule;
+  const kb::RunOptions variants[] = {
+      {S::store_dp, {4, 4}, kb::StreamPlan::v3},           {S::recompute_dp, {4, 4}, kb::StreamPlan::v3},
+      {S::store_dp, {8, 8}, kb::StreamPlan::value_stream}, {S::recompute_dp, {8, 8}, kb::StreamPlan::value_high},
+      {S::store_dp, {8, 4}, kb::StreamPlan::v3},           {S::store_dp, {4, 8}, kb::StreamPlan::value_stream},
+      {S::store_dp, {4, 4}, kb::StreamPlan::rows_high},    {S::recompute_dp, {8, 8}, kb::StreamPlan::rows_high},
+      {},  // the defaults
+  };
+  for (const Case& c : {Case{1, 131, 0}, Case{2, 449, 0}, Case{1, 1024, 0}, Case{16, 128, 0}, Case{1, 691, 0}}) {
     SCOPED_TRACE(std::to_string(c.batch_size) + "x" + std::to_string(c.seq_len));
     DeviceProblem dev(c.batch_size, c.seq_len, make_inputs(c, kSeed + 7));
     ASSERT_TRUE(dev.allocated());
-    std::map<std::string, Tensor> results[2];
-    const kb::AttentionSchedule schedules[2] = {kb::AttentionSchedule::recompute_dp, kb::AttentionSchedule::store_dp};
-    for (int i = 0; i < 2; ++i) {
+    std::map<std::string, Tensor> first;
+    for (size_t i = 0; i < std::size(variants); ++i) {
+      SCOPED_TRACE("variant " + std::to_string(i));
       dev.poison_outputs();
       std::string message;
       ASSERT_EQ(kb::run(dev.params, dev.workspace->ptr, dev.workspace->bytes, nullptr, kb::Parts::all, message,
-                        schedules[i]),
+                        variants[i]),
                 KINDEX_STATUS_OK)
           << message;
       CUDA_OK(cudaDeviceSynchronize());
-      results[i] = dev.download();
+      if (i == 0) first = dev.download();
+      else EXPECT_TRUE(bit_equal(first, dev.download()));
     }
-    EXPECT_TRUE(bit_equal(results[0], results[1]));
   }
 }
 

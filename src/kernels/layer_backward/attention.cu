@@ -14,17 +14,14 @@ namespace {
 
 using bf16 = __nv_bfloat16;
 
-constexpr int kBlock = 64;    // attn_weights rows/cols per tile
+constexpr int kBlock = 64;    // keys per tile of the row kernel, queries per tile of the column kernels
 constexpr int kDim = 128;     // head_dim
-constexpr int kThreads = 128; // 4 warps x 16 rows
 constexpr int kHeadsPerGroup = 4;
-constexpr int kQProjCols = 4096, kQkvCols = 6144, kKOffset = 4096, kVOffset = 5120;
+constexpr int kQProjCols = 4096, kQkvCols = 6144, kKOffset = 4096, kVOffset = 5120, kKvCols = 1024;
 constexpr uint32_t kRowTileBytes = kBlock * kDim * 2;  // 64 x 128 bf16 = 16 KB
-constexpr uint32_t kATileBytes = kBlock * kBlock * 2;  // 64 x 64 bf16 = 8 KB
-
-// Column kernels: two stages of {dO, A} or {Q, dS}.
-constexpr uint32_t kColStage = kRowTileBytes + kATileBytes;
-constexpr uint32_t kColSmem = 2 * kColStage;
+// A CTA has kWarps warps (4 or 8) of 16 rows each: the row kernel owns 16 kWarps query rows, a column kernel
+// 16 kWarps key rows. Every warp does exactly the same arithmetic in the same order whatever kWarps is, so the
+// results are bit-identical; 8 warps halve the re-reads of the shared 64x128 operand tiles (V, K, dO, Q) from L2.
 
 // Byte offset of element (r, c) in a tile whose rows are `chunks` 16-byte chunks long (8 or 16).
 __device__ __forceinline__ uint32_t swz(int r, int c, int chunks) {
@@ -92,26 +89,32 @@ __device__ __forceinline__ uint32_t bk_addr(uint32_t tile, int k0, int n0, int l
   return tile + swz(k0 + (lane & 7) + ((lane >> 3) & 1) * 8, n0 + (lane >> 4) * 8, ch);
 }
 
-// 64 rows x 128 columns starting at `row0` of a [rows, ld] bf16 matrix; rows >= nrows are zero-filled.
+// kRows rows x 128 columns starting at `row0` of a [rows, ld] bf16 matrix, loaded by kThreads threads; rows >= nrows
+// are zero-filled.
+template <int kRows, int kThreads>
 __device__ __forceinline__ void load_rows(uint32_t tile, const bf16* base, int64_t ld, int row0, int nrows,
                                           int tid) {
+  static_assert(kRows * 16 % kThreads == 0);
 #pragma unroll
-  for (int k = 0; k < 8; ++k) {
+  for (int k = 0; k < kRows * 16 / kThreads; ++k) {
     const int q = tid + k * kThreads, r = q >> 4, ch = q & 15, row = row0 + r;
     const bool valid = row < nrows;
     cp_async16(tile + r * 256 + ((ch ^ (r & 7)) << 4), base + (valid ? row * ld + ch * 8 : 0), valid);
   }
 }
 
-// The 64x64 attn_weights tile at (i0, j0) of one (batch, head) [S, S] matrix stored with row stride `ld` (a
+// The kRows x kCols attn_weights tile at (i0, j0) of one (batch, head) [S, S] matrix stored with row stride `ld` (a
 // multiple of 8 elements, so every 16-byte chunk is aligned; columns S..ld-1 hold zeros); entries outside the
-// matrix are 0.
+// matrix are 0. Tile rows are kCols / 8 swizzled 16-byte chunks.
+template <int kRows, int kCols, int kThreads>
 __device__ __forceinline__ void load_a_tile(uint32_t tile, const bf16* a, int S, int64_t ld, int i0, int j0, int tid) {
+  constexpr int kChunks = kCols / 8;
+  static_assert(kRows * kChunks % kThreads == 0);
 #pragma unroll
-  for (int k = 0; k < 4; ++k) {
-    const int q = tid + k * kThreads, r = q >> 3, ch = q & 7, row = i0 + r, col = j0 + ch * 8;
+  for (int k = 0; k < kRows * kChunks / kThreads; ++k) {
+    const int q = tid + k * kThreads, r = q / kChunks, ch = q % kChunks, row = i0 + r, col = j0 + ch * 8;
     const bool valid = row < S && col < S;  // a chunk that starts inside the row ends inside ld
-    cp_async16(tile + r * 128 + ((ch ^ (r & 7)) << 4), a + (valid ? row * ld + col : 0), valid);
+    cp_async16(tile + r * (kChunks * 16) + ((ch ^ (r & 7)) << 4), a + (valid ? row * ld + col : 0), valid);
   }
 }
 
@@ -176,6 +179,58 @@ __device__ __forceinline__ void store_rows(const float (&acc)[16][4], bool rope,
   }
 }
 
+// Writes a warp's 16 x 128 fp32 accumulator (rows row_base + g, + 8; rows >= seq_len skipped) unrounded into a
+// token-major [B*S, 1024] fp32 partial-sum buffer, columns col0 .. col0 + 127.
+__device__ __forceinline__ void store_partial(const float (&acc)[16][4], float* out, int b, int S, int row_base,
+                                              int col0, int lane) {
+  const int g = lane >> 2, t = lane & 3;
+#pragma unroll
+  for (int half = 0; half < 2; ++half) {
+    const int row = row_base + g + half * 8;
+    if (row >= S) continue;
+    float2* o = reinterpret_cast<float2*>(out + (int64_t(b) * S + row) * kKvCols + col0);
+#pragma unroll
+    for (int nt = 0; nt < 16; ++nt) o[nt * 4 + t] = make_float2(acc[nt][half * 2], acc[nt][half * 2 + 1]);
+  }
+}
+
+// Sums the `splits` fp32 partials of dK or dV in a fixed order (deterministic), then does exactly what store_rows
+// does with the sum: rounds, applies the RoPE backward when kRope, writes dQKV columns col0 .. col0 + 1023. One
+// thread per (token, KV group, column pair 2q) covering columns 2q, 2q + 1 and 2q + 64, 2q + 65.
+template <bool kRope>
+__global__ void column_reduce_kernel(const AttentionArgs p, const float* __restrict__ partials, int splits, int col0) {
+  const int64_t tokens = int64_t(p.batch_size) * p.seq_len;
+  const int64_t q = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
+  if (q >= tokens * 256) return;
+  const int64_t token = q >> 8;
+  const int grp = int(q >> 5) & 7, c = int(q & 31) * 2;
+  const float* in = partials + token * kKvCols + grp * kDim + c;
+  float2 lo = *reinterpret_cast<const float2*>(in), hi = *reinterpret_cast<const float2*>(in + 64);
+  for (int sp = 1; sp < splits; ++sp) {
+    in += tokens * kKvCols;
+    const float2 l = *reinterpret_cast<const float2*>(in), h = *reinterpret_cast<const float2*>(in + 64);
+    lo.x += l.x;
+    lo.y += l.y;
+    hi.x += h.x;
+    hi.y += h.y;
+  }
+  const float g0 = rb(lo.x), g1 = rb(lo.y), h0 = rb(hi.x), h1 = rb(hi.y);
+  uint32_t* out = reinterpret_cast<uint32_t*>(static_cast<bf16*>(p.grad_qkv) + token * kQkvCols + col0 + grp * kDim);
+  if (kRope) {
+    const bf16* cos = static_cast<const bf16*>(p.cos) + token * kDim;
+    const bf16* sin = static_cast<const bf16*>(p.sin) + token * kDim;
+    const float2 cl = load2(cos + c), ch = load2(cos + c + 64), sl = load2(sin + c), sh = load2(sin + c + 64);
+    float o0, o1, p0, p1;
+    rope_pair(g0, h0, cl.x, ch.x, sl.x, sh.x, o0, p0);
+    rope_pair(g1, h1, cl.y, ch.y, sl.y, sh.y, o1, p1);
+    out[c / 2] = pack(o0, o1);
+    out[(c + 64) / 2] = pack(p0, p1);
+  } else {
+    out[c / 2] = pack(g0, g1);
+    out[(c + 64) / 2] = pack(h0, h1);
+  }
+}
+
 // The row kernel in two launches (the column kernel needs dS from the second):
 //   RowPass::row_sums: D_i = sum_j round(dP_ij) A_ij, with dP = dO V^T    (reads dO, V, A)
 //   RowPass::grad_q:   dS from dP and D, dQ = dS K, RoPE; writes dS      (reads dO, V, K, A and D)
@@ -184,28 +239,34 @@ __device__ __forceinline__ void store_rows(const float (&acc)[16][4], bool rope,
 // fewer per tile for two more passes over a dS-sized buffer. Both give bit-identical results: round(dP) is the
 // same bf16 value either way.
 enum class RowPass { row_sums, grad_q };
-template <RowPass kPass, bool kStoredDp>
+template <RowPass kPass, bool kStoredDp, int kWarps>
 struct RowLayout {
+  static constexpr int kThreads = kWarps * 32, kRows = kWarps * 16;
   static constexpr bool kSums = kPass == RowPass::row_sums;
   static constexpr bool kNeedDo = kSums || !kStoredDp;  // dP is computed here
+  static constexpr uint32_t kDoBytes = kRows * kDim * 2;      // the CTA's dO rows
+  static constexpr uint32_t kATileBytes = kRows * kBlock * 2;  // kRows x 64 tile of A (or dP)
   // Stage: [V] [K] A [dP], the bracketed ones only when used.
   static constexpr uint32_t kKOffset = kNeedDo ? kRowTileBytes : 0;
   static constexpr uint32_t kAOffset = kKOffset + (kSums ? 0 : kRowTileBytes);
   static constexpr uint32_t kDpOffset = kAOffset + kATileBytes;
   static constexpr uint32_t kStage = kDpOffset + (!kSums && kStoredDp ? kATileBytes : 0);
-  static constexpr uint32_t kStagesOffset = kNeedDo ? kRowTileBytes : 0;  // after the dO tile
+  static constexpr uint32_t kStagesOffset = kNeedDo ? kDoBytes : 0;  // after the dO tile
   static constexpr uint32_t kSmem = kStagesOffset + 2 * kStage;
-  // 64 KB passes fit 3 CTAs per SM when they keep to 168 registers (no spills: checked with -Xptxas -v).
-  static constexpr int kMinBlocks = kSmem <= 72 * 1024 ? 3 : 1;
+  // 4 warps: 64 KB passes fit 3 CTAs per SM when they keep to 168 registers. 8 warps: 96 KB passes fit 2 CTAs per
+  // SM at 128 registers (no spills: checked with -Xptxas -v); the 128 KB recompute_dp grad_q pass runs 1.
+  static constexpr int kMinBlocks = kWarps == 4 ? (kSmem <= 72 * 1024 ? 3 : 1) : (kSmem <= 112 * 1024 ? 2 : 1);
 };
 
-template <RowPass kPass, bool kStoredDp>
-__global__ void __launch_bounds__(kThreads, RowLayout<kPass, kStoredDp>::kMinBlocks) row_kernel(const AttentionArgs p) {
-  using L = RowLayout<kPass, kStoredDp>;
+template <RowPass kPass, bool kStoredDp, int kWarps>
+__global__ void __launch_bounds__(kWarps * 32, RowLayout<kPass, kStoredDp, kWarps>::kMinBlocks)
+    row_kernel(const AttentionArgs p) {
+  using L = RowLayout<kPass, kStoredDp, kWarps>;
   constexpr bool kSums = L::kSums;
+  constexpr int kThreads = L::kThreads, kRows = L::kRows;
   extern __shared__ __align__(128) uint8_t smem[];
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
-  const int S = p.seq_len, i0 = blockIdx.x * kBlock, h = blockIdx.y, b = blockIdx.z;
+  const int S = p.seq_len, i0 = blockIdx.x * kRows, h = blockIdx.y, b = blockIdx.z;
   const int64_t bh = int64_t(b) * 32 + h;
   const int nJ = (S + kBlock - 1) / kBlock;
   const int64_t ld = p.attn_row_stride;
@@ -214,6 +275,9 @@ __global__ void __launch_bounds__(kThreads, RowLayout<kPass, kStoredDp>::kMinBlo
   const bf16* k = static_cast<const bf16*>(p.key_states) + bh * S * kDim;
   const bf16* dO = static_cast<const bf16*>(p.grad_attn_output) + int64_t(b) * S * kQProjCols + h * kDim;
   const int64_t padded = int64_t(nJ) * kBlock;
+  // With 128-row CTAs the last CTA's upper warps can lie past the padded D/dS rows (a multiple of 64): they load
+  // zeros and compute with the others but write nothing.
+  const bool live = i0 + warp * 16 < padded;
   float* D = p.row_sums + bh * padded + i0 + warp * 16 + g;  // rows g and g + 8 of this warp
   // The [padded, padded] dP/dS matrix of this (batch, head); it covers every tile, and rows/columns past seq_len
   // hold 0 (A is zero-filled there).
@@ -227,13 +291,14 @@ __global__ void __launch_bounds__(kThreads, RowLayout<kPass, kStoredDp>::kMinBlo
   auto issue = [&](int it) {
     const int j0 = it * kBlock;
     const uint32_t st = base + stage_off(it);
-    if (L::kNeedDo) load_rows(st, v, kDim, j0, S, tid);
-    if (!kSums) load_rows(st + L::kKOffset, k, kDim, j0, S, tid);
-    load_a_tile(st + L::kAOffset, attn, S, ld, i0, j0, tid);
-    if (!kSums && kStoredDp) load_a_tile(st + L::kDpOffset, scores, int(padded), padded, i0, j0, tid);
+    if (L::kNeedDo) load_rows<kBlock, kThreads>(st, v, kDim, j0, S, tid);
+    if (!kSums) load_rows<kBlock, kThreads>(st + L::kKOffset, k, kDim, j0, S, tid);
+    load_a_tile<kRows, kBlock, kThreads>(st + L::kAOffset, attn, S, ld, i0, j0, tid);
+    if (!kSums && kStoredDp)
+      load_a_tile<kRows, kBlock, kThreads>(st + L::kDpOffset, scores, int(padded), padded, i0, j0, tid);
   };
 
-  if (L::kNeedDo) load_rows(s_do, dO, kQProjCols, i0, S, tid);
+  if (L::kNeedDo) load_rows<kRows, kThreads>(s_do, dO, kQProjCols, i0, S, tid);
   issue(0);
   cp_commit();
 
@@ -243,7 +308,7 @@ __global__ void __launch_bounds__(kThreads, RowLayout<kPass, kStoredDp>::kMinBlo
   for (int n = 0; n < 16; ++n) dq[n][0] = dq[n][1] = dq[n][2] = dq[n][3] = 0.f;
   // D of rows g and g + 8: partial per thread while summing, complete (written by the row_sums pass) for grad_q.
   float d_lo = 0.f, d_hi = 0.f;
-  if (!kSums) {
+  if (!kSums && live) {
     d_lo = D[0];
     d_hi = D[8];
   }
@@ -278,60 +343,83 @@ __global__ void __launch_bounds__(kThreads, RowLayout<kPass, kStoredDp>::kMinBlo
       for (int nt = 0; nt < 8; ++nt)
 #pragma unroll
         for (int e = 0; e < 4; ++e) dp[nt][e] = rb(dp[nt][e]);
-      if (kSums && kStoredDp) {
+      if (kSums && kStoredDp && live) {
 #pragma unroll
         for (int nt = 0; nt < 8; ++nt) {
           scores_out[col + nt * 4] = pack(dp[nt][0], dp[nt][1]);
           scores_out[col + 4 * padded + nt * 4] = pack(dp[nt][2], dp[nt][3]);
         }
       }
-    } else {
-      uint32_t dpf[4][4];  // stored round(dP), loaded like A below
-#pragma unroll
-      for (int kc = 0; kc < 4; ++kc) ldsm_x4(dpf[kc], a_addr(st + L::kDpOffset, warp * 16, kc * 16, lane, 8));
-#pragma unroll
-      for (int nt = 0; nt < 8; ++nt) {
-        const float2 lo = unpack(dpf[nt >> 1][2 * (nt & 1)]), hi = unpack(dpf[nt >> 1][2 * (nt & 1) + 1]);
-        dp[nt][0] = lo.x;
-        dp[nt][1] = lo.y;
-        dp[nt][2] = hi.x;
-        dp[nt][3] = hi.y;
-      }
     }
-    uint32_t af[4][4];  // A in the accumulator layout of dp (two n-tiles per 16-column block)
-#pragma unroll
-    for (int kc = 0; kc < 4; ++kc) ldsm_x4(af[kc], a_addr(sa, warp * 16, kc * 16, lane, 8));
 
     if (kSums) {
 #pragma unroll
-      for (int nt = 0; nt < 8; ++nt) {
-        const float2 al = unpack(af[nt >> 1][2 * (nt & 1)]), ah = unpack(af[nt >> 1][2 * (nt & 1) + 1]);
-        d_lo += dp[nt][0] * al.x + dp[nt][1] * al.y;
-        d_hi += dp[nt][2] * ah.x + dp[nt][3] * ah.y;
+      for (int kc = 0; kc < 4; ++kc) {
+        uint32_t af[4];  // A in the accumulator layout of dp (two n-tiles per 16-column block)
+        ldsm_x4(af, a_addr(sa, warp * 16, kc * 16, lane, 8));
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          const int nt = 2 * kc + e;
+          const float2 al = unpack(af[2 * e]), ah = unpack(af[2 * e + 1]);
+          d_lo += dp[nt][0] * al.x + dp[nt][1] * al.y;
+          d_hi += dp[nt][2] * ah.x + dp[nt][3] * ah.y;
+        }
       }
     } else {
-      uint32_t dsf[4][4];
+      // One 16-column block of dS at a time (fewer live registers): form it, store it, multiply it into dQ.
+      auto ds_block = [&](int kc, const float (&dpb)[2][4]) {
+        uint32_t af[4], dsf[4];
+        ldsm_x4(af, a_addr(sa, warp * 16, kc * 16, lane, 8));
 #pragma unroll
-      for (int nt = 0; nt < 8; ++nt) {
-        const float2 al = unpack(af[nt >> 1][2 * (nt & 1)]), ah = unpack(af[nt >> 1][2 * (nt & 1) + 1]);
-        const float s0 = rb(rb(al.x * (dp[nt][0] - d_lo)) * p.scaling);
-        const float s1 = rb(rb(al.y * (dp[nt][1] - d_lo)) * p.scaling);
-        const float s2 = rb(rb(ah.x * (dp[nt][2] - d_hi)) * p.scaling);
-        const float s3 = rb(rb(ah.y * (dp[nt][3] - d_hi)) * p.scaling);
-        dsf[nt >> 1][2 * (nt & 1)] = pack(s0, s1);
-        dsf[nt >> 1][2 * (nt & 1) + 1] = pack(s2, s3);
-        // Stored dP of this tile was read into shared memory before this write (cp.async completed above).
-        scores_out[col + nt * 4] = dsf[nt >> 1][2 * (nt & 1)];
-        scores_out[col + 4 * padded + nt * 4] = dsf[nt >> 1][2 * (nt & 1) + 1];
-      }
-#pragma unroll
-      for (int kc = 0; kc < 4; ++kc) {
+        for (int e = 0; e < 2; ++e) {
+          const int nt = 2 * kc + e;
+          const float2 al = unpack(af[2 * e]), ah = unpack(af[2 * e + 1]);
+          const float s0 = rb(rb(al.x * (dpb[e][0] - d_lo)) * p.scaling);
+          const float s1 = rb(rb(al.y * (dpb[e][1] - d_lo)) * p.scaling);
+          const float s2 = rb(rb(ah.x * (dpb[e][2] - d_hi)) * p.scaling);
+          const float s3 = rb(rb(ah.y * (dpb[e][3] - d_hi)) * p.scaling);
+          dsf[2 * e] = pack(s0, s1);
+          dsf[2 * e + 1] = pack(s2, s3);
+          // Stored dP of this tile was read into shared memory before this write (cp.async completed above).
+          if (live) {
+            scores_out[col + nt * 4] = dsf[2 * e];
+            scores_out[col + 4 * padded + nt * 4] = dsf[2 * e + 1];
+          }
+        }
 #pragma unroll
         for (int np = 0; np < 8; ++np) {
           uint32_t bf[4];
           ldsm_x4_t(bf, bk_addr(sk, kc * 16, np * 16, lane, 16));
-          mma(dq[2 * np], dsf[kc], bf[0], bf[1]);
-          mma(dq[2 * np + 1], dsf[kc], bf[2], bf[3]);
+          mma(dq[2 * np], dsf, bf[0], bf[1]);
+          mma(dq[2 * np + 1], dsf, bf[2], bf[3]);
+        }
+      };
+      if constexpr (L::kNeedDo) {
+#pragma unroll
+        for (int kc = 0; kc < 4; ++kc) {
+          float dpb[2][4];
+#pragma unroll
+          for (int e = 0; e < 2; ++e)
+#pragma unroll
+            for (int r = 0; r < 4; ++r) dpb[e][r] = dp[2 * kc + e][r];
+          ds_block(kc, dpb);
+        }
+      } else {
+        // Not unrolled: with 8 warps (128 registers) the unrolled loop spills.
+#pragma unroll(kWarps == 8 ? 1 : 4)
+        for (int kc = 0; kc < 4; ++kc) {
+          uint32_t dpf[4];  // stored round(dP), loaded like A
+          ldsm_x4(dpf, a_addr(st + L::kDpOffset, warp * 16, kc * 16, lane, 8));
+          float dpb[2][4];
+#pragma unroll
+          for (int e = 0; e < 2; ++e) {
+            const float2 lo = unpack(dpf[2 * e]), hi = unpack(dpf[2 * e + 1]);
+            dpb[e][0] = lo.x;
+            dpb[e][1] = lo.y;
+            dpb[e][2] = hi.x;
+            dpb[e][3] = hi.y;
+          }
+          ds_block(kc, dpb);
         }
       }
     }
@@ -342,7 +430,7 @@ __global__ void __launch_bounds__(kThreads, RowLayout<kPass, kStoredDp>::kMinBlo
     d_lo += __shfl_xor_sync(0xffffffffu, d_lo, 2);
     d_hi += __shfl_xor_sync(0xffffffffu, d_hi, 1);
     d_hi += __shfl_xor_sync(0xffffffffu, d_hi, 2);
-    if (t == 0) {
+    if (t == 0 && live) {
       D[0] = d_lo;
       D[8] = d_hi;
     }
@@ -351,58 +439,74 @@ __global__ void __launch_bounds__(kThreads, RowLayout<kPass, kStoredDp>::kMinBlo
   }
 }
 
-// The column kernels, one CTA per (64 key rows, KV group, batch), one matmul per tile over the 4 heads of the group
-// and all query blocks, the GQA sum being the fp32 accumulation itself:
+// The column kernels, one CTA per (16 kWarps key rows, KV group, batch), one matmul per tile over the 4 heads of the
+// group and all 64-query blocks, the GQA sum being the fp32 accumulation itself:
 //   ColumnGrad::value: dV += A^T dO  (needs only dO, so it runs beside the row passes)
 //   ColumnGrad::key:   dK += dS^T Q  (after the grad_q pass), RoPE backward in the epilogue
-// Two kernels of 64 accumulators each instead of one of 128: half the registers, so 3 CTAs per SM instead of 2, and
-// dV no longer waits for dS.
+// Two kernels of 64 accumulators each instead of one of 128: half the registers, so more CTAs per SM, and dV no
+// longer waits for dS.
 enum class ColumnGrad { value, key };
 
-template <ColumnGrad kGrad>
-__global__ void __launch_bounds__(kThreads, 3) column_kernel(const AttentionArgs p) {
+template <int kWarps>
+struct ColumnLayout {
+  static constexpr int kThreads = kWarps * 32, kKeys = kWarps * 16;
+  // Stage: the [64 queries, 128] operand (dO or Q), then the [64 queries, kKeys] tile (A or dS) read transposed.
+  static constexpr uint32_t kStage = kRowTileBytes + kBlock * kKeys * 2;
+  static constexpr uint32_t kSmem = 2 * kStage;
+  static constexpr int kMinBlocks = kWarps == 4 ? 3 : 2;
+};
+
+template <ColumnGrad kGrad, int kWarps>
+__global__ void __launch_bounds__(kWarps * 32, ColumnLayout<kWarps>::kMinBlocks) column_kernel(const AttentionArgs p) {
+  using L = ColumnLayout<kWarps>;
   constexpr bool kKey = kGrad == ColumnGrad::key;
+  constexpr int kThreads = L::kThreads, kKeys = L::kKeys;
   extern __shared__ __align__(128) uint8_t smem[];
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
-  const int S = p.seq_len, j0 = blockIdx.x * kBlock, grp = blockIdx.y, b = blockIdx.z;
+  // blockIdx.y = group * splits + part: the CTA sums iterations [begin, end) of the group's (head, query block) loop.
+  const int splits = p.column_splits, part = int(blockIdx.y) % splits;
+  const int S = p.seq_len, j0 = blockIdx.x * kKeys, grp = blockIdx.y / splits, b = blockIdx.z;
   const int nI = (S + kBlock - 1) / kBlock, total = kHeadsPerGroup * nI;
+  const int begin = total * part / splits, end = total * (part + 1) / splits;
   const int64_t padded = int64_t(nI) * kBlock;
   const uint32_t base = uint32_t(__cvta_generic_to_shared(smem));
-  auto stage_off = [&](int it) { return uint32_t(it & 1) * kColStage; };
+  auto stage_off = [&](int it) { return uint32_t(it & 1) * L::kStage; };
 
-  // Stage: the [queries, 128] operand (dO or Q), then the [queries, keys] tile (A or dS) read transposed.
   auto issue = [&](int it) {
     const int r = it / nI, i0 = (it - r * nI) * kBlock, h = grp * kHeadsPerGroup + r;
     const int64_t bh = int64_t(b) * 32 + h;
     const uint32_t st = base + stage_off(it);
     if (kKey) {
-      load_rows(st, static_cast<const bf16*>(p.query_states) + bh * S * kDim, kDim, i0, S, tid);
-      load_a_tile(st + kRowTileBytes, static_cast<const bf16*>(p.grad_scores) + bh * padded * padded, int(padded),
-                  padded, i0, j0, tid);
+      load_rows<kBlock, kThreads>(st, static_cast<const bf16*>(p.query_states) + bh * S * kDim, kDim, i0, S, tid);
+      load_a_tile<kBlock, kKeys, kThreads>(st + kRowTileBytes,
+                                           static_cast<const bf16*>(p.grad_scores) + bh * padded * padded,
+                                           int(padded), padded, i0, j0, tid);
     } else {
-      load_rows(st, static_cast<const bf16*>(p.grad_attn_output) + int64_t(b) * S * kQProjCols + h * kDim,
-                kQProjCols, i0, S, tid);
-      load_a_tile(st + kRowTileBytes, static_cast<const bf16*>(p.attn_weights) + bh * S * p.attn_row_stride, S,
-                  p.attn_row_stride, i0, j0, tid);
+      load_rows<kBlock, kThreads>(st, static_cast<const bf16*>(p.grad_attn_output) + int64_t(b) * S * kQProjCols +
+                                          h * kDim,
+                                  kQProjCols, i0, S, tid);
+      load_a_tile<kBlock, kKeys, kThreads>(st + kRowTileBytes,
+                                           static_cast<const bf16*>(p.attn_weights) + bh * S * p.attn_row_stride, S,
+                                           p.attn_row_stride, i0, j0, tid);
     }
   };
 
-  issue(0);
+  issue(begin);
   cp_commit();
 
   float acc[16][4];
 #pragma unroll
   for (int n = 0; n < 16; ++n) acc[n][0] = acc[n][1] = acc[n][2] = acc[n][3] = 0.f;
 
-  for (int it = 0; it < total; ++it) {
-    if (it + 1 < total) issue(it + 1);
+  for (int it = begin; it < end; ++it) {
+    if (it + 1 < end) issue(it + 1);
     cp_commit();
     cp_wait_one();
     __syncthreads();
     const uint32_t sx = base + stage_off(it), sy = sx + kRowTileBytes;
     uint32_t yt[4][4];  // A^T or dS^T for this warp's 16 keys x the 64 queries of the block
 #pragma unroll
-    for (int kc = 0; kc < 4; ++kc) ldsm_x4_t(yt[kc], at_addr(sy, warp * 16, kc * 16, lane, 8));
+    for (int kc = 0; kc < 4; ++kc) ldsm_x4_t(yt[kc], at_addr(sy, warp * 16, kc * 16, lane, kKeys / 8));
 #pragma unroll
     for (int kc = 0; kc < 4; ++kc) {
 #pragma unroll
@@ -415,15 +519,52 @@ __global__ void __launch_bounds__(kThreads, 3) column_kernel(const AttentionArgs
     }
     __syncthreads();
   }
-  store_rows(acc, kKey, p, b, j0 + warp * 16, (kKey ? kKOffset : kVOffset) + grp * kDim, lane);
+  if (splits == 1) {
+    store_rows(acc, kKey, p, b, j0 + warp * 16, (kKey ? kKOffset : kVOffset) + grp * kDim, lane);
+  } else {
+    const int64_t tokens = int64_t(p.batch_size) * S;
+    float* out = p.column_partials + (int64_t(kKey ? splits : 0) + part) * tokens * kKvCols;
+    store_partial(acc, out, b, S, j0 + warp * 16, grp * kDim, lane);
+  }
 }
 
 template <class Kernel>
-cudaError_t launch(Kernel kernel, dim3 grid, uint32_t smem_bytes, const AttentionArgs& args, cudaStream_t stream) {
+cudaError_t launch(Kernel kernel, dim3 grid, int threads, uint32_t smem_bytes, const AttentionArgs& args,
+                   cudaStream_t stream) {
   cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem_bytes));
   if (err != cudaSuccess) return err;
-  kernel<<<grid, kThreads, smem_bytes, stream>>>(args);
+  kernel<<<grid, threads, smem_bytes, stream>>>(args);
   return cudaGetLastError();
+}
+
+template <ColumnGrad kGrad>
+cudaError_t launch_column(int warps, const AttentionArgs& args, cudaStream_t stream) {
+  auto go = [&](auto w) {
+    constexpr int kWarps = decltype(w)::value;
+    using L = ColumnLayout<kWarps>;
+    const dim3 grid((args.seq_len + L::kKeys - 1) / L::kKeys, 8 * args.column_splits, args.batch_size);
+    return launch(column_kernel<kGrad, kWarps>, grid, L::kThreads, L::kSmem, args, stream);
+  };
+  cudaError_t err = warps == 8 ? go(std::integral_constant<int, 8>{}) : go(std::integral_constant<int, 4>{});
+  if (err != cudaSuccess || args.column_splits == 1) return err;
+  constexpr bool kKey = kGrad == ColumnGrad::key;
+  const int64_t tokens = int64_t(args.batch_size) * args.seq_len;
+  const float* partials = args.column_partials + (kKey ? int64_t(args.column_splits) * tokens * kKvCols : 0);
+  column_reduce_kernel<kKey><<<unsigned((tokens * 256 + 255) / 256), 256, 0, stream>>>(
+      args, partials, args.column_splits, kKey ? kKOffset : kVOffset);
+  return cudaGetLastError();
+}
+
+template <bool kStoredDp, int kWarps>
+cudaError_t launch_row_passes(const AttentionArgs& args, cudaStream_t stream) {
+  using Sums = RowLayout<RowPass::row_sums, kStoredDp, kWarps>;
+  using GradQ = RowLayout<RowPass::grad_q, kStoredDp, kWarps>;
+  const dim3 grid((args.seq_len + Sums::kRows - 1) / Sums::kRows, 32, args.batch_size);
+  cudaError_t err =
+      launch(row_kernel<RowPass::row_sums, kStoredDp, kWarps>, grid, Sums::kThreads, Sums::kSmem, args, stream);
+  if (err == cudaSuccess)
+    err = launch(row_kernel<RowPass::grad_q, kStoredDp, kWarps>, grid, GradQ::kThreads, GradQ::kSmem, args, stream);
+  return err;
 }
 
 }  // namespace
@@ -440,10 +581,29 @@ size_t padded_attn_bytes(int64_t batch_size, int64_t seq_len) {
   return size_t(batch_size) * 32 * size_t(seq_len) * size_t((seq_len + 7) / 8 * 8) * 2;
 }
 
+AttentionTiling default_tiling(int64_t, int64_t) { return AttentionTiling{4, 4}; }
+
+int column_splits(int64_t batch_size, int64_t seq_len) {
+  const int64_t blocks = (seq_len + kBlock - 1) / kBlock, ctas = blocks * 8 * batch_size;
+  const int64_t total = kHeadsPerGroup * blocks;  // iterations of one CTA's loop without a split
+  if (ctas >= kColumnSplitBelowCtas) return 1;
+  const int64_t splits = std::min<int64_t>({(kColumnTargetCtas + ctas - 1) / ctas, kMaxColumnSplits, total / 2});
+  return int(std::max<int64_t>(splits, 1));
+}
+
+size_t column_partials_bytes(int64_t batch_size, int64_t seq_len) {
+  const int splits = column_splits(batch_size, seq_len);
+  return splits == 1 ? 0 : size_t(2) * splits * size_t(batch_size) * size_t(seq_len) * kKvCols * sizeof(float);
+}
+
 cudaError_t launch_attention(const AttentionArgs& given, const AttentionStreams& streams) {
   AttentionArgs args = given;
   const cudaStream_t stream = streams.main;
   const int S = args.seq_len;
+  const AttentionTiling tiling = args.tiling.row_warps == 0 ? default_tiling(args.batch_size, S) : args.tiling;
+  if ((tiling.row_warps != 4 && tiling.row_warps != 8) || (tiling.col_warps != 4 && tiling.col_warps != 8))
+    return cudaErrorInvalidValue;
+  args.column_splits = std::max(1, std::min(args.max_column_splits, column_splits(args.batch_size, S)));
   if (S % 8 != 0) {
     const int64_t ld = (S + 7) / 8 * 8, rows = int64_t(args.batch_size) * 32 * S;
     const int64_t chunks = rows * (ld / 8);
@@ -456,30 +616,26 @@ cudaError_t launch_attention(const AttentionArgs& given, const AttentionStreams&
   } else {
     args.attn_row_stride = S;
   }
-  const int blocks = int((S + kBlock - 1) / kBlock);
-  const dim3 row_grid(blocks, 32, args.batch_size), col_grid(blocks, 8, args.batch_size);
-  auto row_passes = [&](auto stored_dp) {
-    constexpr bool kStoredDp = decltype(stored_dp)::value;
-    using Sums = RowLayout<RowPass::row_sums, kStoredDp>;
-    using GradQ = RowLayout<RowPass::grad_q, kStoredDp>;
-    cudaError_t err = launch(row_kernel<RowPass::row_sums, kStoredDp>, row_grid, Sums::kSmem, args, stream);
-    if (err == cudaSuccess) err = launch(row_kernel<RowPass::grad_q, kStoredDp>, row_grid, GradQ::kSmem, args, stream);
-    return err;
-  };
   // dV needs only dO and A: it starts on the `value` stream while the row passes run.
   if (cudaError_t err = cudaEventRecord(streams.inputs_ready, stream); err != cudaSuccess) return err;
   if (cudaError_t err = cudaStreamWaitEvent(streams.value, streams.inputs_ready, 0); err != cudaSuccess) return err;
-  if (cudaError_t err = launch(column_kernel<ColumnGrad::value>, col_grid, kColSmem, args, streams.value);
-      err != cudaSuccess)
+  if (cudaError_t err = launch_column<ColumnGrad::value>(tiling.col_warps, args, streams.value); err != cudaSuccess)
     return err;
   if (cudaError_t err = cudaEventRecord(streams.grad_v_ready, streams.value); err != cudaSuccess) return err;
-  const cudaError_t row_err = args.schedule == AttentionSchedule::store_dp ? row_passes(std::true_type{})
-                                                                           : row_passes(std::false_type{});
+  const cudaStream_t rows = streams.rows;
+  if (rows != stream) {
+    if (cudaError_t err = cudaStreamWaitEvent(rows, streams.inputs_ready, 0); err != cudaSuccess) return err;
+  }
+  const bool stored = args.schedule == AttentionSchedule::store_dp;
+  const cudaError_t row_err = tiling.row_warps == 8
+                                  ? (stored ? launch_row_passes<true, 8>(args, rows)
+                                            : launch_row_passes<false, 8>(args, rows))
+                                  : (stored ? launch_row_passes<true, 4>(args, rows)
+                                            : launch_row_passes<false, 4>(args, rows));
   if (row_err != cudaSuccess) return row_err;
-  if (cudaError_t err = cudaEventRecord(streams.grad_q_ready, stream); err != cudaSuccess) return err;
+  if (cudaError_t err = cudaEventRecord(streams.grad_q_ready, rows); err != cudaSuccess) return err;
   if (cudaError_t err = cudaStreamWaitEvent(streams.column, streams.grad_q_ready, 0); err != cudaSuccess) return err;
-  if (cudaError_t err = launch(column_kernel<ColumnGrad::key>, col_grid, kColSmem, args, streams.column);
-      err != cudaSuccess)
+  if (cudaError_t err = launch_column<ColumnGrad::key>(tiling.col_warps, args, streams.column); err != cudaSuccess)
     return err;
   if (cudaError_t err = cudaStreamWaitEvent(streams.column, streams.grad_v_ready, 0); err != cudaSuccess) return err;
   return cudaEventRecord(streams.grad_kv_ready, streams.column);

@@ -7,7 +7,8 @@
 //   column kernels, one CTA per (64 key rows, KV group, batch): over the 4 heads of the group and all query
 //     blocks one accumulates dV = A^T dO, the other dK = dS^T Q, in fp32 (the GQA sum is the accumulation itself);
 //     the epilogue rounds (and applies the RoPE backward to dK) and writes dQKV[:, 5120 + g*128 ...] or
-//     dQKV[:, 4096 + g*128 ...]. dV needs no dS, so it runs beside the row passes.
+//     dQKV[:, 4096 + g*128 ...]. dV needs no dS, so it runs beside the row passes. On small grids (column_splits)
+//     the sum over heads and query blocks is split over several CTAs with fp32 partials and a reduce kernel.
 // 4 or 5 matmul-equivalents per tile (AttentionSchedule) instead of v2's 6 (docs/perf/layer_backward.md, v3). The
 // dK kernel runs on a high-priority stream, so the GEMMs that need only dQ (grad_hidden's dQ branch,
 // grad_q_weight) run beside it.
@@ -26,6 +27,27 @@ namespace kindex::kernels::backward {
 //     the minimum, for two more passes over a dS-sized buffer).
 enum class AttentionSchedule { recompute_dp, store_dp };
 
+// Warps per CTA (4 or 8, each warp owns 16 rows) of the row passes (query rows) and of the dV/dK kernels (key rows).
+// Bit-identical results for every choice. 8 warps halve the L2->SM re-reads of the 64x128 operand tiles but measured
+// no faster (v4 log: the kernels are not bound by those re-reads) and slower beside the GEMMs, so default_tiling
+// is {4, 4} for every size. {0, 0} = default_tiling.
+struct AttentionTiling {
+  int row_warps = 0, col_warps = 0;
+};
+AttentionTiling default_tiling(int64_t batch_size, int64_t seq_len);
+
+// The dK/dV kernels' sum over the 4 heads x query blocks of a KV group is split over column_splits(B, S) CTAs per
+// (key block, group) when one CTA per pair would leave the GPU under-occupied: each part writes fp32 partials, a
+// reduce kernel sums them in a fixed order (deterministic) and does the rounding/RoPE epilogue. Only grids of fewer
+// than kColumnSplitBelowCtas unsplit CTAs are split (the 9 workloads of <= 1024 tokens; on the larger grids the
+// v4 benchmark measured the split neutral to 10-20% slower in the attention part: the fp32 partials cost more than
+// the extra CTAs give). Aim: about kColumnTargetCtas CTAs (two waves of 3 per SM on 132 SMs), at most
+// kMaxColumnSplits parts, >= 2 iterations per part.
+constexpr int64_t kColumnSplitBelowCtas = 256, kColumnTargetCtas = 800, kMaxColumnSplits = 8;
+int column_splits(int64_t batch_size, int64_t seq_len);
+// Bytes of the fp32 partials of dK and dV (0 when column_splits is 1).
+size_t column_partials_bytes(int64_t batch_size, int64_t seq_len);
+
 struct AttentionArgs {
   const void* grad_attn_output;  // dO  [B*S, 4096] bf16 (token-major, heads side by side)
   const void* query_states;      // [B, 32, S, 128] bf16
@@ -43,6 +65,10 @@ struct AttentionArgs {
   int seq_len;
   float scaling;
   AttentionSchedule schedule;
+  AttentionTiling tiling;
+  float* column_partials;        // column_partials_bytes(B, S) bytes (unused when column_splits(B, S) == 1)
+  int max_column_splits;         // caps column_splits(B, S); 1: one CTA per (key block, group) as in v3
+  int column_splits;             // set by launch_attention
 };
 
 // Rows of the D scratch per (batch, head): seq_len rounded up to the 64-row block.
@@ -54,13 +80,15 @@ size_t grad_scores_bytes(int64_t batch_size, int64_t seq_len);
 // Bytes of attn_scratch: B*32*S rows of S rounded up to 8 (0 when S % 8 == 0).
 size_t padded_attn_bytes(int64_t batch_size, int64_t seq_len);
 
-// `main` runs the padding copy, records inputs_ready, runs the row_sums and grad_q passes and records grad_q_ready
-// (dQ and dS ready). `value` waits for inputs_ready, runs the dV kernel and records grad_v_ready. `column` waits
+// `main` runs the padding copy and records inputs_ready; `rows` (main itself, or another stream that then waits for
+// inputs_ready) runs the row_sums and grad_q passes and records grad_q_ready (dQ and dS ready); the caller must make
+// `main` wait for grad_q_ready before it uses dQ. `value` waits for inputs_ready, runs the dV kernel and records
+// grad_v_ready. `column` waits
 // for grad_q_ready, runs the dK kernel, waits for grad_v_ready and records grad_kv_ready (dK, dV ready). The caller
 // must make `main` wait for grad_kv_ready before it finishes (a CUDA graph needs the join); `value` may go on with
 // other work after grad_v_ready.
 struct AttentionStreams {
-  cudaStream_t main, column, value;
+  cudaStream_t main, rows, column, value;
   cudaEvent_t inputs_ready, grad_q_ready, grad_v_ready, grad_kv_ready;
 };
 

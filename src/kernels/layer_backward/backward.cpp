@@ -27,8 +27,8 @@ size_t round_up(size_t x) { return (x + kAlign - 1) / kAlign * kAlign; }
 
 // Workspace carve-up; offsets from the 256-byte aligned start.
 struct Layout {
-  size_t grad_attn_output = 0, grad_qkv = 0, row_sums = 0, attn_scratch = 0, grad_scores = 0, gemm_main = 0,
-         gemm_side = 0, end = 0;
+  size_t grad_attn_output = 0, grad_qkv = 0, row_sums = 0, attn_scratch = 0, grad_scores = 0, column_partials = 0,
+         gemm_main = 0, gemm_side = 0, end = 0;
 };
 Layout layout(int64_t b, int64_t s) {
   Layout l;
@@ -37,17 +37,19 @@ Layout layout(int64_t b, int64_t s) {
   l.row_sums = l.grad_qkv + round_up(tokens * kQkvProj * 2);
   l.attn_scratch = l.row_sums + round_up(size_t(b) * kHeads * size_t(padded_seq_len(s)) * 4);
   l.grad_scores = l.attn_scratch + round_up(padded_attn_bytes(b, s));
-  l.gemm_main = l.grad_scores + round_up(grad_scores_bytes(b, s));
+  l.column_partials = l.grad_scores + round_up(grad_scores_bytes(b, s));
+  l.gemm_main = l.column_partials + round_up(column_partials_bytes(b, s));
   l.gemm_side = l.gemm_main + kGemmWorkspaceBytes;
   l.end = l.gemm_side + kGemmWorkspaceBytes;
   return l;
 }
 
 // The internal streams and the fork/join events, one set per device. Calls are serialised by `mutex` so that each
-// cudaStreamWaitEvent sees its own call's record. `stream` runs the weight-gradient GEMMs and the dV kernel;
-// `column` (highest priority: it is on the critical path) the dK kernel.
+// cudaStreamWaitEvent sees its own call's record. `stream` runs the weight-gradient GEMMs and (StreamPlan::v3, the
+// default) the dV kernel; `column` (highest priority: it is on the critical path) the dK kernel; `value` the dV
+// kernel under the other stream plans.
 struct SideStream {
-  cudaStream_t stream = nullptr, column = nullptr;
+  cudaStream_t stream = nullptr, column = nullptr, value = nullptr;
   cudaEvent_t fork = nullptr, inputs_ready = nullptr, grad_q_ready = nullptr, grad_v_ready = nullptr,
               grad_kv_ready = nullptr, join = nullptr;
 };
@@ -124,7 +126,7 @@ kindex_status validate(const kindex_gqa_rope_backward_params* p, const void* wor
 }
 
 kindex_status run(const kindex_gqa_rope_backward_params& p, void* workspace, size_t, void* stream_ptr, Parts parts,
-                  std::string& message, AttentionSchedule schedule) {
+                  std::string& message, const RunOptions& options) {
   const auto main = static_cast<cudaStream_t>(stream_ptr);
   const int64_t B = p.batch_size, S = p.seq_len, N = B * S;
   auto* ws = reinterpret_cast<uint8_t*>(round_up(reinterpret_cast<uintptr_t>(workspace)));
@@ -147,6 +149,7 @@ kindex_status run(const kindex_gqa_rope_backward_params& p, void* workspace, siz
     cudaError_t e = cudaDeviceGetStreamPriorityRange(&lowest, &highest);
     if (e == cudaSuccess) e = cudaStreamCreateWithFlags(&entry.stream, cudaStreamNonBlocking);
     if (e == cudaSuccess) e = cudaStreamCreateWithPriority(&entry.column, cudaStreamNonBlocking, highest);
+    if (e == cudaSuccess) e = cudaStreamCreateWithFlags(&entry.value, cudaStreamNonBlocking);
     for (cudaEvent_t* ev : {&entry.fork, &entry.inputs_ready, &entry.grad_q_ready, &entry.grad_v_ready,
                             &entry.grad_kv_ready, &entry.join})
       if (e == cudaSuccess) e = cudaEventCreateWithFlags(ev, cudaEventDisableTiming);
@@ -226,10 +229,17 @@ kindex_status run(const kindex_gqa_rope_backward_params& p, void* workspace, siz
                              .batch_size = int(B),
                              .seq_len = int(S),
                              .scaling = p.scaling,
-                             .schedule = schedule};
+                             .schedule = options.schedule,
+                             .tiling = options.tiling,
+                             .column_partials = reinterpret_cast<float*>(ws + l.column_partials),
+                             .max_column_splits = options.max_column_splits,
+                             .column_splits = 1};
     const AttentionStreams as{.main = main,
+                              .rows = options.streams == StreamPlan::rows_high ? ss.column : main,
                               .column = ss.column,
-                              .value = side,
+                              .value = options.streams == StreamPlan::v3           ? side
+                                       : options.streams == StreamPlan::value_high ? ss.column
+                                                                                    : ss.value,
                               .inputs_ready = ss.inputs_ready,
                               .grad_q_ready = ss.grad_q_ready,
                               .grad_v_ready = ss.grad_v_ready,
@@ -237,9 +247,11 @@ kindex_status run(const kindex_gqa_rope_backward_params& p, void* workspace, siz
     if (cudaError_t e = launch_attention(args, as); e != cudaSuccess) return fail_cuda("attention kernels", e);
   }
   if (gemms) {
-    // launch_attention recorded grad_q_ready after the grad_q pass; without it, mark the same point here.
+    // launch_attention recorded grad_q_ready after the grad_q pass (on main or on the column stream); without it,
+    // mark the same point here.
     cudaError_t e = attention ? cudaSuccess : cudaEventRecord(ss.grad_q_ready, main);
     if (e == cudaSuccess) e = cudaStreamWaitEvent(side, ss.grad_q_ready, 0);
+    if (e == cudaSuccess) e = cudaStreamWaitEvent(main, ss.grad_q_ready, 0);
     if (e != cudaSuccess) return fail_cuda("grad_q_ready", e);
     if (!gemm(grad_weights[0], side) || !gemm(grad_hidden[0], main)) return KINDEX_STATUS_NOT_SUPPORTED;
     if (attention) {

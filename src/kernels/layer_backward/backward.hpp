@@ -3,15 +3,17 @@
 // kindex_gqa_rope_backward. Device pointers, destination passing, one caller stream (work forks onto an
 // internal side stream with events and joins back, so a CUDA graph can capture it); no device->host copies.
 //
-// Plan (docs/perf/layer_backward.md has the numbers):
+// Plan (docs/perf/layer_backward.md has the numbers; StreamPlan::v3, the default):
 //   side stream: grad_o_weight = grad_output^T attn_output                                   (cuBLASLt)
 //   caller stream: dO = grad_output o_weight                                [B*S, 4096] bf16 (cuBLASLt)
+//                  [attn_weights padded to rows of 8 when seq_len is odd]
 //                  row_sums pass: D = rowsum(round(dO V^T) * A)
 //                  grad_q pass: dS (stored), dQ = dS K, RoPE                 -> dQKV[:, 0:4096]
-//   column stream (after grad_q): dK = sum_group dS^T Q (RoPE), dV = sum_group A^T dO
-//                                                                            -> dQKV[:, 4096:6144]
+//   side stream (after dO): dV = sum_group A^T dO                            -> dQKV[:, 5120:6144]
+//   column stream (after grad_q, highest priority): dK = sum_group dS^T Q (RoPE) -> dQKV[:, 4096:5120]
+//     (dK and dV: split over CTAs with fp32 partials + a reduce kernel on small grids, attention.hpp)
 //   caller stream: grad_hidden = dQ Wq (after grad_q) + dK Wk + dV Wv        (3 cuBLASLt, beta = 1 chained)
-//   side stream:   grad_q_weight after grad_q, grad_{k,v}_weight after the column kernel = dQKV^T hidden_states
+//   side stream:   grad_q_weight after grad_q, grad_{k,v}_weight after dK and dV = dQKV^T hidden_states
 // The first call for a given (batch_size, seq_len) times cuBLASLt's candidate algorithms per GEMM shape
 // (gemm.hpp, tune_gemms); it synchronises the caller's stream once and takes a few ms more. A graph captured
 // before any direct call keeps cuBLASLt's heuristic choice.
@@ -36,6 +38,22 @@ enum class Parts { all, gemms, attention };
 // The schedule the C ABI uses (attention.hpp; chosen by the v3 benchmark in docs/perf/layer_backward.md).
 constexpr AttentionSchedule kDefaultSchedule = AttentionSchedule::store_dp;
 
+// Where dV and the row passes run (docs/perf/layer_backward.md, v4): v3 queues dV on the side stream behind
+// grad_o_weight and runs the row passes on the caller's stream; value_stream gives dV a stream of its own (default
+// priority); value_high puts dV on the highest-priority column stream ahead of dK; rows_high gives dV its own stream
+// and runs the row passes on the highest-priority column stream ahead of dK (the critical path first, dV and
+// grad_o_weight fill the gaps).
+enum class StreamPlan { v3, value_stream, value_high, rows_high };
+constexpr StreamPlan kDefaultStreamPlan = StreamPlan::v3;  // the others measured no better (v4 log)
+
+// Knobs of run() (the C ABI uses the defaults; the benchmark and the tests vary them).
+struct RunOptions {
+  AttentionSchedule schedule = kDefaultSchedule;
+  AttentionTiling tiling{};  // {0, 0}: default_tiling(batch_size, seq_len)
+  StreamPlan streams = kDefaultStreamPlan;
+  int max_column_splits = int(kMaxColumnSplits);  // caps attention.hpp's column_splits; 1: no split (v3)
+};
+
 // Bytes of workspace for these sizes (dO, dQKV, the row sums D, a padded copy of attn_weights when seq_len % 8 != 0,
 // dS [B, 32, S64, S64] bf16 with S64 = seq_len rounded up to 64, two cuBLASLt workspaces).
 size_t workspace_bytes(int64_t batch_size, int64_t seq_len);
@@ -51,6 +69,6 @@ kindex_status validate(const kindex_gqa_rope_backward_params* p, const void* wor
 // Enqueues the backward on `stream` (cudaStream_t). Assumes validate() passed. Returns OK, or
 // KINDEX_STATUS_CUDA_ERROR / NOT_SUPPORTED with `message` set.
 kindex_status run(const kindex_gqa_rope_backward_params& p, void* workspace, size_t workspace_bytes, void* stream,
-                  Parts parts, std::string& message, AttentionSchedule schedule = kDefaultSchedule);
+                  Parts parts, std::string& message, const RunOptions& options = {});
 
 }  // namespace kindex::kernels::backward

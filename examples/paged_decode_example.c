@@ -67,11 +67,14 @@ int main(void) {
   p.sm_scale = 0.08838834764831845f;
   p.output = out; p.lse = lse;
 
+  /* Size the workspace with validation on: it then also covers calls with validation off. */
   size_t bytes = 0;
+  p.validate = 1;
   if (kindex_paged_decode_workspace_size(&p, &bytes) != KINDEX_STATUS_OK) {
     fprintf(stderr, "workspace_size: %s\n", kindex_last_error());
     return 1;
   }
+  p.validate = 0;
   if (bytes) CHECK_CUDA(cudaMalloc(&ws, bytes));
   if (kindex_paged_decode(&p, ws, bytes, NULL) != KINDEX_STATUS_OK) {
     fprintf(stderr, "kindex_paged_decode: %s\n", kindex_last_error());

@@ -29,6 +29,29 @@ bool is_page_table_input(const std::string& name) {
   return name == "kv_indptr" || name == "kv_indices" || name == "kv_last_page_len";
 }
 
+// A decode KV cache [num_pages, page_size, ...] whose page table the catalog generates.
+bool is_paged_cache(const std::string& name, const std::vector<int64_t>& shape,
+                    const std::map<std::string, int64_t>& axes) {
+  return (name == "k_cache" || name == "v_cache") && axes.count("num_pages") && axes.count("num_kv_indices") &&
+         !shape.empty() && shape[0] == axes.at("num_pages");
+}
+
+// The pages some sequence references get the random values FlashInfer-Bench's rule gives them (element i of the
+// cache always gets the same value); pages no sequence references are zeros. No kernel may read them, and
+// drawing them cost most of the generation time (the ps64 workloads allocate ~3x the pages they use).
+void fill_referenced_pages(Tensor& t, const std::string& name, uint64_t seed, const PageTable& pt) {
+  const int64_t pages = t.shape()[0], page_elems = pages ? t.numel() / pages : 0;
+  std::vector<char> used(size_t(pages), 0);
+  for (int32_t id : pt.kv_indices)
+    if (id >= 0 && id < pages) used[size_t(id)] = 1;
+  const uint64_t stream = stream_id(name.c_str());
+  // The tensor starts zeroed; each used page gets its values.
+  parallel_for(pages, [&](int64_t b, int64_t e) {
+    for (int64_t p = b; p < e; ++p)
+      if (used[size_t(p)]) fill_normal_range(t, seed, stream, p * page_elems, (p + 1) * page_elems);
+  }, std::max<int64_t>(1, (1 << 15) / std::max<int64_t>(1, page_elems)));
+}
+
 // SOL-ExecBench's rules for L2/003's named inputs (see inputs.hpp), applied to any SOL definition by name.
 void fill_sol_tensor(Tensor& t, const std::string& name, uint64_t seed, Inputs& inputs) {
   if (name.size() > 7 && name.ends_with("_weight") && t.shape().size() == 2 && t.shape()[1] > 0) {
@@ -62,11 +85,9 @@ void fill_sol_tensor(Tensor& t, const std::string& name, uint64_t seed, Inputs& 
         [&](int64_t b, int64_t e) {
           std::vector<float> x(static_cast<size_t>(cols));
           for (int64_t r = b; r < e; ++r) {
+            normal_values(seed, stream, r * cols, (r + 1) * cols, x.data());
             float m = -INFINITY;
-            for (int64_t c = 0; c < cols; ++c) {
-              x[size_t(c)] = float(standard_normal(seed, stream, uint64_t(r * cols + c)));
-              m = std::max(m, x[size_t(c)]);
-            }
+            for (float xi : x) m = std::max(m, xi);
             float sum = 0.f;
             for (float& xi : x) sum += (xi = std::exp(xi - m));
             for (int64_t c = 0; c < cols; ++c) v.set(r * cols + c, x[size_t(c)] / sum);
@@ -87,6 +108,7 @@ Inputs generate_inputs(const Definition& def, const Workload& workload, uint64_t
   Inputs in;
   std::map<std::string, SafetensorsFile> files;  // each file read once
   std::vector<const TensorSpec*> page_table_inputs;
+  std::vector<std::string> paged_caches;
 
   for (const TensorSpec& spec : def.inputs) {
     auto it = workload.inputs.find(spec.name);
@@ -135,7 +157,9 @@ Inputs generate_inputs(const Definition& def, const Workload& workload, uint64_t
     }
     if (options.skip_random_floats) continue;
     Tensor t(spec.dtype, shape);
-    if (def.source == Source::sol_execbench)
+    if (is_paged_cache(spec.name, shape, axes)) {
+      paged_caches.push_back(spec.name);  // filled once the page table is known
+    } else if (def.source == Source::sol_execbench)
       fill_sol_tensor(t, spec.name, seed, in);
     else
       fill_normal(t, seed, stream_id(spec.name.c_str()));
@@ -159,6 +183,9 @@ Inputs generate_inputs(const Definition& def, const Workload& workload, uint64_t
       for (size_t i = 0; i < values.size(); ++i) v.set(int64_t(i), values[i]);
       in.tensors[spec->name] = std::move(t);
     }
+    for (const std::string& name : paged_caches) fill_referenced_pages(in.tensors[name], name, seed, pt);
+  } else {
+    for (const std::string& name : paged_caches) fill_normal(in.tensors[name], seed, stream_id(name.c_str()));
   }
   return in;
 }

@@ -14,31 +14,85 @@ uint64_t mix64(uint64_t x) {
   return x ^ (x >> 31);
 }
 
-static uint64_t draw(uint64_t seed, uint64_t stream, uint64_t i) {
-  return mix64(mix64(mix64(seed) ^ stream) ^ i);
+namespace {
+
+// The key of (seed, stream), so one draw costs one mix64.
+uint64_t stream_key(uint64_t seed, uint64_t stream) { return mix64(mix64(seed) ^ stream); }
+uint64_t draw(uint64_t key, uint64_t i) { return mix64(key ^ i); }
+double unit(uint64_t bits) { return (double(bits >> 11) + 0.5) * (1.0 / 9007199254740992.0); }
+
+// Box-Muller on the pair (2p, 2p + 1) of draws: elements 2p and 2p + 1 are its cosine and sine halves, so one
+// log, one sqrt and one sincos serve two elements.
+void normal_pair(uint64_t key, uint64_t pair, double& even, double& odd) {
+  const double u1 = unit(draw(key, 2 * pair)), u2 = unit(draw(key, 2 * pair + 1));
+  const double r = std::sqrt(-2.0 * std::log(u1));
+  double s = 0, c = 0;
+  ::sincos(2.0 * std::numbers::pi * u2, &s, &c);
+  even = r * c;
+  odd = r * s;
 }
 
-double uniform01(uint64_t seed, uint64_t stream, uint64_t i) {
-  return (double(draw(seed, stream, i) >> 11) + 0.5) * (1.0 / 9007199254740992.0);
-}
+}  // namespace
+
+double uniform01(uint64_t seed, uint64_t stream, uint64_t i) { return unit(draw(stream_key(seed, stream), i)); }
 
 double standard_normal(uint64_t seed, uint64_t stream, uint64_t i) {
-  // Box-Muller on two independent draws of element i.
-  double u1 = uniform01(seed, stream, 2 * i), u2 = uniform01(seed, stream, 2 * i + 1);
-  return std::sqrt(-2.0 * std::log(u1)) * std::cos(2.0 * std::numbers::pi * u2);
+  double even = 0, odd = 0;
+  normal_pair(stream_key(seed, stream), i / 2, even, odd);
+  return i % 2 ? odd : even;
+}
+
+namespace {
+
+// Serial: elements [begin, end) of v, element i always the same value.
+void fill_range(TensorView v, uint64_t key, int64_t begin, int64_t end, double scale) {
+  for (int64_t i = begin; i < end;) {
+    double even = 0, odd = 0;
+    normal_pair(key, uint64_t(i) / 2, even, odd);
+    if (i % 2 == 0) {
+      v.set(i++, scale * even);
+      if (i < end) v.set(i++, scale * odd);
+    } else {
+      v.set(i++, scale * odd);
+    }
+  }
+}
+
+}  // namespace
+
+void normal_values(uint64_t seed, uint64_t stream, int64_t begin, int64_t end, float* out) {
+  const uint64_t key = stream_key(seed, stream);
+  for (int64_t i = begin; i < end;) {
+    double even = 0, odd = 0;
+    normal_pair(key, uint64_t(i) / 2, even, odd);
+    if (i % 2 == 0) {
+      *out++ = float(even), ++i;
+      if (i < end) *out++ = float(odd), ++i;
+    } else {
+      *out++ = float(odd), ++i;
+    }
+  }
 }
 
 void fill_normal(Tensor& t, uint64_t seed, uint64_t stream, double scale) {
   TensorView v = t.view();
-  parallel_for(t.numel(), [&](int64_t b, int64_t e) {
-    for (int64_t i = b; i < e; ++i) v.set(i, scale * standard_normal(seed, stream, uint64_t(i)));
-  }, 1 << 16);
+  const uint64_t key = stream_key(seed, stream);
+  // Chunks of an even size start on even elements, so no pair is computed twice.
+  constexpr int64_t kChunk = 1 << 15;
+  parallel_for((t.numel() + kChunk - 1) / kChunk, [&](int64_t b, int64_t e) {
+    fill_range(v, key, b * kChunk, std::min(t.numel(), e * kChunk), scale);
+  }, 1);
+}
+
+void fill_normal_range(Tensor& t, uint64_t seed, uint64_t stream, int64_t begin, int64_t end, double scale) {
+  fill_range(t.view(), stream_key(seed, stream), begin, end, scale);
 }
 
 void fill_uniform(Tensor& t, uint64_t seed, uint64_t stream, double lo, double hi) {
   TensorView v = t.view();
+  const uint64_t key = stream_key(seed, stream);
   parallel_for(t.numel(), [&](int64_t b, int64_t e) {
-    for (int64_t i = b; i < e; ++i) v.set(i, lo + (hi - lo) * uniform01(seed, stream, uint64_t(i)));
+    for (int64_t i = b; i < e; ++i) v.set(i, lo + (hi - lo) * unit(draw(key, uint64_t(i))));
   }, 1 << 16);
 }
 

@@ -11,6 +11,7 @@
 #include "catalog/constraints.hpp"
 #include "catalog/page_table.hpp"
 #include "catalog/safetensors.hpp"
+#include "core/random.hpp"
 #include "helpers.hpp"
 #include "support/paths.hpp"
 
@@ -44,6 +45,34 @@ TEST(Inputs, DecodeInputsFollowTheDefinitionAndPassItsChecks) {
   // The page table is the generator's for this workload.
   PageTable pt = generate_page_table(1, 425, 361, 64, page_table_seed(w));
   EXPECT_EQ(std::memcmp(in.tensors.at("kv_indices").data(), pt.kv_indices.data(), 361 * 4), 0);
+}
+
+TEST(Inputs, OnlyReferencedPagesAreDrawnAndTheirValuesDoNotDependOnWhichAre) {
+  Definition def = *find_builtin(kPs64);
+  Workload w = builtin_workloads(kPs64)[3];  // 425 pages, 361 referenced
+  Inputs in = generate_inputs(def, w, 5);
+  const Tensor& k = in.tensors.at("k_cache");
+  Tensor full(k.dtype(), k.shape());  // what FlashInfer-Bench's rule draws for every page
+  fill_normal(full, 5, stream_id("k_cache"));
+  std::vector<char> used(425, 0);
+  for (int64_t i = 0; i < in.tensors.at("kv_indices").numel(); ++i) used[size_t(in.tensors.at("kv_indices").get(i))] = 1;
+  const int64_t page_elems = k.numel() / 425;
+  int unused = 0;
+  for (int64_t p = 0; p < 425; ++p) {
+    bool zeros = true, same = true;
+    for (int64_t e = p * page_elems; e < (p + 1) * page_elems; ++e) {
+      zeros = zeros && k.get(e) == 0.0;
+      same = same && k.get(e) == full.get(e);
+    }
+    if (used[size_t(p)]) {
+      EXPECT_TRUE(same) << "page " << p;
+      EXPECT_FALSE(zeros) << "page " << p;
+    } else {
+      EXPECT_TRUE(zeros) << "page " << p;
+      ++unused;
+    }
+  }
+  EXPECT_GT(unused, 0);
 }
 
 TEST(Inputs, ReproducibleSeedsAndFixedPageTables) {

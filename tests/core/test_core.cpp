@@ -77,6 +77,25 @@ TEST(Random, ReproducibleAndNormal) {
   EXPECT_NE(a.get(0), b.get(0));
 }
 
+TEST(Random, RangesAndSingleValuesAgreeWithTheFullFill) {
+  Tensor full(DType::f32, {1001}), part(DType::f32, {1001});
+  fill_normal(full, 3, stream_id("k"));
+  fill_normal_range(part, 3, stream_id("k"), 7, 500);  // starts on the odd half of a pair
+  std::vector<float> values(500 - 7);
+  normal_values(3, stream_id("k"), 7, 500, values.data());
+  for (int64_t i = 0; i < 1001; ++i) {
+    ASSERT_EQ(float(standard_normal(3, stream_id("k"), uint64_t(i))), full.get(i)) << i;
+    if (i >= 7 && i < 500) {
+      ASSERT_EQ(part.get(i), full.get(i)) << i;
+      ASSERT_EQ(values[size_t(i - 7)], full.get(i)) << i;
+    } else {
+      ASSERT_EQ(part.get(i), 0.0) << i;
+    }
+  }
+  // The two halves of a pair are not the same draw.
+  EXPECT_NE(full.get(0), full.get(1));
+}
+
 TEST(Error, NamesWhereFieldAndValue) {
   Error e("defs/x.json", "axes.page_size.value", "-3", "must be positive");
   EXPECT_STREQ(e.what(), "defs/x.json: axes.page_size.value = -3: must be positive");

@@ -546,100 +546,114 @@ std::string digest_hex(const std::string& digest) { return digest.substr(digest.
 
 }  // namespace
 
-OutputSummary write_outputs(const BenchReport& report, const std::vector<WorkItem>& items, const OutputOptions& out) {
+struct RecordWriter::State {
+  std::vector<WorkItem> items;
+  OutputOptions out;
   OutputSummary summary;
-  if (out.out_dir.empty() && out.store_uri.empty()) return summary;
-  std::vector<store::OwnRun> store_rows;
-  const fs::path dir = out.out_dir;
   std::map<std::string, std::unique_ptr<Implementation>> impls;
-  std::set<std::string> written;
-  const evidence::Manifest env_m = environment_manifest(report.environment);
+  std::set<std::string> written;       // manifest digests already written
+  std::set<std::string> trace_files;   // listed once in summary.files
+  std::unique_ptr<store::Store> db;    // opened at the first run
+};
 
+RecordWriter::RecordWriter(const std::vector<WorkItem>& items, const OutputOptions& out)
+    : state_(std::make_unique<State>()) {
+  state_->items = items;
+  state_->out = out;
+}
+RecordWriter::~RecordWriter() = default;
+const OutputSummary& RecordWriter::summary() const { return state_->summary; }
+
+void RecordWriter::add(const RunResult& r, const Environment& environment) {
+  State& st = *state_;
+  if (st.out.out_dir.empty() && st.out.store_uri.empty()) return;
+  const WorkItem* item = nullptr;
+  for (const auto& it : st.items)
+    if (it.definition->name == r.definition && it.workload->uuid == r.workload_uuid) item = &it;
+  if (!item) return;
+  const fs::path dir = st.out.out_dir;
   auto keep = [&](const evidence::Manifest& m) {
-    if (dir.empty() || !written.insert(m.digest).second) return;
+    if (dir.empty() || !st.written.insert(m.digest).second) return;
     write_file(dir / "manifests" / m.kind() / (digest_hex(m.digest) + ".json"), m.document.dump(2) + "\n",
-               summary.files);
+               st.summary.files);
   };
-  // The report and the trace lines first: they need no manifest, so a manifest problem cannot lose them.
+  // The trace line first: it needs no manifest, so a manifest problem cannot lose it.
   if (!dir.empty()) {
-    write_file(dir / "results.json", report.to_json().dump(2) + "\n", summary.files);
-    std::map<std::string, std::string> traces;
-    for (const auto& r : report.results)
-      for (const auto& it : items)
-        if (it.definition->name == r.definition && it.workload->uuid == r.workload_uuid)
-          traces[r.definition] += trace_line(r, *it.workload, report.environment).dump() + "\n";
-    for (const auto& [definition, text] : traces) {
-      fs::path path = dir / "traces" / (definition + ".jsonl");
-      fs::create_directories(path.parent_path());
-      std::ofstream f(path, std::ios::app);
-      if (!f) throw Error("kindex bench", "--out", dir.string(), "cannot write " + path.string());
-      f << text;
-      summary.files.push_back(path.string());
-    }
+    fs::path path = dir / "traces" / (r.definition + ".jsonl");
+    fs::create_directories(path.parent_path());
+    std::ofstream f(path, std::ios::app);
+    if (!f) throw Error("kindex bench", "--out", dir.string(), "cannot write " + path.string());
+    f << trace_line(r, *item->workload, environment).dump() << "\n";
+    f.flush();
+    if (!f) throw Error("kindex bench", "--out", dir.string(), "cannot write " + path.string());
+    if (st.trace_files.insert(path.string()).second) st.summary.files.push_back(path.string());
   }
-  keep(env_m);
-  for (const auto& r : report.results) {
-    const WorkItem* item = nullptr;
-    for (const auto& it : items)
-      if (it.definition->name == r.definition && it.workload->uuid == r.workload_uuid) item = &it;
-    if (!item) continue;
-    const auto& def = *item->definition;
-    if (!impls.count(r.implementation)) impls[r.implementation] = make_implementation(r.implementation);
-    const Implementation& impl = *impls[r.implementation];
+  const auto& def = *item->definition;
+  if (!st.impls.count(r.implementation)) st.impls[r.implementation] = make_implementation(r.implementation);
+  const Implementation& impl = *st.impls[r.implementation];
 
-    auto op_m = operation_manifest(def);
-    auto wl_m = workload_manifest(def, *item->workload, op_m.digest, r.seed ? r.seed : catalog::default_seed(def));
-    auto impl_m = implementation_manifest(impl, def, op_m.digest, report.environment);
-    auto proto_m = protocol_manifest(r, report.environment, r.timing.timer != "cuda_events");
-    std::string samples_uri, samples_digest;
-    std::vector<double> samples;
-    for (const auto& trial : r.timing.trials_ns) samples.insert(samples.end(), trial.begin(), trial.end());
-    if (!samples.empty()) {
-      const std::string text = json{{"unit", "ns"}, {"trials", r.timing.trials_ns}}.dump() + "\n";
-      samples_digest = "sha256:" + evidence::sha256_hex(text);
-      samples_uri = "samples/" + digest_hex(samples_digest) + ".json";
-      if (!dir.empty())
-        write_file(dir / samples_uri, text, summary.files);
-      else
-        samples_uri = "kindex-store:samples/" + digest_hex(samples_digest);
-    }
-    auto run_m = run_manifest(r, impl_m.digest, wl_m.digest, proto_m.digest, env_m.digest, report.environment,
-                              samples_uri, samples_digest);
-    for (const auto* m : {&op_m, &wl_m, &impl_m, &proto_m, &run_m}) keep(*m);
-    if (!out.store_uri.empty()) {
-      store::OwnRun own;
-      own.operation = op_m.document;
-      own.workload = wl_m.document;
-      own.implementation = impl_m.document;
-      own.protocol = proto_m.document;
-      own.environment = env_m.document;
-      own.run = run_m.document;
-      own.definition_name = def.name;
-      own.samples_ns = samples;
-      own.real_gpu = report.environment.has_gpu && r.timed_on_device;
-      if (r.kindex_floor) own.kindex_floor_ns = r.kindex_floor->floor_s * 1e9;
-      if (r.timing.summary) {
-        own.interval_low_ns = r.timing.summary->pooled.ci95_low;
-        own.interval_high_ns = r.timing.summary->pooled.ci95_high;
-      }
-      store_rows.push_back(std::move(own));
-    }
+  auto env_m = environment_manifest(environment);
+  auto op_m = operation_manifest(def);
+  auto wl_m = workload_manifest(def, *item->workload, op_m.digest, r.seed ? r.seed : catalog::default_seed(def));
+  auto impl_m = implementation_manifest(impl, def, op_m.digest, environment);
+  auto proto_m = protocol_manifest(r, environment, r.timing.timer != "cuda_events");
+  std::string samples_uri, samples_digest;
+  std::vector<double> samples;
+  for (const auto& trial : r.timing.trials_ns) samples.insert(samples.end(), trial.begin(), trial.end());
+  if (!samples.empty()) {
+    const std::string text = json{{"unit", "ns"}, {"trials", r.timing.trials_ns}}.dump() + "\n";
+    samples_digest = "sha256:" + evidence::sha256_hex(text);
+    samples_uri = "samples/" + digest_hex(samples_digest) + ".json";
+    if (!dir.empty())
+      write_file(dir / samples_uri, text, st.summary.files);
+    else
+      samples_uri = "kindex-store:samples/" + digest_hex(samples_digest);
   }
-  // The store last, so the files are written even when it cannot be opened.
-  if (!out.store_uri.empty()) {
-    std::string path = out.store_uri.rfind("sqlite:", 0) == 0 ? out.store_uri.substr(7) : out.store_uri;
-    const bool is_file = out.store_uri.find("://") == std::string::npos && path != ":memory:";
+  auto run_m = run_manifest(r, impl_m.digest, wl_m.digest, proto_m.digest, env_m.digest, environment, samples_uri,
+                            samples_digest);
+  for (const auto* m : {&env_m, &op_m, &wl_m, &impl_m, &proto_m, &run_m}) keep(*m);
+  if (st.out.store_uri.empty()) return;
+  // The store last, so the files are written even when it cannot be opened. One transaction per run: a bench
+  // that is killed keeps every run recorded before it.
+  store::OwnRun own;
+  own.operation = op_m.document;
+  own.workload = wl_m.document;
+  own.implementation = impl_m.document;
+  own.protocol = proto_m.document;
+  own.environment = env_m.document;
+  own.run = run_m.document;
+  own.definition_name = def.name;
+  own.samples_ns = samples;
+  own.real_gpu = environment.has_gpu && r.timed_on_device;
+  if (r.kindex_floor) own.kindex_floor_ns = r.kindex_floor->floor_s * 1e9;
+  if (r.timing.summary) {
+    own.interval_low_ns = r.timing.summary->pooled.ci95_low;
+    own.interval_high_ns = r.timing.summary->pooled.ci95_high;
+  }
+  if (!st.db) {
+    const std::string& uri = st.out.store_uri;
+    std::string path = uri.rfind("sqlite:", 0) == 0 ? uri.substr(7) : uri;
+    const bool is_file = uri.find("://") == std::string::npos && path != ":memory:";
     if (is_file && fs::path(path).has_parent_path()) fs::create_directories(fs::path(path).parent_path());
-    auto db = store::Store::open(out.store_uri);
-    for (const auto& own : store_rows) {
-      auto recorded = db->record_run(own);
-      if (recorded.inserted)
-        ++summary.runs_recorded;
-      else
-        ++summary.runs_already_stored;
-    }
+    st.db = store::Store::open(uri);
   }
-  return summary;
+  auto recorded = st.db->record_run(own);
+  if (recorded.inserted)
+    ++st.summary.runs_recorded;
+  else
+    ++st.summary.runs_already_stored;
+}
+
+void RecordWriter::finish(const BenchReport& report) {
+  if (!state_->out.out_dir.empty())
+    write_file(fs::path(state_->out.out_dir) / "results.json", report.to_json().dump(2) + "\n", state_->summary.files);
+}
+
+OutputSummary write_outputs(const BenchReport& report, const std::vector<WorkItem>& items, const OutputOptions& out) {
+  RecordWriter writer(items, out);
+  for (const auto& r : report.results) writer.add(r, report.environment);
+  writer.finish(report);
+  return writer.summary();
 }
 
 // ---------------------------------------------------------------------------------------------------------------

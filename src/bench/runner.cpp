@@ -585,7 +585,7 @@ class Progress {
 }  // namespace
 
 BenchReport run_bench(const std::vector<WorkItem>& items, const BenchOptions& options,
-                      const std::function<void(const RunResult&)>& on_result) {
+                      const std::function<void(const RunResult&, const Environment&)>& on_result) {
   if (options.implementations.empty()) throw Error("kindex bench", "--impl", "", "no implementation given");
   for (const auto& spec : options.implementations) check_implementation_spec(spec);
   if (options.reference != "auto" && options.reference != "cpu-reference" && options.reference != "gpu-reference")
@@ -684,7 +684,7 @@ BenchReport run_bench(const std::vector<WorkItem>& items, const BenchOptions& op
       }
     }
     derive(r, report.environment, report.measured_rates);
-    if (on_result) on_result(r);
+    if (on_result) on_result(r, report.environment);
     report.results.push_back(std::move(r));
   }
   progress.finish();

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -97,9 +98,10 @@ struct BenchReport {
   nlohmann::json to_json() const;
 };
 
-// Runs every implementation on every work item. `on_result` (optional) sees each result as it completes.
+// Runs every implementation on every work item. `on_result` (optional) sees each result as it completes, with
+// the run's environment.
 BenchReport run_bench(const std::vector<WorkItem>& items, const BenchOptions& options,
-                      const std::function<void(const RunResult&)>& on_result = {});
+                      const std::function<void(const RunResult&, const Environment&)>& on_result = {});
 
 // Output: the trace lines, the KernelIndex manifests (+ digests) and the store rows.
 struct OutputOptions {
@@ -110,7 +112,22 @@ struct OutputSummary {
   std::vector<std::string> files;
   int runs_recorded = 0, runs_already_stored = 0;
 };
-// `items` supplies the definitions and workloads the results refer to.
+// Writes each result the moment it is added: its trace line, its manifests and raw samples, and its store row
+// (one transaction), so a bench that is killed keeps every run it finished; finish() writes results.json.
+class RecordWriter {
+ public:
+  // `items` supplies the definitions and workloads the results refer to.
+  RecordWriter(const std::vector<WorkItem>& items, const OutputOptions& out);
+  ~RecordWriter();
+  void add(const RunResult& result, const Environment& environment);
+  void finish(const BenchReport& report);
+  const OutputSummary& summary() const;
+
+ private:
+  struct State;
+  std::unique_ptr<State> state_;
+};
+// All of a finished report at once (a RecordWriter fed every result).
 OutputSummary write_outputs(const BenchReport& report, const std::vector<WorkItem>& items, const OutputOptions& out);
 
 // FlashInfer-Bench trace line (SOL-ExecBench uses the same shape) of one result.

@@ -70,11 +70,15 @@ int run_session(const SessionOptions& options, std::ostream& out, std::ostream& 
     progress_log.open(std::filesystem::path(options.output.out_dir) / "runs.jsonl", std::ios::app);
     if (!progress_log) throw Error("kindex bench", "--out", options.output.out_dir, "cannot write runs.jsonl there");
   }
-  BenchReport report = run_bench(items, options.bench, [&](const RunResult& r) {
+  // Traces, manifests and store rows are written per run too (RecordWriter).
+  RecordWriter writer(items, options.output);
+  BenchReport report = run_bench(items, options.bench, [&](const RunResult& r, const Environment& env) {
     if (progress_log)
       progress_log << r.to_json().dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << std::endl;
+    writer.add(r, env);
   });
-  OutputSummary written = write_outputs(report, items, options.output);
+  writer.finish(report);
+  const OutputSummary& written = writer.summary();
   if (options.json) {
     nlohmann::json j = report.to_json();
     j["outputs"] = {{"files", written.files},

@@ -217,3 +217,37 @@ TEST(Pipeline, GpuShapedRecordsAreValidManifests) {
 }
 
 }  // namespace kindex::bench
+
+namespace kindex::bench {
+
+// A bench that is killed keeps what it finished: each run's trace line, manifests and store row are written the
+// moment the run is added, before the bench ends (results.json only at the end).
+TEST(Pipeline, EachRunIsRecordedTheMomentItEnds) {
+  auto dir = test::scratch_dir("per-run");
+  const std::string uri = "sqlite:" + (dir / "k.db").string();
+  auto problem = catalog::builtin_problem("gqa_paged_decode_h24_kv4_d128_ps64");
+  std::vector<WorkItem> items = {{&problem.definition, &problem.workloads.at(0)},
+                                 {&problem.definition, &problem.workloads.at(3)}};
+  BenchOptions o;
+  o.implementations = {"cpu-reference"};
+  o.reference = "cpu-reference";
+  o.trials = 1;
+  o.iterations = 1;
+  o.warmup = 0;
+  RecordWriter writer(items, {dir.string(), uri});
+  int seen = 0;
+  run_bench(items, o, [&](const RunResult& r, const Environment& env) {
+    writer.add(r, env);
+    ++seen;
+    // Another connection sees the run committed, and the trace line is on disk.
+    auto db = store::Store::open(uri);
+    EXPECT_EQ(db->counts()["benchmark_runs"].get<int64_t>(), seen);
+    EXPECT_EQ(read_lines(dir / "traces" / "gqa_paged_decode_h24_kv4_d128_ps64.jsonl").size(), size_t(seen));
+    EXPECT_FALSE(fs::exists(dir / "results.json"));
+  });
+  EXPECT_EQ(seen, 2);
+  EXPECT_EQ(writer.summary().runs_recorded, 2);
+  fs::remove_all(dir);
+}
+
+}  // namespace kindex::bench

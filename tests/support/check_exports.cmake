@@ -1,5 +1,6 @@
 # libkindex.so must export its C ABI and nothing else (src/kernels/libkindex.map).
 # Usage: cmake -DLIB=path/libkindex.so -DNM=nm -P check_exports.cmake
+cmake_minimum_required(VERSION 3.25)
 execute_process(COMMAND ${NM} -D --defined-only ${LIB} OUTPUT_VARIABLE out RESULT_VARIABLE rc)
 if(NOT rc EQUAL 0)
   message(FATAL_ERROR "${NM} -D ${LIB} failed (${rc})")

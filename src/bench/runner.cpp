@@ -18,6 +18,7 @@
 #include <sstream>
 
 #include "bench/implementation.hpp"
+#include "bench/input_cache.hpp"
 #include "bench/json_number.hpp"
 #include "bench/problem.hpp"
 #include "catalog/builtin.hpp"
@@ -260,6 +261,11 @@ void add_note(std::string& log, const std::string& note) { log += (log.empty() ?
 }  // namespace
 
 // Runs the whole pipeline in this process. Sets *sticky when the CUDA context is no longer usable.
+InputCache& worker_input_cache() {
+  static InputCache cache(default_input_cache_budget());
+  return cache;
+}
+
 RunResult execute_run(const WorkItem& item, const std::string& impl_spec, const BenchOptions& o, bool gpu,
                       bool* sticky) {
   const auto& def = *item.definition;
@@ -323,10 +329,15 @@ RunResult execute_run(const WorkItem& item, const std::string& impl_spec, const 
     }
     std::vector<compare::Report> all_reports;
     for (int round = 0; round < r.rounds_requested; ++round) {
-      catalog::Inputs inputs = catalog::generate_inputs(def, w, r.seed + uint64_t(round));
+      // A device implementation never sees the host inputs (only their device copies), so its rounds' inputs can
+      // be shared with the next implementation on this workload; a host implementation gets them to itself.
+      const uint64_t seed = r.seed + uint64_t(round);
+      const std::shared_ptr<const catalog::Inputs> inputs =
+          impl->memory() == Where::device ? worker_input_cache().get(def, w, seed)
+                                          : std::make_shared<const catalog::Inputs>(catalog::generate_inputs(def, w, seed));
       CallArgs host;
-      for (auto& [name, t] : inputs.tensors) host.inputs[name] = t.view();
-      host.scalars = inputs.scalars;
+      for (const auto& [name, t] : inputs->tensors) host.inputs[name] = t.view();
+      host.scalars = inputs->scalars;
       auto host_outputs = allocate_outputs(def, w);
       for (auto& [name, t] : host_outputs) host.outputs[name] = t.view();
       if (round == 0) r.work = count_work(*kind, host);

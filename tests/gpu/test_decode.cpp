@@ -344,8 +344,9 @@ TEST_F(Decode, EveryUpstreamDefinitionSmall) {
     ++definitions;
     const bool seed = name == "gqa_paged_decode_h32_kv4_d128_ps1" || name == "gqa_paged_decode_h24_kv4_d128_ps64";
     for (const auto& w : seed ? std::vector<kindex::catalog::Workload>{} : kindex::catalog::builtin_workloads(name)) {
-      if (w.axes.at("num_kv_indices") * dp->page_size <= (1 << 16))
+      if (w.axes.at("num_kv_indices") * dp->page_size <= (1 << 16)) {
         EXPECT_EQ("", check_case(seed_case(*def, w, 2), dev));
+      }
     }
     for (int min_seg : {0, 16}) {  // the default split, then tiny segments
       TuningScope scope(min_seg);

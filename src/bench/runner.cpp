@@ -258,14 +258,15 @@ nlohmann::json report_json(int round, const compare::Report& r) {
 
 void add_note(std::string& log, const std::string& note) { log += (log.empty() ? "" : "; ") + note; }
 
-}  // namespace
-
-// Runs the whole pipeline in this process. Sets *sticky when the CUDA context is no longer usable.
+// This process's cache of generated inputs (a worker's, or the runner's own with --in-process).
 InputCache& worker_input_cache() {
   static InputCache cache(default_input_cache_budget());
   return cache;
 }
 
+}  // namespace
+
+// Runs the whole pipeline in this process. Sets *sticky when the CUDA context is no longer usable.
 RunResult execute_run(const WorkItem& item, const std::string& impl_spec, const BenchOptions& o, bool gpu,
                       bool* sticky) {
   const auto& def = *item.definition;
@@ -333,8 +334,9 @@ RunResult execute_run(const WorkItem& item, const std::string& impl_spec, const 
       // be shared with the next implementation on this workload; a host implementation gets them to itself.
       const uint64_t seed = r.seed + uint64_t(round);
       const std::shared_ptr<const catalog::Inputs> inputs =
-          impl->memory() == Where::device ? worker_input_cache().get(def, w, seed)
-                                          : std::make_shared<const catalog::Inputs>(catalog::generate_inputs(def, w, seed));
+          impl->memory() == Where::device
+              ? worker_input_cache().get(def, w, seed)
+              : std::make_shared<const catalog::Inputs>(catalog::generate_inputs(def, w, seed));
       CallArgs host;
       for (const auto& [name, t] : inputs->tensors) host.inputs[name] = t.view();
       host.scalars = inputs->scalars;

@@ -44,34 +44,29 @@ double standard_normal(uint64_t seed, uint64_t stream, uint64_t i) {
 
 namespace {
 
-// Serial: elements [begin, end) of v, element i always the same value.
-void fill_range(TensorView v, uint64_t key, int64_t begin, int64_t end, double scale) {
+// Serial: emit(i, standard normal i) for i in [begin, end), each Box-Muller pair computed once.
+template <class Emit>
+void for_each_normal(uint64_t key, int64_t begin, int64_t end, Emit&& emit) {
   for (int64_t i = begin; i < end;) {
     double even = 0, odd = 0;
     normal_pair(key, uint64_t(i) / 2, even, odd);
     if (i % 2 == 0) {
-      v.set(i++, scale * even);
-      if (i < end) v.set(i++, scale * odd);
+      emit(i++, even);
+      if (i < end) emit(i++, odd);
     } else {
-      v.set(i++, scale * odd);
+      emit(i++, odd);
     }
   }
+}
+
+void fill_range(TensorView v, uint64_t key, int64_t begin, int64_t end, double scale) {
+  for_each_normal(key, begin, end, [&](int64_t i, double x) { v.set(i, scale * x); });
 }
 
 }  // namespace
 
 void normal_values(uint64_t seed, uint64_t stream, int64_t begin, int64_t end, float* out) {
-  const uint64_t key = stream_key(seed, stream);
-  for (int64_t i = begin; i < end;) {
-    double even = 0, odd = 0;
-    normal_pair(key, uint64_t(i) / 2, even, odd);
-    if (i % 2 == 0) {
-      *out++ = float(even), ++i;
-      if (i < end) *out++ = float(odd), ++i;
-    } else {
-      *out++ = float(odd), ++i;
-    }
-  }
+  for_each_normal(stream_key(seed, stream), begin, end, [&](int64_t i, double x) { out[i - begin] = float(x); });
 }
 
 void fill_normal(Tensor& t, uint64_t seed, uint64_t stream, double scale) {

@@ -6,6 +6,10 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <utility>
+#include <vector>
+
+#include "bench/runner.hpp"
 
 #include "support/paths.hpp"
 
@@ -16,6 +20,17 @@ inline std::filesystem::path scratch_dir(const std::string& name) {
   std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir);
   return dir;
+}
+
+// One round, one timed call, no warm-up, judged against the CPU reference: the quickest honest bench.
+inline bench::BenchOptions quick_options(std::vector<std::string> impls, int iterations = 1) {
+  bench::BenchOptions o;
+  o.implementations = std::move(impls);
+  o.reference = "cpu-reference";
+  o.trials = 1;
+  o.iterations = iterations;
+  o.warmup = 0;
+  return o;
 }
 
 // The C compiler this build was configured with (CMakeCache.txt), falling back to cc.

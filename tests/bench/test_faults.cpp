@@ -18,12 +18,7 @@ struct Fixture {
 };
 
 BenchOptions options(std::vector<std::string> impls, double timeout_s = 60) {
-  BenchOptions o;
-  o.implementations = std::move(impls);
-  o.reference = "cpu-reference";
-  o.trials = 1;
-  o.iterations = 1;
-  o.warmup = 0;
+  BenchOptions o = test::quick_options(std::move(impls));
   o.timeout_s = timeout_s;
   return o;
 }

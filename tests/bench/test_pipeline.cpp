@@ -170,12 +170,7 @@ TEST(Pipeline, GpuShapedRecordsAreValidManifests) {
   auto dir = test::scratch_dir("gpu-shaped");
   auto problem = catalog::builtin_problem("gqa_paged_decode_h24_kv4_d128_ps64");
   std::vector<WorkItem> items = {{&problem.definition, &problem.workloads.at(3)}};
-  BenchOptions o;
-  o.implementations = {"cpu-reference"};
-  o.reference = "cpu-reference";
-  o.trials = 1;
-  o.iterations = 2;
-  o.warmup = 0;
+  BenchOptions o = test::quick_options({"cpu-reference"}, 2);
   BenchReport report = run_bench(items, o);
   ASSERT_EQ(report.results.size(), 1u);
   ASSERT_EQ(report.results[0].status, RunStatus::passed) << report.results[0].message;
@@ -206,7 +201,9 @@ TEST(Pipeline, GpuShapedRecordsAreValidManifests) {
       EXPECT_EQ(m["spec"]["hardware"]["product"], "NVIDIA H200");
       EXPECT_EQ(m["spec"]["software"]["libraries"]["cublaslt"], "13.0.2");
     }
-    if (m["kind"] == "BenchmarkProtocol") EXPECT_EQ(m["spec"]["measurement"]["timer"], "cupti_activity");
+    if (m["kind"] == "BenchmarkProtocol") {
+      EXPECT_EQ(m["spec"]["measurement"]["timer"], "cupti_activity");
+    }
     ++manifests;
   }
   EXPECT_EQ(manifests, 6);
@@ -228,12 +225,7 @@ TEST(Pipeline, EachRunIsRecordedTheMomentItEnds) {
   auto problem = catalog::builtin_problem("gqa_paged_decode_h24_kv4_d128_ps64");
   std::vector<WorkItem> items = {{&problem.definition, &problem.workloads.at(0)},
                                  {&problem.definition, &problem.workloads.at(3)}};
-  BenchOptions o;
-  o.implementations = {"cpu-reference"};
-  o.reference = "cpu-reference";
-  o.trials = 1;
-  o.iterations = 1;
-  o.warmup = 0;
+  BenchOptions o = test::quick_options({"cpu-reference"});
   RecordWriter writer(items, {dir.string(), uri});
   int seen = 0;
   run_bench(items, o, [&](const RunResult& r, const Environment& env) {

@@ -138,7 +138,7 @@ int run(int argc, char** argv) {
     else if (a == "--import-runs") import_runs = std::atoi(argv[i + 1]);
     else if (a == "--out") out_path = argv[i + 1];
   }
-  const std::string slice = std::string(KINDEX_SHARED_DIR) + "/kernelindex/export-slice-gqa.jsonl.zst";
+  const std::string slice = std::string(KINDEX_TEST_DATA_DIR) + "/kernelindex/export-slice-gqa.jsonl.zst";
   fs::path dir = fs::temp_directory_path() / ("kindex-index-bench-" + std::to_string(::getpid()));
   fs::create_directories(dir);
   json result = {{"machine", {{"cpus", std::thread::hardware_concurrency()}}}, {"operation", kOperation}};

@@ -13,7 +13,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-fs::path specs() { return fs::path(test::shared_dir()) / "specs"; }
+fs::path specs() { return fs::path(test::data_dir()) / "specs"; }
 
 TEST(Builtin, ListsTheSeventeenDecodeDefinitionsAndSol) {
   auto names = list_builtin();

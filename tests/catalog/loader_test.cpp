@@ -13,7 +13,7 @@ namespace {
 namespace fs = std::filesystem;
 using ojson = nlohmann::ordered_json;
 
-fs::path specs() { return fs::path(test::shared_dir()) / "specs"; }
+fs::path specs() { return fs::path(test::data_dir()) / "specs"; }
 fs::path fib_definition_path(const std::string& name) {
   return specs() / "flashinfer-trace" / "definitions" / "gqa_paged" / (name + ".json");
 }

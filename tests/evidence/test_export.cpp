@@ -20,8 +20,8 @@ using nlohmann::json;
 
 namespace {
 
-std::string slice_path() { return kindex::test::shared_dir() + "/kernelindex/export-slice-gqa.jsonl.zst"; }
-std::string examples_dir() { return kindex::test::shared_dir() + "/kernelindex/registry/examples"; }
+std::string slice_path() { return kindex::test::data_dir() + "/kernelindex/export-slice-gqa.jsonl.zst"; }
+std::string examples_dir() { return kindex::test::data_dir() + "/kernelindex/examples"; }
 
 const ExportData& slice() {
   static const ExportData data = read_export(slice_path());

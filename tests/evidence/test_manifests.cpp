@@ -15,11 +15,11 @@ using nlohmann::json;
 
 namespace {
 
-std::string examples_dir() { return kindex::test::shared_dir() + "/kernelindex/registry/examples"; }
+std::string examples_dir() { return kindex::test::data_dir() + "/kernelindex/examples"; }
 
 // The canonical manifest block of a seed page: {"run":..., "protocol":..., "environment":...}.
 json seed_manifests(const std::string& file) {
-  const std::string text = read_file_bytes(kindex::test::shared_dir() + "/seeds/" + file);
+  const std::string text = read_file_bytes(kindex::test::data_dir() + "/seeds/" + file);
   const auto begin = text.find("{\n  \"run\"");
   const auto end = text.find("\nCite this record");
   EXPECT_NE(begin, std::string::npos);

@@ -48,7 +48,7 @@ struct Case {
   int batch_size, seq_len;
   double atol;
 };
-// The 16 SOL workloads in workload.jsonl order with their max_atol (checked against the catalog and ../shared).
+// The 16 SOL workloads in workload.jsonl order with their max_atol (checked against the catalog and tests/data/specs).
 constexpr Case kCases[] = {{1, 691, 0.039}, {2, 449, 0.059}, {2, 128, 0.057}, {16, 256, 0.14},
                            {1, 1024, 0.041}, {1, 131, 0.049}, {1, 2048, 0.045}, {1, 293, 0.054},
                            {16, 128, 0.15}, {4, 1024, 0.08},  {8, 384, 0.11},  {1, 128, 0.066},
@@ -275,7 +275,7 @@ TEST(Backward, WorkloadTableMatchesCatalog) {
 }
 
 TEST(Backward, WorkloadTableMatchesUpstream) {
-  const std::string path = kindex::test::shared_dir() +
+  const std::string path = kindex::test::data_dir() +
                            "/specs/sol-execbench/L2/003_grouped_query_attention_with_rope_backward/workload.jsonl";
   std::ifstream file(path);
   if (!file) GTEST_SKIP() << "no " << path;

@@ -11,7 +11,7 @@
 namespace kindex::store::test {
 
 inline nlohmann::json example(const std::string& name) {
-  return evidence::read_manifest_file(kindex::test::shared_dir() + "/kernelindex/registry/examples/" + name);
+  return evidence::read_manifest_file(kindex::test::data_dir() + "/kernelindex/examples/" + name);
 }
 
 // An OwnRun of the example chain with the given median latency; `salt` makes it a distinct run.

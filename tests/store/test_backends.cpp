@@ -11,7 +11,7 @@
 namespace kindex::store {
 namespace {
 
-std::string slice() { return kindex::test::shared_dir() + "/kernelindex/export-slice-gqa.jsonl.zst"; }
+std::string slice() { return kindex::test::data_dir() + "/kernelindex/export-slice-gqa.jsonl.zst"; }
 
 class Backends : public ::testing::Test {
  protected:

@@ -15,8 +15,8 @@
 namespace kindex::store {
 namespace {
 
-std::string slice() { return test::shared_dir() + "/kernelindex/export-slice-gqa.jsonl.zst"; }
-std::string examples() { return test::shared_dir() + "/kernelindex/registry/examples"; }
+std::string slice() { return test::data_dir() + "/kernelindex/export-slice-gqa.jsonl.zst"; }
+std::string examples() { return test::data_dir() + "/kernelindex/examples"; }
 
 TEST(StoreImport, SliceImportsEveryRowAndSecondImportInsertsNothing) {
   auto store = Store::open(":memory:");

@@ -65,7 +65,7 @@ TEST(Ranking, EvidenceLevels) {
 
 TEST(Floors, Seed003FloorIs6p96usOnB200) {
   auto s = Store::open(":memory:");
-  import_files(*s, {kindex::test::shared_dir() + "/kernelindex/export-slice-gqa.jsonl.zst"});
+  import_files(*s, {kindex::test::data_dir() + "/kernelindex/export-slice-gqa.jsonl.zst"});
   auto rows = s->db().query(
       "SELECT o.manifest, w.manifest FROM workloads w JOIN operations o ON o.id = w.operation_id WHERE o.name = ? AND "
       "w.manifest LIKE ?",

@@ -49,7 +49,7 @@ json fib_trace(double latency_ms, const std::string& status = "PASSED") {
 
 TEST_F(Traces, FlashInferBenchTraceJoinsTheSliceCohortAndReimportsNothing) {
   auto s = Store::open(":memory:");
-  import_files(*s, {kindex::test::shared_dir() + "/kernelindex/export-slice-gqa.jsonl.zst"});
+  import_files(*s, {kindex::test::data_dir() + "/kernelindex/export-slice-gqa.jsonl.zst"});
   int64_t operations = s->counts()["operations"];
   std::string solution = write("my_decode_v1.json", json{{"name", "my_decode_v1"}, {"definition", "gqa_paged_decode_h24_kv4_d128_ps64"},
                                                           {"author", "someone"},
@@ -59,7 +59,7 @@ TEST_F(Traces, FlashInferBenchTraceJoinsTheSliceCohortAndReimportsNothing) {
                                                          .dump());
   std::string trace = write("traces.jsonl", fib_trace(0.25).dump() + "\n" + fib_trace(0.9, "RUNTIME_ERROR").dump() + "\n");
   ImportOptions o;
-  o.definitions = {kindex::test::shared_dir() + "/specs/flashinfer-trace/definitions"};
+  o.definitions = {kindex::test::data_dir() + "/specs/flashinfer-trace/definitions"};
   o.solutions = {solution};
   ImportReport rep = import_files(*s, {trace}, o);
   EXPECT_EQ(rep.inserted["benchmark_runs"], 2);
@@ -92,7 +92,7 @@ TEST_F(Traces, UnknownDefinitionIsAClearError) {
 
 TEST_F(Traces, SolExecBenchTraceWithDefinition) {
   auto s = Store::open(":memory:");
-  std::string def = kindex::test::shared_dir() +
+  std::string def = kindex::test::data_dir() +
                     "/specs/sol-execbench/L2/003_grouped_query_attention_with_rope_backward/definition.json";
   json line = {{"definition", "003_grouped_query_attention_with_rope_backward"},
                {"solution", "kx_bwd"},

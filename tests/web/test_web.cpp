@@ -107,7 +107,7 @@ class Web : public ::testing::Test {
     fs::create_directories(dir_);
     db_ = "sqlite:" + (dir_ / "index.db").string();
     store_ = store::Store::open(db_);
-    store::import_files(*store_, {kindex::test::shared_dir() + "/kernelindex/export-slice-gqa.jsonl.zst"});
+    store::import_files(*store_, {kindex::test::data_dir() + "/kernelindex/export-slice-gqa.jsonl.zst"});
     ServerOptions o;
     o.port = 0;
     o.token = "s3cret-token";

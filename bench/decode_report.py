@@ -1,9 +1,14 @@
 #!/usr/bin/env python3
-"""Joins bench_decode's JSON with the PyTorch baselines (bench/torch_decode_baselines.py) into the committed
-results file, and prints the performance-log table (markdown).
+"""The decode performance-log tables (markdown), in two forms:
 
+  python3 bench/decode_report.py SAME_PROCESS.json
+      the table of a bench/torch_decode_baselines.py run (kindex, FlashInfer tensor-core and CUDA-core decode,
+      gathered SDPA, the reference, all in one process on the same inputs) with its per-definition summary;
+      `torch_decode_baselines.py --report SAME_PROCESS.json` prints the same.
   python3 bench/decode_report.py results/decode/bench_decode_h200.json results/decode/torch_baselines_h200.json \
       --out results/decode/paged_decode_h200.json [--select VARIANT --note TEXT] > table.md
+      joins bench_decode's JSON with the baselines' (the gathered_sdpa and reference columns) into the committed
+      results file.
 Both inputs must come from the same page tables (bench_decode --dump-tables feeds the baselines script).
 --select reports that measured variant (one run, one binary) as "kindex" (the library's shipped default when it
 was fixed after the run; --note says so in the output's "selection" field). Synthetic workloads (bench_decode
@@ -14,15 +19,80 @@ import json
 import statistics
 
 
+def _num(x, fmt):
+    return format(x, fmt) if isinstance(x, (int, float)) else "-"
+
+
+def same_process_table(doc):
+    """Markdown: one row per workload of a torch_decode_baselines.py run, then a summary per definition."""
+    med = lambda w, name: w[name].get("median_us") if isinstance(w.get(name), dict) else None
+    verdict = lambda w, name: ("pass" if w["correctness"][name]["passed"] else "FAIL") \
+        if name in w.get("correctness", {}) else "-"
+    copy = doc["copy_rate"]["bytes_per_s"]
+    fi = doc.get("flashinfer", {})
+    lines = [
+        f"Device {doc['device']['name']}, {doc['date_utc']}, kindex {doc['kindex']['version']}, FlashInfer "
+        f"{fi.get('version', '-')} ({fi.get('status')}), torch {doc['device'].get('torch')}. Measured copy rate "
+        f"{copy / 1e12:.3f} TB/s (floor = bytes / that). Cold L2, spin {doc['protocol']['spin_us']:g} us ahead of "
+        f"each call, {doc['protocol']['warmup']} warm-up + {doc['protocol']['iterations']} timed, median. "
+        f"Ratios < 1: kindex faster. Comparator: FlashInfer-Bench rule against the definition's reference.",
+        "",
+        "| workload | batch | MB | floor us | kindex us | TB/s | x floor | FI TC us | FI CUDA us | k/TC | k/CUDA "
+        "| k/best | plan us TC / CUDA | SDPA us | reference us | comparator k / TC / CUDA / SDPA |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
+    for w in doc["workloads"]:
+        k = w.get("kindex", {})
+        plan = lambda name: _num(w[name]["plan_host_us"]["median_us"], ".0f") \
+            if isinstance(w.get(name), dict) and "plan_host_us" in w[name] else "-"
+        lines.append(
+            f"| {w['label']} | {w['batch_size']} | {w['bytes'] / 1e6:.2f} | {w['floor_us']:.2f} "
+            f"| {_num(med(w, 'kindex'), '.2f')} | {_num(k.get('achieved_tb_per_s'), '.2f')} "
+            f"| {_num(k.get('ratio_to_floor'), '.2f')} | {_num(med(w, 'flashinfer_tensor_core'), '.2f')} "
+            f"| {_num(med(w, 'flashinfer_cuda_core'), '.2f')} | {_num(w.get('ratio_kindex_vs_flashinfer_tc'), '.3f')} "
+            f"| {_num(w.get('ratio_kindex_vs_flashinfer_cuda'), '.3f')} "
+            f"| {_num(w.get('ratio_kindex_vs_flashinfer_best'), '.3f')} "
+            f"| {plan('flashinfer_tensor_core')} / {plan('flashinfer_cuda_core')} "
+            f"| {_num(med(w, 'gathered_sdpa'), '.1f')} | {_num(med(w, 'reference'), '.0f')} "
+            f"| {' / '.join(verdict(w, n) for n in ('kindex', 'flashinfer_tensor_core', 'flashinfer_cuda_core', 'gathered_sdpa'))} |")
+    lines.append("")
+    names = {"ratio_kindex_vs_flashinfer_tc": "vs FlashInfer tensor-core",
+             "ratio_kindex_vs_flashinfer_cuda": "vs FlashInfer CUDA-core",
+             "ratio_kindex_vs_flashinfer_best": "vs the faster of the two"}
+    for definition, s in doc.get("summary", {}).items():
+        parts = []
+        for key, title in names.items():
+            if key in s:
+                r = s[key]
+                parts.append(f"{title}: geomean {r['geomean']:.3f}, faster on {r['faster']}/{r['of']}, worst "
+                             f"{r['worst']['ratio']:.2f} ({r['worst']['label']}), best {r['best']['ratio']:.2f} "
+                             f"({r['best']['label']})")
+        checks = [f"{n} {s[n]['comparator_passed']}/{s[n]['comparator_checked']}" for n in
+                  ("kindex", "flashinfer_tensor_core", "flashinfer_cuda_core", "gathered_sdpa") if n in s]
+        lines.append(f"- {definition} ({s['workloads']} workloads): " + ("; ".join(parts) or "no FlashInfer timings")
+                     + ". Comparator passes: " + ", ".join(checks) + ".")
+    covered = [w[n]["launch_covered"] for w in doc["workloads"] for n in
+               ("kindex", "flashinfer_tensor_core", "flashinfer_cuda_core", "gathered_sdpa")
+               if isinstance(w.get(n), dict) and "launch_covered" in w[n]]
+    if covered:
+        lines.append(f"- Launch overhead hidden behind the spin on {min(covered) * 100:.0f}%-{max(covered) * 100:.0f}% "
+                     f"of timed calls per implementation and workload (100%: the spans are pure GPU time).")
+    return "\n".join(lines)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("bench")
-    ap.add_argument("baselines")
+    ap.add_argument("baselines", nargs="?")
     ap.add_argument("--out")
     ap.add_argument("--select")
     ap.add_argument("--note")
     args = ap.parse_args()
     bench = json.load(open(args.bench))
+    if bench.get("benchmark") == "torch_decode_baselines":
+        print(same_process_table(bench))
+        return
+    if not args.baselines:
+        ap.error("a bench_decode JSON needs the baselines JSON as the second argument")
     base = json.load(open(args.baselines))
     bench["synthetic"] = [w for w in bench["workloads"] if w["definition"].startswith("synthetic")]
     bench["workloads"] = [w for w in bench["workloads"] if not w["definition"].startswith("synthetic")]

@@ -74,7 +74,7 @@ class Kindex:
     def __init__(self, path):
         path = pathlib.Path(path)
         if not path.is_file():
-            raise KindexError(f"--lib {path}: no such file (build it with: cmake --build build --target kindex)")
+            raise KindexError(f"--lib {path}: no such file (build it with: cmake --build build --target kindex_shared)")
         try:
             self.lib = ctypes.CDLL(str(path.resolve()))
         except OSError as e:

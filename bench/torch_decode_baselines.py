@@ -245,6 +245,7 @@ class Workload:
         self.indices = torch.from_numpy(indices.copy()).to(dev)
         self.last = self.last_h.to(dev)
         self.gen = torch.Generator(device=dev)
+        self.sync = torch.cuda.synchronize if dev.type == "cuda" else (lambda: None)
         self.q = torch.empty(b, hq, d, dtype=torch.bfloat16, device=dev)
         self.k_cache = torch.empty(pages, ps, hkv, d, dtype=torch.bfloat16, device=dev)
         self.v_cache = torch.empty_like(self.k_cache)
@@ -312,17 +313,17 @@ class Workload:
         plan = lambda: wrapper.plan(self.indptr_h, self.indices, self.last_h, c["hq"], c["hkv"], c["d"], c["ps"],
                                     q_data_type=torch.bfloat16, kv_data_type=torch.bfloat16,
                                     sm_scale=c["sm_scale"])
-        torch.cuda.synchronize()
+        self.sync()
         t0 = time.perf_counter()
         plan()  # the first plan of a wrapper JIT-compiles its module (tens of seconds once per run)
         first_s = time.perf_counter() - t0
         host_us = []
         for _ in range(self.plan_repeats):
-            torch.cuda.synchronize()
+            self.sync()
             t0 = time.perf_counter()
             plan()
             host_us.append((time.perf_counter() - t0) * 1e6)
-        torch.cuda.synchronize()
+        self.sync()
         self.info[name] = {"plan_host_us": db.summarize(host_us), "first_plan_s": first_s,
                            "resolved_backend": str(getattr(wrapper, "resolved_backend", "fa2"))}
         out = torch.empty_like(self.q)
@@ -362,7 +363,7 @@ class Workload:
 
 def check_correctness(torch, wl, seed):
     """Fresh random inputs (same page tables); each implementation once against the definition's reference."""
-    sync = torch.cuda.synchronize if wl.q.is_cuda else (lambda: None)
+    sync = wl.sync
     wl.draw(seed)
     ref_out, ref_lse = wl.reference()
     sync()
@@ -420,7 +421,8 @@ def run_workload(torch, case, tables, kx, fi_wrappers, args, timer, copy_rate, i
     add_ratios(row)
     del wl  # its callables close over it: collect the cycle before freeing the cache
     gc.collect()
-    torch.cuda.empty_cache()
+    if device == "cuda":
+        torch.cuda.empty_cache()
     return row
 
 
@@ -451,6 +453,8 @@ def parse_args(argv=None):
     ap.add_argument("--ref-iters", type=int, default=20)
     ap.add_argument("--plan-repeats", type=int, default=5, help="timed plan() calls after the first")
     ap.add_argument("--spin-us", type=float, default=100.0, help="GPU spin ahead of each timed call (0: none)")
+    ap.add_argument("--resume", action="store_true",
+                    help="keep the workloads already in --out (a run cut short, or split over calls) and add the rest")
     ap.add_argument("--seed", type=int, default=1)
     args = ap.parse_args(argv)
     if args.report:
@@ -516,6 +520,15 @@ def main(argv=None):
            "workloads": [], "summary": {}}
     failed_rc = 0
     index_of = {c["label"]: i for i, c in enumerate(seed_cases())}
+    if args.resume and pathlib.Path(args.out).is_file():
+        earlier = json.loads(pathlib.Path(args.out).read_text())
+        done = {r["uuid"] for r in earlier.get("workloads", [])}
+        doc["workloads"] = earlier.get("workloads", [])
+        doc["resumed"] = earlier.get("resumed", []) + [{"date_utc": earlier.get("date_utc"),
+                                                         "command": earlier.get("command"),
+                                                         "workloads": len(done)}]
+        cases = [x for x in cases if x["uuid"] not in done]
+        print(f"--resume: {len(done)} workloads kept from {args.out}, {len(cases)} to run", flush=True)
     for case in cases:
         row = run_workload(torch, case, tables[case["label"]], kx, fi_wrappers, args, timer, copy["bytes_per_s"],
                            index_of[case["label"]])
@@ -535,6 +548,7 @@ def main(argv=None):
     fi_meta["first_plan_s"] = {n: next((r[n]["first_plan_s"] for r in doc["workloads"]
                                         if isinstance(r.get(n), dict) and "first_plan_s" in r[n]), None)
                                for n in FLASHINFER}
+    doc["summary"] = summarize_definitions(doc["workloads"])
     db.write_json(args.out, doc)
     print()
     print(report(doc))

@@ -495,11 +495,17 @@ def main(argv=None):
     print(f"kindex {kx.version} ({args.lib}); flashinfer: {fi_meta['status']} {fi_meta.get('version', '')}", flush=True)
     fi_wrappers = None
     if fi is not None:
-        fi_wrappers = {}
-        for name, tc in FLASHINFER.items():  # one 128 MB float workspace each, as FlashInfer recommends
-            ws = torch.zeros(128 << 20, dtype=torch.uint8, device="cuda")
-            fi_wrappers[name] = fi.BatchDecodeWithPagedKVCacheWrapper(ws, "NHD", use_tensor_cores=tc, backend="fa2")
-        fi_meta.update(backend="fa2", kv_layout="NHD", workspace_bytes=128 << 20)
+        try:
+            fi_wrappers = {}
+            for name, tc in FLASHINFER.items():  # one 128 MB float workspace each, as FlashInfer recommends
+                ws = torch.zeros(128 << 20, dtype=torch.uint8, device="cuda")
+                fi_wrappers[name] = fi.BatchDecodeWithPagedKVCacheWrapper(ws, "NHD", use_tensor_cores=tc,
+                                                                          backend="fa2")
+            fi_meta.update(backend="fa2", kv_layout="NHD", workspace_bytes=128 << 20)
+        except Exception as e:  # noqa: BLE001 -- imported but unusable: reported like "not installed"
+            traceback.print_exc()
+            fi_wrappers = None
+            fi_meta["status"] = f"not installed: BatchDecodeWithPagedKVCacheWrapper failed: {type(e).__name__}: {e}"
 
     timer = db.DeviceTimer(spin_us=args.spin_us)
     copy = db.measure_copy_rate()

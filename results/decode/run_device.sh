@@ -29,8 +29,8 @@ for step in "$@"; do
     bench_read)
       timeout 120 $bin/bench_decode --json "$out/bench_read.json" --variants s0m0p1 --flush read > /dev/null 2>&1
       echo "bench_read exit $?" ;;
-    torch)
-      PYTHONUNBUFFERED=1 timeout 400 python3 bench/torch_decode_baselines.py --kindex "$out/bench_decode.json" \
-        --tables /tmp/decode-tables --out "$out/torch_baselines.json" --combined "$out/bench_combined.json" 2>&1 | tee "$out/torch.log" ;;
+    torch)  # needs the bench step's tables and $bin/libkindex.so (device-build.sh decode ... kindex_shared)
+      PYTHONUNBUFFERED=1 timeout 400 python3 bench/torch_decode_baselines.py --lib $bin/libkindex.so \
+        --tables /tmp/decode-tables --out "$out/decode_vs_flashinfer.json" 2>&1 | tee "$out/torch.log" ;;
   esac
 done

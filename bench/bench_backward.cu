@@ -231,9 +231,10 @@ int main(int argc, char** argv) {
     }
     auto params_for = [&](const Inputs& in) {
       const auto& p = in.ptrs;
-      return kindex_gqa_rope_backward_params{int32_t(B), int32_t(S), p[0], p[1], p[2], p[3], p[4], p[5], p[6],
-                                             p[7],       p[8],       p[9], p[10], p[11], p[12], 0.08838834764831845f,
-                                             outs[0],    outs[1],    outs[2], outs[3], outs[4]};
+      return kindex_gqa_rope_backward_params{sizeof(kindex_gqa_rope_backward_params),
+                                             int32_t(B), int32_t(S), p[0], p[1], p[2], p[3], p[4], p[5], p[6], p[7],
+                                             p[8], p[9], p[10], p[11], p[12], 0.08838834764831845f,
+                                             outs[0], outs[1], outs[2], outs[3], outs[4]};
     };
     size_t ws_bytes = 0;
     auto p0 = params_for(sets[0]);

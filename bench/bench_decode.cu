@@ -12,10 +12,11 @@
 //   bench_decode [--json FILE] [--dump-tables DIR] [--filter SUBSTRING] [--variants LIST] [--iters N]
 //                [--synthetic B:N:PS,...] [--flush memset|read|none]
 //   --variants: comma-separated tuning variants, each a run of letter-number knobs (absent = the library's
-//               default): s<stages> m<min_segment_tokens> p<0|1 programmatic merge kernel> f<merge: 1 fused,
+//               default): m<min_segment_tokens> p<0|1 programmatic merge kernel> f<merge: 1 fused,
 //               0 merge kernel, 2 none (diagnostic)> r<0|1 round-robin chunk dealing> x<0|1 page-id prefetch>
-//               t<solo piece tokens, 0 = none> e<0|1 L2 evict-first K/V copies>;
-//               e.g. s0m0p1,m256f0; the first is the one reported as "kindex".
+//               t<solo piece tokens, 0 = none> a<solo tokens of a piece alone in its batch, 0 = none>
+//               e<0|1 L2 evict-first K/V copies>;
+//               e.g. m0p1,m256f0; the first is the one reported as "kindex".
 //   --synthetic: extra workloads (h32/kv4/d128, generated page tables): batch B, N page ids, page size PS.
 //   --flush: cold L2 by zeroing a 2 x L2 buffer (the protocol, default), by reading one, or not at all
 //            (diagnostics only).
@@ -91,19 +92,19 @@ Variant parse_variant(const std::string& s) {
       used = 0;
     }
     if (!used) {
-      std::fprintf(stderr, "bad variant '%s' (want letter-number knobs, e.g. s0m0p1f1r1x1)\n", s.c_str());
+      std::fprintf(stderr, "bad variant '%s' (want letter-number knobs, e.g. m0p1f1r1x1)\n", s.c_str());
       std::exit(2);
     }
     i += used;
     auto& t = v.tuning;
     switch (key) {
-      case 's': t.stages = value; break;
       case 'm': t.min_segment_tokens = value; break;
       case 'p': t.programmatic_merge = value != 0; break;
       case 'f': t.merge = value; break;
       case 'r': t.round_robin = value != 0; break;
       case 'x': t.prefetch_ids = value != 0; break;
       case 't': t.solo_tokens = value; break;
+      case 'a': t.solo_alone_tokens = value; break;
       case 'e': t.evict_first = value != 0; break;
       default:
         std::fprintf(stderr, "bad variant '%s': unknown knob '%c'\n", s.c_str(), key);
@@ -181,7 +182,7 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
-  if (variants.empty()) variants.push_back(parse_variant("s0m0p1"));
+  if (variants.empty()) variants.push_back(parse_variant("m0p1"));
 
   int device = 0;
   CHECK_CUDA(cudaGetDevice(&device));
@@ -331,7 +332,7 @@ int main(int argc, char** argv) {
         CHECK_CUDA(cudaMalloc(&d_last, last.size() * 4));
         CHECK_CUDA(cudaMemcpy(d_last, last.data(), last.size() * 4, cudaMemcpyHostToDevice));
       }
-      kindex_paged_decode_params p{};
+      kindex_paged_decode_params p = KINDEX_PAGED_DECODE_PARAMS_INIT;
       p.dtype = KINDEX_DTYPE_BF16;
       p.batch_size = batch;
       p.num_qo_heads = hq;
@@ -357,13 +358,14 @@ int main(int argc, char** argv) {
       Stats event_stats;
       std::vector<double> medians;
       for (const Variant& var : variants) {
-        kindex::decode::tuning() = var.tuning;
-        const kindex::decode::Plan plan = kindex::decode::make_plan(p);
+        const kindex::decode::Plan plan = kindex::decode::make_plan(p, var.tuning);
         void* ws = nullptr;
         if (plan.workspace_bytes()) CHECK_CUDA(cudaMalloc(&ws, plan.workspace_bytes()));
-        auto call = [&] {
-          if (kindex_paged_decode(&p, ws, plan.workspace_bytes(), stream) != KINDEX_STATUS_OK) {
-            std::fprintf(stderr, "%s: %s\n", label.c_str(), kindex_last_error());
+        auto call = [&] {  // the C++ entry point: the C ABI takes no tuning
+          try {
+            kindex::decode::paged_decode(p, ws, plan.workspace_bytes(), stream, var.tuning);
+          } catch (const std::exception& e) {
+            std::fprintf(stderr, "%s: %s\n", label.c_str(), e.what());
             std::exit(1);
           }
         };
@@ -410,7 +412,6 @@ int main(int argc, char** argv) {
                                  {"stages", plan.stages}, {"workspace_bytes", plan.workspace_bytes()},
                                  {"fused_merge", plan.fused_merge}};
       }
-      kindex::decode::tuning() = kindex::decode::Tuning{};
       row["kindex"] = per_variant[variants[0].name];
       row["kindex_cuda_events"] = {{"median_us", event_stats.median_us}, {"min_us", event_stats.min_us},
                                    {"p95_us", event_stats.p95_us}};

@@ -57,8 +57,7 @@ int main(void) {
   CHECK_CUDA(cudaMemcpy(d_indices, indices, sizeof indices, cudaMemcpyHostToDevice));
   CHECK_CUDA(cudaMemcpy(d_last, last_page_len, sizeof last_page_len, cudaMemcpyHostToDevice));
 
-  kindex_paged_decode_params p;
-  memset(&p, 0, sizeof p);
+  kindex_paged_decode_params p = KINDEX_PAGED_DECODE_PARAMS_INIT;
   p.dtype = KINDEX_DTYPE_BF16;
   p.batch_size = B; p.num_qo_heads = HQ; p.num_kv_heads = HKV; p.head_dim = D; p.page_size = PS;
   p.num_pages = PAGES; p.num_kv_indices = 5;

@@ -3,7 +3,14 @@
  * Every function returns a kindex_status; on failure kindex_last_error() returns a message for the calling
  * thread that names the offending field and value. All pointers are device pointers unless a field says
  * otherwise; tensors are dense row-major (C-contiguous). Calls enqueue work on the given CUDA stream and
- * never copy from device to host, so they can be captured in a CUDA graph. */
+ * never copy from device to host, so they can be captured in a CUDA graph.
+ *
+ * Params structs can grow: each begins with `struct_size`, which the caller sets to sizeof the struct it was
+ * compiled with (the *_PARAMS_INIT macros do, and zero every other field). Every entry point checks it before
+ * reading anything else: a struct_size other than one this library knows (today: exactly this header's size) is
+ * refused with KINDEX_STATUS_INVALID_ARGUMENT naming params.struct_size, never read past its end. A later version
+ * that adds fields at the end will keep accepting the sizes of the versions before it, with the new fields
+ * taken as zero. */
 #ifndef KINDEX_KINDEX_H
 #define KINDEX_KINDEX_H
 
@@ -55,6 +62,7 @@ KINDEX_API const char* kindex_version(void);
  * Query head h reads KV head h / (num_qo_heads / num_kv_heads). An empty sequence gives zeros and -inf.
  * ------------------------------------------------------------------------------------------------------- */
 typedef struct kindex_paged_decode_params {
+  uint32_t struct_size; /* sizeof(kindex_paged_decode_params), set by the caller (KINDEX_PAGED_DECODE_PARAMS_INIT) */
   kindex_dtype dtype; /* BF16 or FP16 */
   int32_t batch_size;
   int32_t num_qo_heads;
@@ -75,6 +83,14 @@ typedef struct kindex_paged_decode_params {
   int32_t validate; /* non-zero: check indptr/indices/last_page_len on the device first (adds a sync) */
 } kindex_paged_decode_params;
 
+/* kindex_paged_decode_params p = KINDEX_PAGED_DECODE_PARAMS_INIT;  -- struct_size set, every other field zero */
+#ifdef __cplusplus
+#define KINDEX_PAGED_DECODE_PARAMS_INIT \
+  ([] { kindex_paged_decode_params p_{}; p_.struct_size = sizeof p_; return p_; }())
+#else
+#define KINDEX_PAGED_DECODE_PARAMS_INIT { sizeof(kindex_paged_decode_params) }
+#endif
+
 /* Bytes of device workspace kindex_paged_decode needs for these bounds (0 is possible). */
 KINDEX_API kindex_status kindex_paged_decode_workspace_size(const kindex_paged_decode_params* params,
                                                             size_t* bytes);
@@ -86,6 +102,7 @@ KINDEX_API kindex_status kindex_paged_decode(const kindex_paged_decode_params* p
  * hidden = 5120, 32 query heads, 8 KV heads, head_dim 128 are fixed by the definition; shapes as there.
  * ------------------------------------------------------------------------------------------------------- */
 typedef struct kindex_gqa_rope_backward_params {
+  uint32_t struct_size; /* sizeof(kindex_gqa_rope_backward_params) (KINDEX_GQA_ROPE_BACKWARD_PARAMS_INIT) */
   int32_t batch_size;
   int32_t seq_len;
   /* inputs (bf16) */
@@ -110,6 +127,13 @@ typedef struct kindex_gqa_rope_backward_params {
   void* grad_v_weight;        /* [1024, 5120] */
   void* grad_o_weight;        /* [5120, 4096] */
 } kindex_gqa_rope_backward_params;
+
+#ifdef __cplusplus
+#define KINDEX_GQA_ROPE_BACKWARD_PARAMS_INIT \
+  ([] { kindex_gqa_rope_backward_params p_{}; p_.struct_size = sizeof p_; return p_; }())
+#else
+#define KINDEX_GQA_ROPE_BACKWARD_PARAMS_INIT { sizeof(kindex_gqa_rope_backward_params) }
+#endif
 
 KINDEX_API kindex_status kindex_gqa_rope_backward_workspace_size(const kindex_gqa_rope_backward_params* params,
                                                                  size_t* bytes);

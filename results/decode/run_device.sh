@@ -1,36 +1,51 @@
 #!/usr/bin/env bash
-# What the decode results in this folder were produced with, on the lent H200 (run from the repository root,
-# binaries built here by `scripts/device-build.sh decode test_gpu bench_decode` and carried in .devcarry/decode/;
-# logs and JSON written to $OUT).
-#   results/decode/run_device.sh [tests] [tests_fallback] [sanitize] [bench] [bench_read] [torch]
-# tests_fallback: the GPU tests again with solo pieces and the evict-first hint off (the knobs' other path).
-# bench_read: the shipped variant with the cold-L2 flush done by READING a 2 x L2 buffer instead of zeroing one
-# (diagnostic only: it shows what the flush's dirty lines cost; the protocol zeroes).
+# What the decode results in this folder are produced with, on the lent H200 (run from the repository root; binaries
+# built here by `scripts/device-build.sh decode test_gpu bench_decode kindex_shared` and carried in
+# .devcarry/decode/{bin,lib}; logs and JSON written to $OUT).
+#   results/decode/run_device.sh [tests] [tests_ptx] [sanitize] [bench] [peers] [ncu]
+# tests_ptx: the GPU decode tests on a build that carries only compute_80 PTX (.devcarry/decode-ptx), JIT-compiled
+#            by the driver (CUDA_FORCE_PTX_JIT=1): the portable path, on this GPU.
+# peers:     bench/torch_decode_baselines.py: kindex (libkindex.so through its C ABI), FlashInfer's tensor-core and
+#            CUDA-core decode, gathered SDPA and the reference, one process, the same inputs and page tables
+#            (FlashInfer from wheels in .devcarry/flashinfer: `pip download flashinfer-python==0.7.2.post1` and its
+#            dependency apache-tvm-ffi, or a build trimmed to its attention path; install.sh there).
 set -uo pipefail
-bin=.devcarry/decode
+bin=.devcarry/decode/bin
 out=${OUT:-/tmp/decode-out}
 mkdir -p "$out"
-nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,clocks.mem --format=csv | tee "$out/bench.log"
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,clocks.mem --format=csv | tee "$out/device.txt"
 for step in "$@"; do
   case $step in
     tests)
-      timeout 200 $bin/test_gpu --gtest_filter='Decode.*' 2>&1 | tee "$out/tests.log" | grep -E '^\[ *(OK|FAILED|SKIPPED|PASSED) *\]|Failure|Expected|Which is|pass the' ;;
-    tests_fallback)
-      KINDEX_DECODE_SOLO=0 KINDEX_DECODE_EVICT_FIRST=0 timeout 200 $bin/test_gpu --gtest_filter='Decode.*' 2>&1 | tee "$out/tests_fallback.log" | grep -E '^\[ *(FAILED|PASSED) *\]|Failure' ;;
+      timeout 300 $bin/test_gpu --gtest_filter='Decode.*' 2>&1 | tee "$out/tests.log" |
+        grep -E '^\[ *(OK|FAILED|SKIPPED|PASSED) *\]|Failure|Expected|Which is' ;;
+    tests_ptx)
+      CUDA_FORCE_PTX_JIT=1 timeout 400 .devcarry/decode-ptx/bin/test_gpu --gtest_filter='Decode.*' 2>&1 |
+        tee "$out/tests_ptx.log" | grep -E '^\[ *(FAILED|PASSED) *\]|Failure' ;;
     sanitize)
       for tool in memcheck racecheck; do
         timeout 240 compute-sanitizer --tool $tool --error-exitcode 9 $bin/test_gpu \
-          --gtest_filter='Decode.SanitizerSmall:Decode.AllSequencesEmptyGiveZerosAndMinusInf:Decode.ManyShortSequencesAcrossTableBatches' > "$out/sanitizer_$tool.log" 2>&1
+          --gtest_filter='Decode.SanitizerSmall:Decode.AllSequencesEmptyGiveZerosAndMinusInf:Decode.ManyShortSequencesAcrossTableBatches:Decode.MergeKernelFallbackPasses' \
+          > "$out/sanitizer_$tool.log" 2>&1
         echo "compute-sanitizer $tool exit $?"; tail -3 "$out/sanitizer_$tool.log"
       done ;;
     bench)
       timeout 300 $bin/bench_decode --json "$out/bench_decode.json" --dump-tables /tmp/decode-tables \
-        --variants "${DECODE_VARIANTS:-s0m0p1}" --synthetic "${DECODE_SYNTHETIC:-}" 2>&1 | tee -a "$out/bench.log" ;;
-    bench_read)
-      timeout 120 $bin/bench_decode --json "$out/bench_read.json" --variants s0m0p1 --flush read > /dev/null 2>&1
-      echo "bench_read exit $?" ;;
-    torch)  # needs the bench step's tables and $bin/libkindex.so (device-build.sh decode ... kindex_shared)
-      PYTHONUNBUFFERED=1 timeout 400 python3 bench/torch_decode_baselines.py --lib $bin/libkindex.so \
-        --tables /tmp/decode-tables --out "$out/decode_vs_flashinfer.json" 2>&1 | tee "$out/torch.log" ;;
+        --variants "${DECODE_VARIANTS:-m0p1}" --synthetic "${DECODE_SYNTHETIC:-}" > "$out/bench_decode.txt" 2>&1
+      echo "bench_decode exit $?"; tail -5 "$out/bench_decode.txt" ;;
+    peers)
+      [ -d /tmp/fisite ] || bash .devcarry/flashinfer/install.sh > "$out/flashinfer_setup.log" 2>&1
+      # shellcheck disable=SC1091
+      source /tmp/fisite/env.sh
+      PYTHONUNBUFFERED=1 timeout 420 python3 bench/torch_decode_baselines.py --lib .devcarry/decode/lib/libkindex.so \
+        --tables /tmp/decode-tables --out "$out/decode_peers_h200.json" ${PEERS_ARGS:-} > "$out/peers.log" 2>&1
+      echo "peers exit $?"; tail -25 "$out/peers.log" ;;
+    ncu)
+      for w in ${NCU_WORKLOADS:-ps1#0 ps1#36 ps64#0}; do
+        timeout 120 ncu --clock-control none --kernel-name regex:decode_kernel --launch-skip 20 --launch-count 1 \
+          --section SpeedOfLight --section LaunchStats --section Occupancy --section WarpStateStats \
+          --section SchedulerStats $bin/bench_decode --filter "$w" --iters 25 > "$out/ncu_${w//#/_}.txt" 2>&1
+        echo "ncu $w exit $?"
+      done ;;
   esac
 done

@@ -15,7 +15,7 @@
 #ifdef KINDEX_HAVE_CUDA
 #include <cuda_runtime.h>
 
-#include "kernels/gpu_reference/gpu_reference.hpp"
+#include "bench/libraries.hpp"
 #endif
 
 namespace kindex::bench {
@@ -164,7 +164,7 @@ void capture_gpu(Environment& e) {
       e.memory_clock_max_mhz = khz / 1000;
     e.clock_source = "cudaDeviceProp (max only)";
   }
-  e.libraries["cublaslt"] = gpu_reference::cublaslt_version();
+  if (const Calibration* c = calibration()) e.libraries["cublaslt"] = c->cublaslt_version();
   std::string cupti = cupti_version();
   if (!cupti.empty()) e.libraries["cupti"] = cupti;
 }
@@ -174,7 +174,7 @@ void capture_gpu(Environment& e) {
 
 Environment capture_environment() {
   Environment e;
-  e.kindex_version = kindex_version();
+  e.kindex_version = KINDEX_VERSION;
 #ifdef KINDEX_GIT_COMMIT
   e.kindex_commit = KINDEX_GIT_COMMIT;
 #else
@@ -183,7 +183,7 @@ Environment capture_environment() {
   e.host_compiler = host_compiler();
 #ifdef KINDEX_HAVE_CUDA
   e.cuda_toolkit = version_string(CUDART_VERSION);
-  e.nvcc = gpu_reference::nvcc_version();
+  if (const Calibration* c = calibration()) e.nvcc = c->nvcc_version();
   capture_gpu(e);
 #endif
   e.cpu_model = first_line_matching("/proc/cpuinfo", "model name");

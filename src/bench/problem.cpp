@@ -63,7 +63,7 @@ kindex_paged_decode_params decode_params(const CallArgs& a) {
   const TensorView& indptr = tensor(a.inputs, "kv_indptr", 1);
   const TensorView& indices = tensor(a.inputs, "kv_indices", 1);
   const TensorView* last = optional_tensor(a.inputs, "kv_last_page_len");
-  kindex_paged_decode_params p{};
+  kindex_paged_decode_params p = KINDEX_PAGED_DECODE_PARAMS_INIT;
   p.dtype = abi_dtype(q.dtype, "q");
   p.batch_size = int32_t(q.shape[0]);
   p.num_qo_heads = int32_t(q.shape[1]);
@@ -87,7 +87,7 @@ kindex_paged_decode_params decode_params(const CallArgs& a) {
 
 kindex_gqa_rope_backward_params backward_params(const CallArgs& a) {
   const TensorView& hidden = tensor(a.inputs, "hidden_states", 3);
-  kindex_gqa_rope_backward_params p{};
+  kindex_gqa_rope_backward_params p = KINDEX_GQA_ROPE_BACKWARD_PARAMS_INIT;
   p.batch_size = int32_t(hidden.shape[0]);
   p.seq_len = int32_t(hidden.shape[1]);
   p.grad_output = tensor(a.inputs, "grad_output", 3).data;

@@ -18,6 +18,7 @@
 #include <sstream>
 
 #include "bench/implementation.hpp"
+#include "bench/libraries.hpp"
 #include "bench/input_cache.hpp"
 #include "bench/json_number.hpp"
 #include "bench/problem.hpp"
@@ -26,10 +27,6 @@
 #include "compare/compare.hpp"
 #include "core/error.hpp"
 #include "evidence/manifest.hpp"
-
-#ifdef KINDEX_HAVE_CUDA
-#include "kernels/gpu_reference/gpu_reference.hpp"
-#endif
 
 namespace kindex::bench {
 
@@ -427,13 +424,12 @@ struct WorkerHello {
 nlohmann::json capture_hello() {
   Environment env = capture_environment();
   nlohmann::json j = {{"environment", env.to_json()}};
-#ifdef KINDEX_HAVE_CUDA
-  if (env.has_gpu) {
+  const Calibration* calibrate = calibration();
+  if (env.has_gpu && calibrate) {
     double copy = 0, flops = 0;
-    if (gpu_reference::measure_rates(&copy, &flops) == KINDEX_STATUS_OK)
+    if (calibrate->measure_rates(&copy, &flops) == KINDEX_STATUS_OK)
       j["measured"] = {{"copy_bytes_per_s", copy}, {"tensor_flops_per_s", flops}};
   }
-#endif
   return j;
 }
 

@@ -1,8 +1,12 @@
-// The C ABI's shared pieces: the thread-local last error, status names, version, and the entry points of a
-// build without CUDA (each says so instead of failing silently).
+// The C ABI's shared pieces, linked into every kindex shared library (libkindex.so, the GPU reference's): the
+// thread-local last error, status names, the version, and the struct_size check every entry point starts with.
 #include "kernels/capi.hpp"
 
+#include <cstdint>
+#include <cstring>
 #include <string>
+
+#include "core/error.hpp"
 
 namespace kindex::capi {
 
@@ -14,6 +18,18 @@ kindex_status fail(kindex_status status, const std::string& message) {
 }
 
 void clear_error() { last_error.clear(); }
+
+kindex_status check_params(const char* where, const void* params, size_t known_size, const char* type_name) {
+  if (!params) return fail(KINDEX_STATUS_INVALID_ARGUMENT, format_error(where, "params", "NULL", "required"));
+  uint32_t size = 0;
+  std::memcpy(&size, params, sizeof size);
+  if (size == known_size) return KINDEX_STATUS_OK;
+  return fail(KINDEX_STATUS_INVALID_ARGUMENT,
+              format_error(where, "params.struct_size", std::to_string(size),
+                           std::string("this library takes ") + type_name + " of " + std::to_string(known_size) +
+                               " bytes: set struct_size = sizeof(" + type_name +
+                               ") and build against this library's kindex.h"));
+}
 
 }  // namespace kindex::capi
 
@@ -33,29 +49,6 @@ const char* kindex_status_name(kindex_status status) {
   return "unknown";
 }
 
-#ifdef KINDEX_HAVE_CUDA
-const char* kindex_version(void) { return "0.1.0+cuda"; }
-#else
-const char* kindex_version(void) { return "0.1.0+nocuda"; }
-
-static kindex_status no_cuda(const char* what) {
-  return kindex::capi::fail(KINDEX_STATUS_NOT_SUPPORTED,
-                            std::string(what) + ": this libkindex was built without CUDA");
-}
-kindex_status kindex_paged_decode_workspace_size(const kindex_paged_decode_params*, size_t* bytes) {
-  if (bytes) *bytes = 0;
-  return no_cuda("kindex_paged_decode_workspace_size");
-}
-kindex_status kindex_paged_decode(const kindex_paged_decode_params*, void*, size_t, void*) {
-  return no_cuda("kindex_paged_decode");
-}
-kindex_status kindex_gqa_rope_backward_workspace_size(const kindex_gqa_rope_backward_params*, size_t* bytes) {
-  if (bytes) *bytes = 0;
-  return no_cuda("kindex_gqa_rope_backward_workspace_size");
-}
-kindex_status kindex_gqa_rope_backward(const kindex_gqa_rope_backward_params*, void*, size_t, void*) {
-  return no_cuda("kindex_gqa_rope_backward");
-}
-#endif
+const char* kindex_version(void) { return KINDEX_VERSION; }
 
 }  // extern "C"

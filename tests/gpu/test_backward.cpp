@@ -117,7 +117,7 @@ struct DeviceProblem {
   int64_t b, s;
   std::map<std::string, std::unique_ptr<DeviceBuffer>> buffers;
   std::unique_ptr<DeviceBuffer> workspace;
-  kindex_gqa_rope_backward_params params{};
+  kindex_gqa_rope_backward_params params = KINDEX_GQA_ROPE_BACKWARD_PARAMS_INIT;
 
   DeviceProblem(int64_t b_, int64_t s_, const std::map<std::string, Tensor>& inputs) : b(b_), s(s_) {
     for (const auto& [name, shape] : shapes(b, s)) {
@@ -127,11 +127,28 @@ struct DeviceProblem {
     }
     auto in = [&](const char* n) -> const void* { return buffers.at(n)->ptr; };
     auto out = [&](const char* n) { return buffers.at(n)->ptr; };
-    params = {int32_t(b),           int32_t(s),          in("grad_output"),  in("hidden_states"), in("cos"),
-              in("sin"),            in("q_weight"),      in("k_weight"),     in("v_weight"),      in("o_weight"),
-              in("query_states"),   in("key_states"),    in("value_states"), in("attn_weights"),  in("attn_output"),
-              kScaling,             out("grad_hidden_states"), out("grad_q_weight"), out("grad_k_weight"),
-              out("grad_v_weight"), out("grad_o_weight")};
+    params = {sizeof(kindex_gqa_rope_backward_params),
+              int32_t(b),
+              int32_t(s),
+              in("grad_output"),
+              in("hidden_states"),
+              in("cos"),
+              in("sin"),
+              in("q_weight"),
+              in("k_weight"),
+              in("v_weight"),
+              in("o_weight"),
+              in("query_states"),
+              in("key_states"),
+              in("value_states"),
+              in("attn_weights"),
+              in("attn_output"),
+              kScaling,
+              out("grad_hidden_states"),
+              out("grad_q_weight"),
+              out("grad_k_weight"),
+              out("grad_v_weight"),
+              out("grad_o_weight")};
     size_t ws = 0;
     if (kindex_gqa_rope_backward_workspace_size(&params, &ws) == KINDEX_STATUS_OK)
       workspace = std::make_unique<DeviceBuffer>(ws);
@@ -165,12 +182,28 @@ std::map<std::string, Tensor> cpu_reference(int64_t b, int64_t s, const std::map
   for (const char* name : kOutputNames) out.emplace(name, Tensor(DType::bf16, shape.at(name)));
   auto i = [&](const char* n) -> const void* { return in.at(n).data(); };
   auto o = [&](const char* n) { return out.at(n).data(); };
-  const kindex_gqa_rope_backward_params p{
-      int32_t(b),        int32_t(s),          i("grad_output"),        i("hidden_states"),   i("cos"),
-      i("sin"),          i("q_weight"),       i("k_weight"),           i("v_weight"),        i("o_weight"),
-      i("query_states"), i("key_states"),     i("value_states"),       i("attn_weights"),    i("attn_output"),
-      kScaling,          o("grad_hidden_states"), o("grad_q_weight"), o("grad_k_weight"), o("grad_v_weight"),
-      o("grad_o_weight")};
+  const kindex_gqa_rope_backward_params p{sizeof(kindex_gqa_rope_backward_params),
+                                           int32_t(b),
+                                           int32_t(s),
+                                           i("grad_output"),
+                                           i("hidden_states"),
+                                           i("cos"),
+                                           i("sin"),
+                                           i("q_weight"),
+                                           i("k_weight"),
+                                           i("v_weight"),
+                                           i("o_weight"),
+                                           i("query_states"),
+                                           i("key_states"),
+                                           i("value_states"),
+                                           i("attn_weights"),
+                                           i("attn_output"),
+                                           kScaling,
+                                           o("grad_hidden_states"),
+                                           o("grad_q_weight"),
+                                           o("grad_k_weight"),
+                                           o("grad_v_weight"),
+                                           o("grad_o_weight")};
   kindex::reference::gqa_rope_backward(p);
   return out;
 }
@@ -359,7 +392,7 @@ TEST(Backward, AttentionSchedulesAreBitIdentical) {
 // Bad params need no device: validation runs before anything is enqueued.
 kindex_gqa_rope_backward_params fake_params() {
   static char dummy[256] __attribute__((aligned(256)));  // never dereferenced on the bad-param paths below
-  kindex_gqa_rope_backward_params p{};
+  kindex_gqa_rope_backward_params p = KINDEX_GQA_ROPE_BACKWARD_PARAMS_INIT;
   p.batch_size = 1;
   p.seq_len = 128;
   const void** in[] = {&p.grad_output, &p.hidden_states, &p.cos,         &p.sin,          &p.q_weight,

@@ -14,7 +14,7 @@
 #include "bench/statistics.hpp"
 #include "bench/timer.hpp"
 #include "catalog/builtin.hpp"
-#include "kernels/gpu_reference/gpu_reference.hpp"
+#include "gpu_reference/gpu_reference.hpp"
 
 namespace kindex::bench {
 

@@ -108,7 +108,7 @@ struct Outputs {
 };
 
 kindex_gqa_rope_backward_params params(const Inputs& in, Outputs& out) {
-  kindex_gqa_rope_backward_params p{};
+  kindex_gqa_rope_backward_params p = KINDEX_GQA_ROPE_BACKWARD_PARAMS_INIT;
   p.batch_size = int32_t(in.batch);
   p.seq_len = int32_t(in.seq);
   p.grad_output = in.grad_output.data();

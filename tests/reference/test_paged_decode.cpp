@@ -75,7 +75,7 @@ struct Problem {
   }
 
   kindex_paged_decode_params params() {
-    kindex_paged_decode_params p{};
+    kindex_paged_decode_params p = KINDEX_PAGED_DECODE_PARAMS_INIT;
     p.dtype = c.dtype == DType::bf16 ? KINDEX_DTYPE_BF16 : KINDEX_DTYPE_FP16;
     p.batch_size = batch;
     p.num_qo_heads = hq;

@@ -5,7 +5,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdlib>
 #include <cstdint>
 #include <map>
 #include <mutex>
@@ -30,8 +29,31 @@ void check_cuda(cudaError_t err, const char* what) {
     throw Failure(KINDEX_STATUS_CUDA_ERROR, std::string(kWhere) + ": " + what + ": " + cudaGetErrorString(err));
 }
 
-// SM count and resident CTAs per SM, cached per (device, configuration): both are host-known and fixed.
-int resident_ctas(kindex_dtype dtype, int head_dim, int stages) {
+// What a plan needs to know of the current device, cached per device: SM count and opt-in shared memory per CTA.
+struct DeviceLimits {
+  int sms = 1;
+  size_t smem_optin = 0;
+};
+DeviceLimits device_limits() {
+  static std::mutex mutex;
+  static std::map<int, DeviceLimits> cache;
+  int device = 0;
+  check_cuda(cudaGetDevice(&device), "cudaGetDevice");
+  std::lock_guard<std::mutex> lock(mutex);
+  if (auto it = cache.find(device); it != cache.end()) return it->second;
+  DeviceLimits d;
+  int v = 0;
+  check_cuda(cudaDeviceGetAttribute(&v, cudaDevAttrMultiProcessorCount, device), "cudaDeviceGetAttribute");
+  d.sms = std::max(1, v);
+  check_cuda(cudaDeviceGetAttribute(&v, cudaDevAttrMaxSharedMemoryPerBlockOptin, device), "cudaDeviceGetAttribute");
+  d.smem_optin = size_t(v);
+  cache[device] = d;
+  return d;
+}
+
+// Resident CTAs of the main kernel on all SMs, cached per (device, configuration). Also raises the kernel's
+// shared-memory limit on this device, once: launches rely on it.
+int resident_ctas(kindex_dtype dtype, int head_dim, int stages, int sms) {
   static std::mutex mutex;
   static std::map<std::tuple<int, int, int, int>, int> cache;
   int device = 0;
@@ -39,9 +61,7 @@ int resident_ctas(kindex_dtype dtype, int head_dim, int stages) {
   const auto key = std::make_tuple(device, int(dtype), head_dim, stages);
   std::lock_guard<std::mutex> lock(mutex);
   if (auto it = cache.find(key); it != cache.end()) return it->second;
-  int sms = 0;
-  check_cuda(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device), "cudaDeviceGetAttribute");
-  const int ctas = std::max(1, sms) * detail::ctas_per_sm(dtype, head_dim, stages);
+  const int ctas = sms * detail::ctas_per_sm(dtype, head_dim, stages);
   cache[key] = ctas;
   return ctas;
 }
@@ -93,26 +113,7 @@ std::string describe_bad_entry(const kindex_paged_decode_params& p, unsigned lon
 
 }  // namespace
 
-Tuning& tuning() {
-  static Tuning t = [] {
-    Tuning d;
-    auto env = [](const char* name, int fallback) {
-      const char* v = std::getenv(name);
-      return v && *v ? std::atoi(v) : fallback;
-    };
-    d.min_segment_tokens = env("KINDEX_DECODE_MIN_SEGMENT", d.min_segment_tokens);
-    d.stages = env("KINDEX_DECODE_STAGES", d.stages);
-    d.merge = env("KINDEX_DECODE_MERGE", d.merge);
-    d.round_robin = env("KINDEX_DECODE_ROUND_ROBIN", d.round_robin ? 1 : 0) != 0;
-    d.prefetch_ids = env("KINDEX_DECODE_PREFETCH", d.prefetch_ids ? 1 : 0) != 0;
-    d.solo_tokens = env("KINDEX_DECODE_SOLO", d.solo_tokens);
-    d.evict_first = env("KINDEX_DECODE_EVICT_FIRST", d.evict_first ? 1 : 0) != 0;
-    return d;
-  }();
-  return t;
-}
-
-Plan make_plan(const kindex_paged_decode_params& p) {
+Plan make_plan(const kindex_paged_decode_params& p, const Tuning& tune) {
   if (p.dtype != KINDEX_DTYPE_BF16 && p.dtype != KINDEX_DTYPE_FP16)
     bad("dtype", std::to_string(int(p.dtype)), "must be KINDEX_DTYPE_BF16 or KINDEX_DTYPE_FP16");
   if (p.batch_size < 0) bad("batch_size", std::to_string(p.batch_size), "must be >= 0");
@@ -133,22 +134,31 @@ Plan make_plan(const kindex_paged_decode_params& p) {
   if (!std::isfinite(p.sm_scale)) bad("sm_scale", std::to_string(p.sm_scale), "must be finite");
 
   Plan plan;
-  const Tuning& tune = tuning();
-  plan.stages = tune.stages ? tune.stages : detail::default_stages(p.head_dim);
+  plan.tuning = tune;
   const int64_t n = p.num_kv_indices;
-  // Also raises the kernel's shared-memory limit on this device, once: launches rely on it.
-  const int64_t slots = p.batch_size > 0 ? resident_ctas(p.dtype, p.head_dim, plan.stages) : 1;
+  int64_t slots = 1;
+  if (p.batch_size > 0) {
+    const DeviceLimits device = device_limits();
+    const size_t limit = tune.smem_limit ? std::min(tune.smem_limit, device.smem_optin) : device.smem_optin;
+    plan.stages = detail::ring_stages(p.head_dim, limit);
+    if (plan.stages == 0)
+      throw Failure(KINDEX_STATUS_NOT_SUPPORTED,
+                    format_error(kWhere, "params.head_dim", std::to_string(p.head_dim),
+                                 "needs " + std::to_string(detail::ring_smem_bytes(p.head_dim, 2)) +
+                                     " bytes of shared memory per CTA; this device allows " + std::to_string(limit)));
+    slots = resident_ctas(p.dtype, p.head_dim, plan.stages, device.sms);
+  }
   if (n > 0 && p.batch_size > 0) {
-    // One wave of equal segments: num_segments * num_kv_heads CTAs fill the resident slots of all SMs, but no
-    // segment is shorter than about one average sequence, within [128, 1024] tokens for a batch of up to 8 and
-    // [128, 256] above: with few sequences, cutting them finer buys little parallelism for the grid barrier and
-    // merge of split sequences (v4: m128/m64 paid only at 546 tokens of batch 1);
-    // with many, longer segments would leave SMs idle (measured, docs/perf/decode.md).
+    // One wave of equal segments: num_segments * num_kv_heads CTAs fill the resident slots of all SMs. A single
+    // sequence is not cut shorter than itself within [128, 1024] tokens (splitting one sequence of 72-362 tokens
+    // costs the grid barrier and merge for little parallelism); with two or more sequences segments go down to 64
+    // tokens, so small batches fill the chip (2026-12-03 sweep, results/decode/segment_floor_sweep_h200.json:
+    // batch-16 ps1 < 8k tokens 14-21% faster, ps64 batch 2-4 14-25%, batch 64 unchanged).
     const int64_t target = std::max<int64_t>(1, slots / p.num_kv_heads);
-    const int64_t average_tokens = (n * p.page_size + p.batch_size - 1) / p.batch_size;
-    const int64_t min_tokens = tune.min_segment_tokens > 0
-                                   ? tune.min_segment_tokens
-                                   : std::clamp<int64_t>(average_tokens, 128, p.batch_size <= 8 ? 1024 : 256);
+    const int64_t tokens = n * p.page_size;
+    const int64_t min_tokens = tune.min_segment_tokens > 0 ? tune.min_segment_tokens
+                               : p.batch_size == 1         ? std::clamp<int64_t>(tokens, 128, 1024)
+                                                           : 64;
     const int64_t min_pages = std::max<int64_t>(1, (min_tokens + p.page_size - 1) / p.page_size);
     plan.pages_per_segment = std::max(min_pages, (n + target - 1) / target);
     plan.num_segments = (n + plan.pages_per_segment - 1) / plan.pages_per_segment;
@@ -163,10 +173,13 @@ Plan make_plan(const kindex_paged_decode_params& p) {
   return plan;
 }
 
-size_t workspace_size(const kindex_paged_decode_params& p) { return make_plan(p).workspace_bytes(); }
+size_t workspace_size(const kindex_paged_decode_params& p, const Tuning& tuning) {
+  return make_plan(p, tuning).workspace_bytes();
+}
 
-void paged_decode(const kindex_paged_decode_params& p, void* workspace, size_t workspace_bytes, cudaStream_t stream) {
-  const Plan plan = make_plan(p);
+void paged_decode(const kindex_paged_decode_params& p, void* workspace, size_t workspace_bytes, cudaStream_t stream,
+                  const Tuning& tuning) {
+  const Plan plan = make_plan(p, tuning);
   check_pointers(p);
   if (workspace_bytes < plan.workspace_bytes() || (plan.workspace_bytes() > 0 && !workspace))
     throw Failure(KINDEX_STATUS_WORKSPACE_TOO_SMALL,
@@ -212,17 +225,21 @@ kindex_status guarded(F&& body) {
 extern "C" {
 
 kindex_status kindex_paged_decode_workspace_size(const kindex_paged_decode_params* params, size_t* bytes) {
-  if (!params || !bytes)
-    return kindex::capi::fail(KINDEX_STATUS_INVALID_ARGUMENT,
-                              std::string("kindex_paged_decode_workspace_size: ") + (params ? "bytes" : "params") +
-                                  " = NULL: required");
+  if (kindex_status s = kindex::capi::check_params("kindex_paged_decode_workspace_size", params,
+                                                   sizeof *params, "kindex_paged_decode_params");
+      s != KINDEX_STATUS_OK)
+    return s;
+  if (!bytes)
+    return kindex::capi::fail(KINDEX_STATUS_INVALID_ARGUMENT, "kindex_paged_decode_workspace_size: bytes = NULL: required");
   return guarded([&] { *bytes = kindex::decode::workspace_size(*params); });
 }
 
 kindex_status kindex_paged_decode(const kindex_paged_decode_params* params, void* workspace, size_t workspace_bytes,
                                   void* stream) {
-  if (!params)
-    return kindex::capi::fail(KINDEX_STATUS_INVALID_ARGUMENT, "kindex_paged_decode: params = NULL: required");
+  if (kindex_status s =
+          kindex::capi::check_params("kindex_paged_decode", params, sizeof *params, "kindex_paged_decode_params");
+      s != KINDEX_STATUS_OK)
+    return s;
   return guarded([&] {
     kindex::decode::paged_decode(*params, workspace, workspace_bytes, static_cast<cudaStream_t>(stream));
   });

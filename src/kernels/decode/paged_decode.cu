@@ -20,10 +20,13 @@
 #include <algorithm>
 #include <cstdint>
 
+#include "kernels/common/ptx.cuh"
 #include "kernels/decode/paged_decode.hpp"
 
 namespace kindex::decode::detail {
 namespace {
+
+using namespace kindex::ptx;
 
 constexpr int kMergeThreads = 128;  // the split-KV merge kernel
 constexpr int kChunk = 16;  // tokens per warp per pipeline stage: one k-step of P V
@@ -48,7 +51,8 @@ struct Args {
   long long num_pages;
   float scale_log2;     // sm_scale * log2(e)
   int round_robin;      // deal a piece's chunks to warps round-robin from where the previous piece ended
-  int solo_tokens;      // pieces of 1..solo_tokens tokens go to one warp whole (0: none)
+  int solo_tokens;      // pieces of 1..solo_tokens tokens go to one warp whole (0: none)...
+  int solo_alone_tokens;  // ...and so does a piece alone in its table batch of 1..solo_alone_tokens tokens
   int fused;            // cooperative launch: merge split sequences in this kernel after a grid-wide barrier
   int prefetch;         // prefetch the segment's page ids into L2 first
   int evict_first;      // K/V copies carry the L2 evict-first policy (read once: recycle their own lines)
@@ -85,9 +89,9 @@ struct Deal {
 
 template <int D, int S>
 struct Layout {
-  // Warps per CTA: 8 (two per scheduler hide each other's MMA/softmax latency), 4 at head_dim 256 and for the
-  // 4-stage ring at 128 (a tuning variant), where the ring would not fit otherwise.
-  static constexpr int kWarps = (D == 256 || (D == 128 && S == 4)) ? 4 : 8;
+  // Warps per CTA: 8 (two per scheduler hide each other's MMA/softmax latency), 4 at head_dim 256, where the ring
+  // would not fit otherwise.
+  static constexpr int kWarps = D == 256 ? 4 : 8;
   static constexpr int kThreads = kWarps * 32;
   static constexpr int kChunksPerRow = D / 8;  // 16-byte copies per token row
   static constexpr int kTokPerPass = kChunksPerRow >= 32 ? 1 : 32 / kChunksPerRow;
@@ -112,77 +116,6 @@ struct Layout {
       kRingBytes + kStatBytes + kQBytes + kIdBytes + kTableBytes + kCacheBytes;
   static_assert(kSmemBytes <= 227 * 1024, "more shared memory than an sm_90 CTA may have");
 };
-
-template <class T> struct Traits;
-template <> struct Traits<__nv_bfloat16> {
-  static __device__ __forceinline__ uint32_t pack(float lo, float hi) {
-    __nv_bfloat162 h = __floats2bfloat162_rn(lo, hi);
-    return *reinterpret_cast<uint32_t*>(&h);
-  }
-  static __device__ __forceinline__ __nv_bfloat16 from_float(float x) { return __float2bfloat16_rn(x); }
-  static __device__ __forceinline__ void mma(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
-    asm volatile(
-        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-        "{%0,%1,%2,%3};\n"
-        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-  }
-};
-template <> struct Traits<__half> {
-  static __device__ __forceinline__ uint32_t pack(float lo, float hi) {
-    __half2 h = __floats2half2_rn(lo, hi);
-    return *reinterpret_cast<uint32_t*>(&h);
-  }
-  static __device__ __forceinline__ __half from_float(float x) { return __float2half_rn(x); }
-  static __device__ __forceinline__ void mma(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
-    asm volatile(
-        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-        "{%0,%1,%2,%3};\n"
-        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-  }
-};
-
-__device__ __forceinline__ float fast_exp2(float x) {
-  float y;
-  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
-  return y;
-}
-
-// A 16-byte copy with an L2 eviction-priority policy (createpolicy; K/V rows are read once). src-size 0
-// zero-fills the 16 bytes: masked tokens read as zeros, never as stale or NaN shared memory.
-__device__ __forceinline__ void cp_async16_hint(uint32_t dst, const void* src, bool valid, uint64_t policy) {
-  asm volatile("cp.async.cg.shared.global.L2::cache_hint [%0], [%1], 16, %2, %3;\n" ::"r"(dst), "l"(src),
-               "r"(valid ? 16 : 0), "l"(policy));
-}
-__device__ __forceinline__ uint64_t l2_policy(bool evict_first) {
-  uint64_t policy;
-  if (evict_first)
-    asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(policy));
-  else
-    asm volatile("createpolicy.fractional.L2::evict_normal.b64 %0, 1.0;" : "=l"(policy));
-  return policy;
-}
-__device__ __forceinline__ void cp_async4(uint32_t dst, const void* src) {
-  asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(dst), "l"(src));
-}
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
-template <int N>
-__device__ __forceinline__ void cp_async_wait() {
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
-}
-
-__device__ __forceinline__ void ldmatrix_x4(uint32_t addr, uint32_t& r0, uint32_t& r1, uint32_t& r2, uint32_t& r3) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-               : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3)
-               : "r"(addr));
-}
-__device__ __forceinline__ void ldmatrix_x4_trans(uint32_t addr, uint32_t& r0, uint32_t& r1, uint32_t& r2,
-                                                  uint32_t& r3) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-               : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3)
-               : "r"(addr));
-}
 
 // Element offset of (token row t, 16-byte chunk c) in a [16][D] tile: chunks XOR-swizzled by the row so the 8
 // row addresses of one ldmatrix hit 8 different bank groups.
@@ -283,8 +216,8 @@ struct Producer {
         const long long row = page * a.page_size + max(toff, 0);
         const long long elem = (row * a.num_kv_heads + kvh) * D + chunk * 8;
         const int so = tile_offset<D>(t, chunk) * 2;
-        cp_async16_hint(k_smem + so, static_cast<const T*>(a.k) + elem, toff >= 0, policy);
-        cp_async16_hint(v_smem + so, static_cast<const T*>(a.v) + elem, toff >= 0, policy);
+        cp_async16(k_smem + so, static_cast<const T*>(a.k) + elem, toff >= 0, policy);
+        cp_async16(v_smem + so, static_cast<const T*>(a.v) + elem, toff >= 0, policy);
       }
       ++seq;
       c += Dl::step(table[k]);
@@ -324,7 +257,7 @@ struct QStage {
 template <int D>
 __device__ __forceinline__ void load_q_fragment(uint32_t q_smem, int kk, int lane, uint32_t (&f)[4]) {
   const int row = (lane & 7) + ((lane >> 3) & 1) * 8, col = kk * 2 + (lane >> 4);
-  ldmatrix_x4(q_smem + tile_offset<D>(row, col) * 2, f[0], f[1], f[2], f[3]);
+  ldmatrix_x4(f, q_smem + tile_offset<D>(row, col) * 2);
 }
 
 // The same fragments straight from global memory (a solo piece; rows >= group are zero).
@@ -396,7 +329,7 @@ __device__ __forceinline__ void merge_in_kernel(const Args& a, const int* indptr
         }
         mm = nm;
       }
-      static_cast<T*>(a.out)[(head0 + r) * D + d] = Traits<T>::from_float(acc / sum);
+      static_cast<T*>(a.out)[(head0 + r) * D + d] = Mma<T>::from_float(acc / sum);
       if (d == 0 && a.lse) a.lse[head0 + r] = mm + log2f(sum);
     }
   }
@@ -405,7 +338,7 @@ __device__ __forceinline__ void merge_in_kernel(const Args& a, const int* indptr
 template <int D, int S, class T>
 __global__ void __launch_bounds__((Layout<D, S>::kThreads), 1) decode_kernel(const Args a) {
   using L = Layout<D, S>;
-  using Tr = Traits<T>;
+  using Tr = Mma<T>;
   extern __shared__ __align__(128) unsigned char smem[];
   T* ring = reinterpret_cast<T*>(smem);
   float* merge_m = reinterpret_cast<float*>(smem + L::kRingBytes);  // [warp][row]
@@ -423,7 +356,7 @@ __global__ void __launch_bounds__((Layout<D, S>::kThreads), 1) decode_kernel(con
   __shared__ unsigned cta_mask[2];  // per table batch: bit k = piece k is a CTA piece (not solo)
 
   // The merge kernel may be scheduled now; it waits for this grid's completion before reading anything.
-  asm volatile("griddepcontrol.launch_dependents;");
+  pdl_launch_dependents();
 
   const int seg = blockIdx.x, kvh = blockIdx.y;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
@@ -432,7 +365,7 @@ __global__ void __launch_bounds__((Layout<D, S>::kThreads), 1) decode_kernel(con
   const bool last_seg = seg == a.num_segments - 1;
   if (a.prefetch)  // the page ids this segment will fetch, into L2 while the counting pass runs
     for (int i = seg_begin + threadIdx.x * 32; i < seg_end; i += L::kThreads * 32)
-      asm volatile("prefetch.global.L2 [%0];" ::"l"(a.indices + i));
+      prefetch_l2(a.indices + i);
 
   // Sequences touching this segment form the range [b_begin, b_end): those entirely before it are a prefix
   // (ended by seg_begin, started before it); those starting at or after seg_end a suffix. Empty sequences are
@@ -478,6 +411,7 @@ __global__ void __launch_bounds__((Layout<D, S>::kThreads), 1) decode_kernel(con
   // Pieces of at most this many tokens go whole to one warp when a table batch holds several pieces (Q fragments
   // from global memory, so only where Q lives in registers).
   const int solo_tokens = L::kQInRegisters ? a.solo_tokens : 0;
+  const int solo_alone_tokens = L::kQInRegisters ? a.solo_alone_tokens : 0;
   int deal = 0;  // the deal counter (Deal) at the next piece, the same in every warp
   for (int tb = b_begin; tb < b_end; tb += kTable) {
     const int n = min(kTable, b_end - tb);
@@ -487,7 +421,7 @@ __global__ void __launch_bounds__((Layout<D, S>::kThreads), 1) decode_kernel(con
         const int piece = i / lines, line = i % lines;
         const char* row = reinterpret_cast<const char*>(static_cast<const T*>(a.q) +
                                                         ((long long)(tb + piece) * a.num_qo_heads + kvh * a.group) * D);
-        asm volatile("prefetch.global.L2 [%0];" ::"l"(row + line * 128));
+        prefetch_l2(row + line * 128);
       }
     }
     __syncthreads();  // the previous batch's table is no longer read
@@ -509,8 +443,9 @@ __global__ void __launch_bounds__((Layout<D, S>::kThreads), 1) decode_kernel(con
         Piece p{b, pb, 0, start >= seg_begin && end <= seg_end, 0};
         if (pe > pb) p.tokens = (pe - pb - 1) * a.page_size + (pe == end ? last : a.page_size);
         else if (start != end) p.whole = -1;  // malformed indptr: nothing of it lies here
-        // Solo only where the segment holds several pieces: alone, a piece is better streamed by all warps.
-        p.solo = n > 1 && p.tokens > 0 && p.tokens <= solo_tokens && p.whole >= 0;
+        // Solo where the segment holds several pieces; alone, a piece is better streamed by all warps unless it is so
+        // short (one chunk) that one warp does all the work anyway: then solo saves the CTA merge.
+        p.solo = p.tokens > 0 && p.tokens <= (n > 1 ? solo_tokens : solo_alone_tokens) && p.whole >= 0;
         cta_piece = !p.solo;
         table[threadIdx.x] = p;
       }
@@ -578,11 +513,11 @@ __global__ void __launch_bounds__((Layout<D, S>::kThreads), 1) decode_kernel(con
               float s2[2][4] = {{0.f, 0.f, 0.f, 0.f}, {0.f, 0.f, 0.f, 0.f}};
 #pragma unroll
               for (int kk = 0; kk < D / 16; ++kk) {
-                uint32_t b0, b1, b2, b3;
-                ldmatrix_x4(k_smem + tile_offset<D>(tt, kk * 2 + hi) * 2, b0, b1, b2, b3);
+                uint32_t b[4];
+                ldmatrix_x4(b, k_smem + tile_offset<D>(tt, kk * 2 + hi) * 2);
                 float(&acc)[2][4] = kk % 2 ? s2 : s;
-                Tr::mma(acc[0], qf[kk], b0, b1);
-                Tr::mma(acc[1], qf[kk], b2, b3);
+                Tr::run(acc[0], qf[kk], b[0], b[1]);
+                Tr::run(acc[1], qf[kk], b[2], b[3]);
               }
 #pragma unroll
               for (int e = 0; e < 4; ++e) {
@@ -592,11 +527,11 @@ __global__ void __launch_bounds__((Layout<D, S>::kThreads), 1) decode_kernel(con
             } else {
 #pragma unroll
               for (int kk = 0; kk < D / 16; ++kk) {
-                uint32_t b0, b1, b2, b3;
-                ldmatrix_x4(k_smem + tile_offset<D>(tt, kk * 2 + hi) * 2, b0, b1, b2, b3);
+                uint32_t b[4];
+                ldmatrix_x4(b, k_smem + tile_offset<D>(tt, kk * 2 + hi) * 2);
                 load_q_fragment<D>(q_smem, kk, lane, qf[0]);
-                Tr::mma(s[0], qf[0], b0, b1);
-                Tr::mma(s[1], qf[0], b2, b3);
+                Tr::run(s[0], qf[0], b[0], b[1]);
+                Tr::run(s[1], qf[0], b[2], b[3]);
               }
             }
           }
@@ -645,10 +580,10 @@ __global__ void __launch_bounds__((Layout<D, S>::kThreads), 1) decode_kernel(con
             const int tt = ((lane >> 3) & 1) * 8 + (lane & 7), hi = lane >> 4;
 #pragma unroll
             for (int nn = 0; nn < D / 16; ++nn) {
-              uint32_t b0, b1, b2, b3;
-              ldmatrix_x4_trans(v_smem + tile_offset<D>(tt, nn * 2 + hi) * 2, b0, b1, b2, b3);
-              Tr::mma(o[2 * nn], pa, b0, b1);
-              Tr::mma(o[2 * nn + 1], pa, b2, b3);
+              uint32_t b[4];
+              ldmatrix_x4_trans(b, v_smem + tile_offset<D>(tt, nn * 2 + hi) * 2);
+              Tr::run(o[2 * nn], pa, b[0], b[1]);
+              Tr::run(o[2 * nn + 1], pa, b[2], b[3]);
             }
           }
         }
@@ -769,7 +704,7 @@ __global__ void __launch_bounds__((Layout<D, S>::kThreads), 1) decode_kernel(con
 // Combines the partials of each sequence that spans several segments, in segment order (deterministic).
 template <int D, class T>
 __global__ void __launch_bounds__(kMergeThreads) merge_kernel(const Args a) {
-  asm volatile("griddepcontrol.wait;" ::: "memory");
+  pdl_wait();
   const int b = blockIdx.x, kvh = blockIdx.y;
   int start, end;
   seq_range(a, b, start, end);
@@ -789,7 +724,7 @@ __global__ void __launch_bounds__(kMergeThreads) merge_kernel(const Args a) {
       sum += wt;
       acc += wt * a.part_o[slot * D + d];
     }
-    static_cast<T*>(a.out)[(head0 + r) * D + d] = Traits<T>::from_float(acc / sum);
+    static_cast<T*>(a.out)[(head0 + r) * D + d] = Mma<T>::from_float(acc / sum);
     if (d == 0 && a.lse) a.lse[head0 + r] = mm + log2f(sum);
   }
 }
@@ -842,9 +777,10 @@ Args make_args(const kindex_paged_decode_params& p, const Plan& plan, void* work
   a.num_segments = int(plan.num_segments);
   a.num_pages = p.num_pages;
   a.scale_log2 = p.sm_scale * 1.4426950408889634f;
-  const Tuning& tune = tuning();
+  const Tuning& tune = plan.tuning;
   a.round_robin = tune.round_robin ? 1 : 0;
   a.solo_tokens = std::clamp(tune.solo_tokens, 0, 1 << 20);
+  a.solo_alone_tokens = std::clamp(tune.solo_alone_tokens, 0, 1 << 20);
   a.prefetch = tune.prefetch_ids ? 1 : 0;
   a.evict_first = tune.evict_first ? 1 : 0;
   a.fused = plan.num_segments > 1 && plan.fused_merge ? 1 : 0;
@@ -852,7 +788,7 @@ Args make_args(const kindex_paged_decode_params& p, const Plan& plan, void* work
 }
 
 template <int D, int S, class T>
-cudaError_t run(const Args& a, cudaStream_t stream) {
+cudaError_t run(const Args& a, const Tuning& tune, cudaStream_t stream) {
   // The shared-memory limit was raised when the plan asked for this kernel's occupancy (ctas_per_sm).
   constexpr int smem = Layout<D, S>::kSmemBytes;
   if (a.fused) {  // one wave by construction (make_plan): a cooperative launch, merged after a grid barrier
@@ -870,7 +806,7 @@ cudaError_t run(const Args& a, cudaStream_t stream) {
   }
   decode_kernel<D, S, T><<<dim3(a.num_segments, a.num_kv_heads), Layout<D, S>::kThreads, smem, stream>>>(a);
   cudaError_t err = cudaGetLastError();
-  if (err != cudaSuccess || a.num_segments == 1 || tuning().merge == 2) return err;
+  if (err != cudaSuccess || a.num_segments == 1 || tune.merge == 2) return err;
 
   cudaLaunchConfig_t cfg{};
   cfg.gridDim = dim3(a.batch, a.num_kv_heads);
@@ -880,13 +816,14 @@ cudaError_t run(const Args& a, cudaStream_t stream) {
   attr.id = cudaLaunchAttributeProgrammaticStreamSerialization;
   attr.val.programmaticStreamSerializationAllowed = 1;
   cfg.attrs = &attr;
-  cfg.numAttrs = tuning().programmatic_merge ? 1 : 0;
+  cfg.numAttrs = tune.programmatic_merge ? 1 : 0;
   return cudaLaunchKernelEx(&cfg, merge_kernel<D, T>, a);
 }
 
 template <int D, int S>
-cudaError_t run_dtype(const kindex_paged_decode_params& p, const Args& a, cudaStream_t stream) {
-  return p.dtype == KINDEX_DTYPE_BF16 ? run<D, S, __nv_bfloat16>(a, stream) : run<D, S, __half>(a, stream);
+cudaError_t run_dtype(const kindex_paged_decode_params& p, const Args& a, const Tuning& tune, cudaStream_t stream) {
+  return p.dtype == KINDEX_DTYPE_BF16 ? run<D, S, __nv_bfloat16>(a, tune, stream)
+                                      : run<D, S, __half>(a, tune, stream);
 }
 
 template <int D, int S, class T>
@@ -905,25 +842,45 @@ int occupancy() {
 }  // namespace
 
 // Ring depths (per warp, 16-token chunks) and, through Layout, warps per CTA: head_dim 64 8 warps x 4 stages,
-// 128 8 x 3, 256 4 x 3: the most warps per SM and chunks in flight that fit in shared memory
-// (docs/perf/decode.md has the measurements behind them).
-int default_stages(int head_dim) { return head_dim == 64 ? 4 : 3; }
+// 128 8 x 3, 256 4 x 3: the most warps per SM and chunks in flight that fit in an sm_90/sm_100 CTA's 227 KB of
+// shared memory (docs/perf/decode.md has the measurements behind them). A device with less (the A100's 163 KB) runs
+// the same kernel with a 2-stage ring.
+template <int D>
+constexpr int kStages = D == 64 ? 4 : 3;
 
-// Only head_dim 128 carries extra ring depths (4 warps x 3 or 4 stages, for tuning runs).
-static bool valid_stages(int head_dim, int stages) {
-  return stages == default_stages(head_dim) || (head_dim == 128 && (stages == 2 || stages == 4));
+int ring_stages(int head_dim, size_t smem_limit) {
+  auto pick = [&](auto d) {
+    constexpr int D = decltype(d)::value;
+    if (size_t(Layout<D, kStages<D>>::kSmemBytes) <= smem_limit) return kStages<D>;
+    return size_t(Layout<D, 2>::kSmemBytes) <= smem_limit ? 2 : 0;
+  };
+  switch (head_dim) {
+    case 64: return pick(std::integral_constant<int, 64>{});
+    case 128: return pick(std::integral_constant<int, 128>{});
+    default: return pick(std::integral_constant<int, 256>{});
+  }
+}
+
+size_t ring_smem_bytes(int head_dim, int stages) {
+  switch (head_dim) {
+    case 64: return stages == 2 ? Layout<64, 2>::kSmemBytes : Layout<64, kStages<64>>::kSmemBytes;
+    case 128: return stages == 2 ? Layout<128, 2>::kSmemBytes : Layout<128, kStages<128>>::kSmemBytes;
+    default: return stages == 2 ? Layout<256, 2>::kSmemBytes : Layout<256, kStages<256>>::kSmemBytes;
+  }
+}
+
+template <int D>
+int ctas_per_sm_d(kindex_dtype dtype, int stages) {
+  const bool bf = dtype == KINDEX_DTYPE_BF16;
+  if (stages == 2) return bf ? occupancy<D, 2, __nv_bfloat16>() : occupancy<D, 2, __half>();
+  return bf ? occupancy<D, kStages<D>, __nv_bfloat16>() : occupancy<D, kStages<D>, __half>();
 }
 
 int ctas_per_sm(kindex_dtype dtype, int head_dim, int stages) {
-  const bool bf = dtype == KINDEX_DTYPE_BF16;
-  if (!valid_stages(head_dim, stages)) stages = default_stages(head_dim);
   switch (head_dim) {
-    case 64: return bf ? occupancy<64, 4, __nv_bfloat16>() : occupancy<64, 4, __half>();
-    case 128:
-      if (stages == 2) return bf ? occupancy<128, 2, __nv_bfloat16>() : occupancy<128, 2, __half>();
-      if (stages == 3) return bf ? occupancy<128, 3, __nv_bfloat16>() : occupancy<128, 3, __half>();
-      return bf ? occupancy<128, 4, __nv_bfloat16>() : occupancy<128, 4, __half>();
-    default: return bf ? occupancy<256, 3, __nv_bfloat16>() : occupancy<256, 3, __half>();
+    case 64: return ctas_per_sm_d<64>(dtype, stages);
+    case 128: return ctas_per_sm_d<128>(dtype, stages);
+    default: return ctas_per_sm_d<256>(dtype, stages);
   }
 }
 
@@ -938,16 +895,18 @@ int launch_validate(const kindex_paged_decode_params& p, unsigned long long* fir
   return cudaGetLastError();
 }
 
+template <int D>
+cudaError_t launch_d(const kindex_paged_decode_params& p, const Args& a, const Plan& plan, cudaStream_t stream) {
+  return plan.stages == 2 ? run_dtype<D, 2>(p, a, plan.tuning, stream)
+                          : run_dtype<D, kStages<D>>(p, a, plan.tuning, stream);
+}
+
 int launch_decode(const kindex_paged_decode_params& p, const Plan& plan, void* workspace, cudaStream_t stream) {
   const Args a = make_args(p, plan, workspace);
-  const int stages = valid_stages(p.head_dim, plan.stages) ? plan.stages : default_stages(p.head_dim);
   switch (p.head_dim) {
-    case 64: return run_dtype<64, 4>(p, a, stream);
-    case 128:
-      if (stages == 2) return run_dtype<128, 2>(p, a, stream);
-      if (stages == 3) return run_dtype<128, 3>(p, a, stream);
-      return run_dtype<128, 4>(p, a, stream);
-    default: return run_dtype<256, 3>(p, a, stream);
+    case 64: return launch_d<64>(p, a, plan, stream);
+    case 128: return launch_d<128>(p, a, plan, stream);
+    default: return launch_d<256>(p, a, plan, stream);
   }
 }
 

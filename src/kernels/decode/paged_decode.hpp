@@ -33,14 +33,11 @@ class Failure : public std::runtime_error {
   kindex_status status_;
 };
 
-// Knobs for tuning runs (bench_decode); the defaults are what the library ships. Not thread-safe to change.
-// The environment can override them at first use (device runs of the tests with other variants):
-// KINDEX_DECODE_MIN_SEGMENT, KINDEX_DECODE_STAGES, KINDEX_DECODE_MERGE, KINDEX_DECODE_ROUND_ROBIN,
-// KINDEX_DECODE_PREFETCH, KINDEX_DECODE_SOLO, KINDEX_DECODE_EVICT_FIRST (integers, as the fields below).
+// Knobs for tuning runs and tests of the split paths: an explicit argument of the C++ entry points below, used only
+// by bench/ and tests/. The C ABI always runs the defaults, which are what the library ships.
 struct Tuning {
   // A segment is never cut shorter than this many tokens (page_size * pages); 0 = the shipped rule (make_plan).
   int min_segment_tokens = 0;
-  int stages = 0;                // cp.async ring depth per warp (head_dim 128: 2, 3 or 4; 4 uses 4 warps); 0 = default
   bool programmatic_merge = true;  // merge = 0: launch the merge kernel with programmatic dependent launch
   // How sequences cut over several segments are merged: 1 = inside the main kernel after a grid-wide barrier
   // (cooperative launch, one kernel); 0 = a second (merge) kernel; 2 = not at all (timing diagnostics only:
@@ -53,16 +50,22 @@ struct Tuning {
   // Sequence pieces of 1..solo_tokens tokens are streamed whole by one warp, which writes the result from its
   // registers: no cross-warp merge or CTA barrier for them (head_dim 64/128; 0 = never).
   int solo_tokens = 64;
+  // A piece alone in its table batch is solo too when it has 1..solo_alone_tokens tokens (one chunk: one warp does
+  // all the work either way, and solo skips the CTA merge); 0 = never (v4).
+  int solo_alone_tokens = 16;
   // K/V copies carry the L2 evict-first policy: rows read once replace each other rather than other lines
   // (in the cold-L2 protocol, the flush's dirty lines, whose write-back would share DRAM with the reads).
   bool evict_first = true;
+  // Shared memory per CTA to plan for: 0 = the device's opt-in limit; less runs the configuration of a device
+  // with that much (tests run the A100's 2-stage ring on a Hopper).
+  size_t smem_limit = 0;
 };
-Tuning& tuning();
 
 struct Plan {
   int64_t pages_per_segment = 1;
   int64_t num_segments = 1;
-  int stages = 0;
+  int stages = 0;  // the cp.async ring depth the device's shared memory allows (detail::ring_stages)
+  Tuning tuning;
   bool fused_merge = false;   // several segments merged inside the main kernel (cooperative launch)
   size_t validate_bytes = 0;  // first bytes of the workspace: validation mode's first-bad-entry slot
   size_t partial_bytes = 0;   // then (num_segments + batch_size) * num_qo_heads * (head_dim + 1) floats
@@ -70,19 +73,22 @@ struct Plan {
 };
 
 // Checks every host-side field (throws kindex::Error naming the field and value) and sizes the split.
-Plan make_plan(const kindex_paged_decode_params& p);
+Plan make_plan(const kindex_paged_decode_params& p, const Tuning& tuning = {});
 
 // Bytes of workspace paged_decode needs for these bounds.
-size_t workspace_size(const kindex_paged_decode_params& p);
+size_t workspace_size(const kindex_paged_decode_params& p, const Tuning& tuning = {});
 
 // Enqueues the decode on `stream`. Throws kindex::Error for bad arguments and Failure for a too-small
 // workspace, a CUDA error, or (validation mode) a bad index array entry.
 void paged_decode(const kindex_paged_decode_params& p, void* workspace, size_t workspace_bytes,
-                  cudaStream_t stream);
+                  cudaStream_t stream, const Tuning& tuning = {});
 
 // ---- implemented in paged_decode.cu ----
 namespace detail {
-int default_stages(int head_dim);
+// The ring depth of the main kernel on a device whose CTAs may use `smem_limit` bytes of shared memory: the
+// shipped depth where it fits (sm_90, sm_100), else 2 (sm_80's 163 KB); 0 if not even that fits.
+int ring_stages(int head_dim, size_t smem_limit);
+size_t ring_smem_bytes(int head_dim, int stages);  // shared memory per CTA of that configuration
 // Resident CTAs per SM of the main kernel for this configuration (its shared memory decides).
 int ctas_per_sm(kindex_dtype dtype, int head_dim, int stages);
 // Enqueues the validation kernel; first_bad receives (kind << 40 | index) of the first bad entry, or ~0.

@@ -9,10 +9,13 @@
 #include <cstring>
 #include <type_traits>
 
+#include "kernels/common/ptx.cuh"
+
 namespace kindex::kernels::backward {
 namespace {
 
 using bf16 = __nv_bfloat16;
+using namespace kindex::ptx;
 
 constexpr int kBlock = 64;    // keys per tile of the row kernel, queries per tile of the column kernels
 constexpr int kDim = 128;     // head_dim
@@ -28,39 +31,11 @@ __device__ __forceinline__ uint32_t swz(int r, int c, int chunks) {
   return uint32_t(r * chunks * 16 + ((((c >> 3) ^ (r & 7))) << 4) + (c & 7) * 2);
 }
 
-__device__ __forceinline__ void cp_async16(uint32_t dst, const void* src, bool valid) {
-  const int bytes = valid ? 16 : 0;  // 0: zero-fill, src not read
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(bytes));
-}
-__device__ __forceinline__ void cp_commit() { asm volatile("cp.async.commit_group;\n" ::); }
-__device__ __forceinline__ void cp_wait_one() { asm volatile("cp.async.wait_group 1;\n" ::); }
-
-__device__ __forceinline__ void ldsm_x4(uint32_t (&r)[4], uint32_t addr) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(addr));
-}
-__device__ __forceinline__ void ldsm_x4_t(uint32_t (&r)[4], uint32_t addr) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(addr));
-}
-
-__device__ __forceinline__ void mma(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-      "{%0,%1,%2,%3};\n"
-      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
-
 // Rounds to the nearest bf16 (the reference's rounding after every bf16 op).
 __device__ __forceinline__ float rb(float x) { return __bfloat162float(__float2bfloat16_rn(x)); }
-__device__ __forceinline__ uint32_t pack(float lo, float hi) {
-  __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
-  uint32_t u;
-  memcpy(&u, &v, 4);
-  return u;
+__device__ __forceinline__ uint32_t pack(float lo, float hi) { return ptx::Mma<bf16>::pack(lo, hi); }
+__device__ __forceinline__ void mma(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+  ptx::Mma<bf16>::run(c, a, b0, b1);
 }
 __device__ __forceinline__ float2 unpack(uint32_t u) {
   __nv_bfloat162 v;
@@ -76,7 +51,7 @@ __device__ __forceinline__ float2 load2(const bf16* p) {
 __device__ __forceinline__ uint32_t a_addr(uint32_t tile, int m0, int k0, int lane, int ch) {
   return tile + swz(m0 + (lane & 15), k0 + (lane >> 4) * 8, ch);
 }
-// A operand stored [k][m] (transposed in memory): block at (m0, k0); use with ldsm_x4_t.
+// A operand stored [k][m] (transposed in memory): block at (m0, k0); use with ldmatrix_x4_trans.
 __device__ __forceinline__ uint32_t at_addr(uint32_t tile, int m0, int k0, int lane, int ch) {
   return tile + swz(k0 + (lane & 7) + (lane >> 4) * 8, m0 + ((lane >> 3) & 1) * 8, ch);
 }
@@ -84,7 +59,7 @@ __device__ __forceinline__ uint32_t at_addr(uint32_t tile, int m0, int k0, int l
 __device__ __forceinline__ uint32_t bn_addr(uint32_t tile, int n0, int k0, int lane, int ch) {
   return tile + swz(n0 + (lane & 7) + ((lane >> 4) << 3), k0 + ((lane >> 3) & 1) * 8, ch);
 }
-// B operand for two adjacent n-tiles, stored [k][n]; use with ldsm_x4_t.
+// B operand for two adjacent n-tiles, stored [k][n]; use with ldmatrix_x4_trans.
 __device__ __forceinline__ uint32_t bk_addr(uint32_t tile, int k0, int n0, int lane, int ch) {
   return tile + swz(k0 + (lane & 7) + ((lane >> 3) & 1) * 8, n0 + (lane >> 4) * 8, ch);
 }
@@ -144,6 +119,22 @@ __device__ __forceinline__ void rope_pair(float g_lo, float g_hi, float cos_lo, 
   out_hi = rb(g_hi * cos_hi) - rb(g_lo * sin_lo);
 }
 
+// The epilogue store_rows and column_reduce_kernel share: rounded gradients (g0, g1) of columns c, c + 1 and
+// (h0, h1) of c + 64, c + 65 of one dQKV row, through the RoPE backward (that token's cos/sin rows) when `rope`.
+__device__ __forceinline__ void store_quad(uint32_t* out, int c, float g0, float g1, float h0, float h1, bool rope,
+                                           const bf16* cos_row, const bf16* sin_row) {
+  if (rope) {
+    const float2 cl = load2(cos_row + c), ch = load2(cos_row + c + 64);
+    const float2 sl = load2(sin_row + c), sh = load2(sin_row + c + 64);
+    float o0, o1, p0, p1;
+    rope_pair(g0, h0, cl.x, ch.x, sl.x, sh.x, o0, p0);
+    rope_pair(g1, h1, cl.y, ch.y, sl.y, sh.y, o1, p1);
+    g0 = o0, g1 = o1, h0 = p0, h1 = p1;
+  }
+  out[c / 2] = pack(g0, g1);
+  out[(c + 64) / 2] = pack(h0, h1);
+}
+
 // Writes a warp's 16 x 128 fp32 accumulator (rows row_base + g, + 8) rounded to bf16, through the RoPE backward
 // when `rope`, into dQKV columns col0 .. col0 + 127.
 __device__ __forceinline__ void store_rows(const float (&acc)[16][4], bool rope, const AttentionArgs& p, int b,
@@ -161,20 +152,8 @@ __device__ __forceinline__ void store_rows(const float (&acc)[16][4], bool rope,
 #pragma unroll
     for (int nt = 0; nt < 8; ++nt) {
       const int c = nt * 8 + 2 * t;
-      const float g0 = rb(acc[nt][half * 2]), g1 = rb(acc[nt][half * 2 + 1]);
-      const float h0 = rb(acc[nt + 8][half * 2]), h1 = rb(acc[nt + 8][half * 2 + 1]);
-      if (rope) {
-        const float2 cl = load2(cos + token * kDim + c), ch = load2(cos + token * kDim + c + 64);
-        const float2 sl = load2(sin + token * kDim + c), sh = load2(sin + token * kDim + c + 64);
-        float o0, o1, p0, p1;
-        rope_pair(g0, h0, cl.x, ch.x, sl.x, sh.x, o0, p0);
-        rope_pair(g1, h1, cl.y, ch.y, sl.y, sh.y, o1, p1);
-        out[c / 2] = pack(o0, o1);
-        out[(c + 64) / 2] = pack(p0, p1);
-      } else {
-        out[c / 2] = pack(g0, g1);
-        out[(c + 64) / 2] = pack(h0, h1);
-      }
+      store_quad(out, c, rb(acc[nt][half * 2]), rb(acc[nt][half * 2 + 1]), rb(acc[nt + 8][half * 2]),
+                 rb(acc[nt + 8][half * 2 + 1]), rope, cos + token * kDim, sin + token * kDim);
     }
   }
 }
@@ -214,21 +193,9 @@ __global__ void column_reduce_kernel(const AttentionArgs p, const float* __restr
     hi.x += h.x;
     hi.y += h.y;
   }
-  const float g0 = rb(lo.x), g1 = rb(lo.y), h0 = rb(hi.x), h1 = rb(hi.y);
   uint32_t* out = reinterpret_cast<uint32_t*>(static_cast<bf16*>(p.grad_qkv) + token * kQkvCols + col0 + grp * kDim);
-  if (kRope) {
-    const bf16* cos = static_cast<const bf16*>(p.cos) + token * kDim;
-    const bf16* sin = static_cast<const bf16*>(p.sin) + token * kDim;
-    const float2 cl = load2(cos + c), ch = load2(cos + c + 64), sl = load2(sin + c), sh = load2(sin + c + 64);
-    float o0, o1, p0, p1;
-    rope_pair(g0, h0, cl.x, ch.x, sl.x, sh.x, o0, p0);
-    rope_pair(g1, h1, cl.y, ch.y, sl.y, sh.y, o1, p1);
-    out[c / 2] = pack(o0, o1);
-    out[(c + 64) / 2] = pack(p0, p1);
-  } else {
-    out[c / 2] = pack(g0, g1);
-    out[(c + 64) / 2] = pack(h0, h1);
-  }
+  store_quad(out, c, rb(lo.x), rb(lo.y), rb(hi.x), rb(hi.y), kRope, static_cast<const bf16*>(p.cos) + token * kDim,
+             static_cast<const bf16*>(p.sin) + token * kDim);
 }
 
 // The row kernel in two launches (the column kernel needs dS from the second):
@@ -300,7 +267,7 @@ __global__ void __launch_bounds__(kWarps * 32, RowLayout<kPass, kStoredDp, kWarp
 
   if (L::kNeedDo) load_rows<kRows, kThreads>(s_do, dO, kQProjCols, i0, S, tid);
   issue(0);
-  cp_commit();
+  cp_async_commit();
 
   uint32_t dof[8][4];
   float dq[16][4];
@@ -315,8 +282,8 @@ __global__ void __launch_bounds__(kWarps * 32, RowLayout<kPass, kStoredDp, kWarp
 
   for (int it = 0; it < nJ; ++it) {
     if (it + 1 < nJ) issue(it + 1);
-    cp_commit();
-    cp_wait_one();
+    cp_async_commit();
+    cp_async_wait<1>();
     __syncthreads();
     const uint32_t st = base + stage_off(it), sv = st, sk = st + L::kKOffset, sa = st + L::kAOffset;
     const int64_t col = (int64_t(it) * kBlock) / 2;  // this tile's first column pair in scores_out
@@ -325,7 +292,7 @@ __global__ void __launch_bounds__(kWarps * 32, RowLayout<kPass, kStoredDp, kWarp
     if (L::kNeedDo) {
       if (it == 0) {
 #pragma unroll
-        for (int kc = 0; kc < 8; ++kc) ldsm_x4(dof[kc], a_addr(s_do, warp * 16, kc * 16, lane, 16));
+        for (int kc = 0; kc < 8; ++kc) ldmatrix_x4(dof[kc], a_addr(s_do, warp * 16, kc * 16, lane, 16));
       }
 #pragma unroll
       for (int n = 0; n < 8; ++n) dp[n][0] = dp[n][1] = dp[n][2] = dp[n][3] = 0.f;
@@ -334,7 +301,7 @@ __global__ void __launch_bounds__(kWarps * 32, RowLayout<kPass, kStoredDp, kWarp
 #pragma unroll
         for (int np = 0; np < 4; ++np) {
           uint32_t bf[4];
-          ldsm_x4(bf, bn_addr(sv, np * 16, kc * 16, lane, 16));
+          ldmatrix_x4(bf, bn_addr(sv, np * 16, kc * 16, lane, 16));
           mma(dp[2 * np], dof[kc], bf[0], bf[1]);
           mma(dp[2 * np + 1], dof[kc], bf[2], bf[3]);
         }
@@ -356,7 +323,7 @@ __global__ void __launch_bounds__(kWarps * 32, RowLayout<kPass, kStoredDp, kWarp
 #pragma unroll
       for (int kc = 0; kc < 4; ++kc) {
         uint32_t af[4];  // A in the accumulator layout of dp (two n-tiles per 16-column block)
-        ldsm_x4(af, a_addr(sa, warp * 16, kc * 16, lane, 8));
+        ldmatrix_x4(af, a_addr(sa, warp * 16, kc * 16, lane, 8));
 #pragma unroll
         for (int e = 0; e < 2; ++e) {
           const int nt = 2 * kc + e;
@@ -369,7 +336,7 @@ __global__ void __launch_bounds__(kWarps * 32, RowLayout<kPass, kStoredDp, kWarp
       // One 16-column block of dS at a time (fewer live registers): form it, store it, multiply it into dQ.
       auto ds_block = [&](int kc, const float (&dpb)[2][4]) {
         uint32_t af[4], dsf[4];
-        ldsm_x4(af, a_addr(sa, warp * 16, kc * 16, lane, 8));
+        ldmatrix_x4(af, a_addr(sa, warp * 16, kc * 16, lane, 8));
 #pragma unroll
         for (int e = 0; e < 2; ++e) {
           const int nt = 2 * kc + e;
@@ -389,7 +356,7 @@ __global__ void __launch_bounds__(kWarps * 32, RowLayout<kPass, kStoredDp, kWarp
 #pragma unroll
         for (int np = 0; np < 8; ++np) {
           uint32_t bf[4];
-          ldsm_x4_t(bf, bk_addr(sk, kc * 16, np * 16, lane, 16));
+          ldmatrix_x4_trans(bf, bk_addr(sk, kc * 16, np * 16, lane, 16));
           mma(dq[2 * np], dsf, bf[0], bf[1]);
           mma(dq[2 * np + 1], dsf, bf[2], bf[3]);
         }
@@ -409,7 +376,7 @@ __global__ void __launch_bounds__(kWarps * 32, RowLayout<kPass, kStoredDp, kWarp
 #pragma unroll(kWarps == 8 ? 1 : 4)
         for (int kc = 0; kc < 4; ++kc) {
           uint32_t dpf[4];  // stored round(dP), loaded like A
-          ldsm_x4(dpf, a_addr(st + L::kDpOffset, warp * 16, kc * 16, lane, 8));
+          ldmatrix_x4(dpf, a_addr(st + L::kDpOffset, warp * 16, kc * 16, lane, 8));
           float dpb[2][4];
 #pragma unroll
           for (int e = 0; e < 2; ++e) {
@@ -492,7 +459,7 @@ __global__ void __launch_bounds__(kWarps * 32, ColumnLayout<kWarps>::kMinBlocks)
   };
 
   issue(begin);
-  cp_commit();
+  cp_async_commit();
 
   float acc[16][4];
 #pragma unroll
@@ -500,19 +467,19 @@ __global__ void __launch_bounds__(kWarps * 32, ColumnLayout<kWarps>::kMinBlocks)
 
   for (int it = begin; it < end; ++it) {
     if (it + 1 < end) issue(it + 1);
-    cp_commit();
-    cp_wait_one();
+    cp_async_commit();
+    cp_async_wait<1>();
     __syncthreads();
     const uint32_t sx = base + stage_off(it), sy = sx + kRowTileBytes;
     uint32_t yt[4][4];  // A^T or dS^T for this warp's 16 keys x the 64 queries of the block
 #pragma unroll
-    for (int kc = 0; kc < 4; ++kc) ldsm_x4_t(yt[kc], at_addr(sy, warp * 16, kc * 16, lane, kKeys / 8));
+    for (int kc = 0; kc < 4; ++kc) ldmatrix_x4_trans(yt[kc], at_addr(sy, warp * 16, kc * 16, lane, kKeys / 8));
 #pragma unroll
     for (int kc = 0; kc < 4; ++kc) {
 #pragma unroll
       for (int np = 0; np < 8; ++np) {
         uint32_t bf[4];
-        ldsm_x4_t(bf, bk_addr(sx, kc * 16, np * 16, lane, 16));
+        ldmatrix_x4_trans(bf, bk_addr(sx, kc * 16, np * 16, lane, 16));
         mma(acc[2 * np], yt[kc], bf[0], bf[1]);
         mma(acc[2 * np + 1], yt[kc], bf[2], bf[3]);
       }

@@ -279,6 +279,10 @@ extern "C" {
 kindex_status kindex_gqa_rope_backward_workspace_size(const kindex_gqa_rope_backward_params* params, size_t* bytes) {
   using namespace kindex::kernels::backward;
   kindex::capi::clear_error();
+  if (kindex_status s = kindex::capi::check_params("kindex_gqa_rope_backward_workspace_size", params,
+                                                   sizeof *params, "kindex_gqa_rope_backward_params");
+      s != KINDEX_STATUS_OK)
+    return s;
   if (!bytes)
     return kindex::capi::fail(KINDEX_STATUS_INVALID_ARGUMENT,
                               kindex::format_error("kindex_gqa_rope_backward_workspace_size", "bytes", "NULL",
@@ -294,6 +298,10 @@ kindex_status kindex_gqa_rope_backward(const kindex_gqa_rope_backward_params* pa
                                        size_t workspace_bytes, void* stream) {
   using namespace kindex::kernels::backward;
   kindex::capi::clear_error();
+  if (kindex_status s = kindex::capi::check_params("kindex_gqa_rope_backward", params, sizeof *params,
+                                                   "kindex_gqa_rope_backward_params");
+      s != KINDEX_STATUS_OK)
+    return s;
   std::string message;
   if (kindex_status s = validate(params, workspace, workspace_bytes, message); s != KINDEX_STATUS_OK)
     return kindex::capi::fail(s, message);

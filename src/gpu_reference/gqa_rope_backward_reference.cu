@@ -11,8 +11,8 @@
 #include <string>
 
 #include "kernels/capi.hpp"
-#include "kernels/gpu_reference/gemm.cuh"
-#include "kernels/gpu_reference/gpu_reference.hpp"
+#include "gpu_reference/gemm.cuh"
+#include "gpu_reference/gpu_reference.hpp"
 
 namespace kindex::gpu_reference {
 namespace {

@@ -1,4 +1,4 @@
-#include "kernels/gpu_reference/gemm.cuh"
+#include "gpu_reference/gemm.cuh"
 
 #include <mutex>
 

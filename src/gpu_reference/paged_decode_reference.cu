@@ -10,7 +10,7 @@
 #include <type_traits>
 
 #include "kernels/capi.hpp"
-#include "kernels/gpu_reference/gpu_reference.hpp"
+#include "gpu_reference/gpu_reference.hpp"
 
 namespace kindex::gpu_reference {
 namespace {

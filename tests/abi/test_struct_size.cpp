@@ -1,0 +1,110 @@
+// The C ABI's params structs carry their size: every entry point of libkindex.so (loaded as a user would, with
+// dlopen) refuses a struct_size it does not know, naming the field, before reading anything past it. Runs on
+// any build (the check comes before CUDA is touched).
+#include <dlfcn.h>
+#include <gtest/gtest.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <string>
+
+#include "kindex/kindex.h"
+#include "support/paths.hpp"
+
+namespace {
+
+class StructSize : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    lib_ = dlopen((kindex::test::binary_dir() + "/lib/libkindex.so").c_str(), RTLD_NOW | RTLD_LOCAL);
+    ASSERT_NE(nullptr, lib_) << dlerror();
+    last_error_ = reinterpret_cast<const char* (*)()>(dlsym(lib_, "kindex_last_error"));
+    ASSERT_NE(nullptr, last_error_);
+    // Two pages, the second inaccessible: a struct placed to end at the boundary faults if read past its end.
+    page_ = size_t(sysconf(_SC_PAGESIZE));
+    mem_ = static_cast<char*>(mmap(nullptr, 2 * page_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
+    ASSERT_NE(MAP_FAILED, static_cast<void*>(mem_));
+    ASSERT_EQ(0, mprotect(mem_ + page_, page_, PROT_NONE));
+  }
+  void TearDown() override {
+    if (mem_) munmap(mem_, 2 * page_);
+    if (lib_) dlclose(lib_);
+  }
+  template <class F>
+  F symbol(const char* name) {
+    return reinterpret_cast<F>(dlsym(lib_, name));
+  }
+  // A zeroed struct of `bytes` bytes ending at the guard page, with struct_size = bytes.
+  void* older_struct(uint32_t bytes) {
+    char* p = mem_ + page_ - bytes;
+    std::memset(p, 0, bytes);
+    std::memcpy(p, &bytes, sizeof bytes);
+    return p;
+  }
+  std::string last_error() const { return last_error_(); }
+
+  void* lib_ = nullptr;
+  const char* (*last_error_)() = nullptr;
+  char* mem_ = nullptr;
+  size_t page_ = 0;
+};
+
+using DecodeSize = kindex_status (*)(const kindex_paged_decode_params*, size_t*);
+using Decode = kindex_status (*)(const kindex_paged_decode_params*, void*, size_t, void*);
+using BackwardSize = kindex_status (*)(const kindex_gqa_rope_backward_params*, size_t*);
+using Backward = kindex_status (*)(const kindex_gqa_rope_backward_params*, void*, size_t, void*);
+
+TEST_F(StructSize, OlderSmallerDecodeParamsAreRefusedNamingTheField) {
+  auto size = symbol<DecodeSize>("kindex_paged_decode_workspace_size");
+  auto decode = symbol<Decode>("kindex_paged_decode");
+  ASSERT_TRUE(size && decode);
+  for (uint32_t bytes : {uint32_t(4), uint32_t(sizeof(kindex_paged_decode_params) - 8)}) {
+    auto* p = static_cast<const kindex_paged_decode_params*>(older_struct(bytes));
+    size_t ws = 123;
+    EXPECT_EQ(KINDEX_STATUS_INVALID_ARGUMENT, size(p, &ws)) << bytes;
+    EXPECT_NE(std::string::npos, last_error().find("params.struct_size = " + std::to_string(bytes))) << last_error();
+    EXPECT_NE(std::string::npos, last_error().find(std::to_string(sizeof(kindex_paged_decode_params)) + " bytes"))
+        << last_error();
+    EXPECT_EQ(KINDEX_STATUS_INVALID_ARGUMENT, decode(p, nullptr, 0, nullptr)) << bytes;
+    EXPECT_NE(std::string::npos, last_error().find("kindex_paged_decode: params.struct_size")) << last_error();
+  }
+}
+
+TEST_F(StructSize, OlderSmallerBackwardParamsAreRefusedNamingTheField) {
+  auto size = symbol<BackwardSize>("kindex_gqa_rope_backward_workspace_size");
+  auto backward = symbol<Backward>("kindex_gqa_rope_backward");
+  ASSERT_TRUE(size && backward);
+  const uint32_t bytes = sizeof(kindex_gqa_rope_backward_params) - 8;
+  auto* p = static_cast<const kindex_gqa_rope_backward_params*>(older_struct(bytes));
+  size_t ws = 0;
+  EXPECT_EQ(KINDEX_STATUS_INVALID_ARGUMENT, size(p, &ws));
+  EXPECT_NE(std::string::npos, last_error().find("params.struct_size = " + std::to_string(bytes))) << last_error();
+  EXPECT_EQ(KINDEX_STATUS_INVALID_ARGUMENT, backward(p, nullptr, 0, nullptr));
+  EXPECT_NE(std::string::npos, last_error().find("kindex_gqa_rope_backward: params.struct_size")) << last_error();
+}
+
+TEST_F(StructSize, UnsetOrNewerSizesAreRefusedAndTheInitMacroIsAccepted) {
+  auto size = symbol<DecodeSize>("kindex_paged_decode_workspace_size");
+  kindex_paged_decode_params zeroed;
+  std::memset(&zeroed, 0, sizeof zeroed);  // a caller that forgot struct_size
+  size_t ws = 0;
+  EXPECT_EQ(KINDEX_STATUS_INVALID_ARGUMENT, size(&zeroed, &ws));
+  EXPECT_NE(std::string::npos, last_error().find("params.struct_size = 0")) << last_error();
+  struct Newer {
+    kindex_paged_decode_params base;
+    int64_t added;
+  } newer{};
+  newer.base.struct_size = sizeof newer;  // built against a later header
+  EXPECT_EQ(KINDEX_STATUS_INVALID_ARGUMENT, size(&newer.base, &ws));
+  EXPECT_NE(std::string::npos, last_error().find("params.struct_size = " + std::to_string(sizeof newer)));
+  // The right size passes the check: what follows is the ordinary validation (or "built without CUDA").
+  kindex_paged_decode_params p = KINDEX_PAGED_DECODE_PARAMS_INIT;
+  EXPECT_EQ(sizeof p, p.struct_size);
+  size(&p, &ws);
+  EXPECT_EQ(std::string::npos, last_error().find("struct_size")) << last_error();
+  EXPECT_EQ(KINDEX_STATUS_INVALID_ARGUMENT, size(nullptr, &ws));
+  EXPECT_NE(std::string::npos, last_error().find("params = NULL")) << last_error();
+}
+
+}  // namespace

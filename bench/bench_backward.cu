@@ -2,7 +2,7 @@
 // buffer zeroed before every iteration), inputs alternating between two copies at different addresses, 10 warm-up
 // and 50 timed iterations, median of CUDA-event spans. Also times the GEMMs alone and the attention kernels alone
 // (the share of each), and reports T_SOL (datasheet H200: 989.4 TFLOP/s, 4.8 TB/s), T_b (H200 torch.compile,
-// protocols.md section 4) and the SOL score S = 1 / (1 + (T_k - T_SOL) / (T_b - T_SOL)).
+// docs/protocols.md section 4) and the SOL score S = 1 / (1 + (T_k - T_SOL) / (T_b - T_SOL)).
 // Each workload is also timed whole and attention-only with the other attention schedule (attention.hpp: both give
 // bit-identical results), so one run shows which schedule wins where.
 //   bench_backward [--out FILE.json] [--iters N] [--warmup N] [--cases 1x128,4x1024] [--attention-only]
@@ -36,7 +36,7 @@ namespace kb = kindex::kernels::backward;
 
 struct Workload {
   int b, s;
-  double t_b_ms;        // H200 torch.compile baseline (protocols.md section 4)
+  double t_b_ms;        // H200 torch.compile baseline (docs/protocols.md section 4)
   double b200_sol_ms;   // published B200 SOL bound (published-b200.json), for context
   double b200_base_ms;  // published B200 scoring baseline
 };

@@ -7,7 +7,7 @@
 // also with CUDA events around the call (which add the host's launch latency).
 // Prints a table and writes JSON (--json FILE): per workload latency statistics, the bytes a call
 // must move (K/V of referenced tokens + q + output + lse + index arrays), achieved TB/s and the ratio to the floor
-// bytes / 4.28 TB/s (the H200's measured device copy, protocols.md section 4).
+// bytes / 4.28 TB/s (the H200's measured device copy, docs/protocols.md section 4).
 //
 //   bench_decode [--json FILE] [--dump-tables DIR] [--filter SUBSTRING] [--variants LIST] [--iters N]
 //                [--synthetic B:N:PS,...] [--flush memset|read|none]
@@ -44,7 +44,7 @@
 
 namespace {
 
-constexpr double kCopyBytesPerSecond = 4.28e12;  // H200 device-to-device copy, protocols.md section 4
+constexpr double kCopyBytesPerSecond = 4.28e12;  // H200 device-to-device copy, docs/protocols.md section 4
 
 #define CHECK_CUDA(expr)                                                                        \
   do {                                                                                          \

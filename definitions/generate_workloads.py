@@ -3,7 +3,7 @@
 
 - gqa_paged_decode_h32_kv4_d128_ps1: the 48 upstream cases, uuids and axes kept; the index tensors become
   "random" (kindex's page-table generator) because the captured safetensors blobs are not public.
-- gqa_paged_decode_h24_kv4_d128_ps64: the 20 (batch, num_pages, num_kv_indices) cases of protocols.md.
+- gqa_paged_decode_h24_kv4_d128_ps64: the 20 (batch, num_pages, num_kv_indices) cases of docs/protocols.md section 1.
 - every other upstream decode definition: three generated cases (batch 1, 4, 16).
 New uuids are kindex's stable uuid of "<definition>/b<batch>/p<num_pages>/i<num_kv_indices>" (stable_uuid in
 src/catalog/builtin.cpp; a test checks both agree). Run from this folder: python3 generate_workloads.py UPSTREAM_JSONL

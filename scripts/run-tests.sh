@@ -3,7 +3,8 @@
 # libFuzzer targets with clang and run each briefly.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-# ccache hits across checkouts (CI builds a fresh clone): hash paths relative to the source root.
+# ccache hits across checkouts (.ci/run builds a fresh clone in a temporary folder): hash paths relative to the
+# source root.
 export CCACHE_BASEDIR="$PWD" CCACHE_NOHASHDIR=1
 bash scripts/build.sh
 jobs=$(nproc)

@@ -61,10 +61,15 @@ std::string chromium() {
   return "";
 }
 
+// Chromium's profile for this test process, in the system's temporary directory (honours TMPDIR).
+std::string chromium_profile() {
+  return (fs::temp_directory_path() / ("kindex-chromium-" + std::to_string(::getpid()))).string();
+}
+
 // The DOM after Chromium parsed and laid out the page.
 std::string dump_dom(const std::string& url) {
   return run_command(chromium() + " --headless --no-sandbox --disable-gpu --disable-dev-shm-usage --no-first-run "
-                     "--user-data-dir=/tmp/kindex-chromium-" + std::to_string(::getpid()) + " --dump-dom '" + url + "' 2>/dev/null");
+                     "--user-data-dir=" + chromium_profile() + " --dump-dom '" + url + "' 2>/dev/null");
 }
 
 // Text content of the element with this id in a Chromium DOM dump (tags stripped, entities of interest decoded).
@@ -123,7 +128,7 @@ class Web : public ::testing::Test {
     server_.reset();
     store_.reset();
     fs::remove_all(dir_);
-    fs::remove_all("/tmp/kindex-chromium-" + std::to_string(::getpid()));
+    fs::remove_all(chromium_profile());
   }
   static std::string base() { return "http://127.0.0.1:" + std::to_string(port_); }
   static json get_json(const std::string& path) {
@@ -170,8 +175,8 @@ TEST_F(Web, OperationPageShowsWorkloadsRecordAndFloorInChromium) {
   EXPECT_NE(dom.find("id=\"floor-plot\""), std::string::npos);
   // And it paints: a screenshot of the page is a real PNG.
   fs::path png = dir_ / "operation.png";
-  run_command(chromium() + " --headless --no-sandbox --disable-gpu --disable-dev-shm-usage --user-data-dir=/tmp/kindex-chromium-" +
-              std::to_string(::getpid()) + " --window-size=1200,2400 --screenshot=" + png.string() + " '" + base() +
+  run_command(chromium() + " --headless --no-sandbox --disable-gpu --disable-dev-shm-usage --user-data-dir=" +
+              chromium_profile() + " --window-size=1200,2400 --screenshot=" + png.string() + " '" + base() +
               "/operations/" + op + "' 2>/dev/null");
   ASSERT_TRUE(fs::exists(png));
   std::ifstream in(png, std::ios::binary);

@@ -27,7 +27,7 @@ int64_t ImportReport::total_inserted() const {
 
 json ImportReport::to_json() const {
   return {{"inserted", inserted}, {"skipped", skipped}, {"recordEvents", record_events},
-          {"totalInserted", total_inserted()}};
+          {"totalInserted", total_inserted()}, {"warnings", warnings}};
 }
 
 namespace {
@@ -36,6 +36,7 @@ void merge(ImportReport& into, const ImportReport& from) {
   for (const auto& [t, n] : from.inserted) into.inserted[t] += n;
   for (const auto& [t, n] : from.skipped) into.skipped[t] += n;
   into.record_events += from.record_events;
+  into.warnings.insert(into.warnings.end(), from.warnings.begin(), from.warnings.end());
 }
 
 void count(ImportReport& rep, const std::string& table, bool inserted) {
@@ -61,32 +62,35 @@ std::string slugify(const std::string& text) {
   return out.empty() ? "unnamed" : out;
 }
 
-// Streams an export, verifying each row's digests against its manifests before inserting it.
+// Streams an export, verifying each row against its manifests before inserting it. The whole file is one
+// transaction: a refused row leaves the store exactly as it was.
 class ExportImporter {
  public:
   ExportImporter(Store& store, std::string path) : store_(store), db_(store.db()), path_(std::move(path)) {}
 
-  ImportReport run(int rows_per_transaction) {
-    int pending = 0;
-    db_.begin();
-    try {
-      evidence::for_each_export_row(path_, [&](evidence::ExportRow&& r) {
-        ++line_;
-        std::string where = path_ + ":" + std::to_string(line_) + " " + r.table + " " + r.row.value("id", "");
-        prepare(r.table, r.row, where);
-        count(report_, r.table, insert_row(db_, r.table, r.row, where));
-        if (++pending >= rows_per_transaction) {
-          db_.commit();
-          db_.begin();
-          pending = 0;
-        }
-      });
-      for (const auto& ck : cohorts_) report_.record_events += store_.update_record(ck) ? 1 : 0;
-      db_.commit();
-    } catch (...) {
-      db_.rollback();
-      throw;
-    }
+  ImportReport run() {
+    Transaction tx(db_);
+    evidence::for_each_export_line(path_, [&](std::string_view text, std::size_t line) {
+      evidence::ExportRow r = evidence::parse_export_line(text, path_ + ":" + std::to_string(line));
+      if (!evidence::is_export_table(r.table)) {
+        ++unknown_tables_[r.table];
+        return;
+      }
+      std::string where = path_ + ":" + std::to_string(line) + " " + r.table + " " + r.row.value("id", "");
+      if (adopt_existing(r.table, r.row)) {
+        count(report_, r.table, false);
+        return;
+      }
+      prepare(r.table, r.row, where);
+      const bool inserted = insert_row(db_, r.table, r.row, where);
+      if (!inserted) check_same_as_stored(r.table, r.row, where);
+      count(report_, r.table, inserted);
+    });
+    for (const auto& ck : cohorts_) report_.record_events += store_.update_record(ck) ? 1 : 0;
+    tx.commit();
+    for (const auto& [table, rows] : unknown_tables_)
+      report_.warnings.push_back(path_ + ": skipped " + std::to_string(rows) + " rows of table '" + table +
+                                 "', which this version of kindex does not know");
     return report_;
   }
 
@@ -127,7 +131,35 @@ class ExportImporter {
     return impls_[id] = rows[0].text(0);
   }
 
+  // The measurements a run's manifest states (from this file, or from a run already in the store).
+  const std::vector<evidence::RunMeasurement>& run_measurements(const std::string& run_id, const std::string& where) {
+    if (auto it = measurements_.find(run_id); it != measurements_.end()) return it->second;
+    auto rows = db_.query("SELECT manifest FROM run_manifests WHERE run_id = ?", {run_id});
+    if (rows.empty()) throw Error(where, "runId", run_id, "refers to a run not in the export or the store");
+    return measurements_[run_id] = evidence::run_measurements(json::parse(rows[0].text(0)).at("run"));
+  }
+
+  // Sources and projects are mutable and identified by slug (KernelIndex's publication: existing rows win): a
+  // slug already stored under another id (e.g. the "flashinfer-bench" source a trace import created) is adopted,
+  // and the export's rows that name the export's id are filed under the stored one.
+  bool adopt_existing(const std::string& table, const json& row) {
+    if (table != "sources" && table != "projects") return false;
+    const json& slug = row.value("slug", json());
+    const json& id = row.value("id", json());
+    if (!slug.is_string() || !id.is_string()) return false;
+    auto stored = db_.query("SELECT id FROM " + table + " WHERE slug = ?", {slug.get<std::string>()});
+    if (stored.empty() || stored[0].text(0) == id.get<std::string>()) return false;
+    (table == "sources" ? source_ids_ : project_ids_)[id.get<std::string>()] = stored[0].text(0);
+    return true;
+  }
+  static void refile(json& row, const char* key, const std::map<std::string, std::string>& ids) {
+    if (!row.contains(key) || !row[key].is_string()) return;
+    if (auto it = ids.find(row[key].get<std::string>()); it != ids.end()) row[key] = it->second;
+  }
+
   void prepare(const std::string& table, json& row, const std::string& where) {
+    if (table == "implementations") refile(row, "projectId", project_ids_);
+    if (table == "benchmark_runs") refile(row, "sourceId", source_ids_);
     if (table == "projects" && row.contains("manifest") && !row["manifest"].is_null()) {
       digest_of(row["manifest"], where + " manifest");
     } else if (table == "operations") {
@@ -150,42 +182,126 @@ class ExportImporter {
       impls_[row.at("id")] = d;
     } else if (table == "benchmark_runs") {
       prepare_run(row, where);
+    } else if (table == "measurements") {
+      prepare_measurement(row, where);
+    } else if (table == "artifacts") {
+      const json digest = row.value("contentDigest", json());
+      if (!digest.is_string() || !evidence::is_sha256_digest(digest.get<std::string>()))
+        throw Error(where, "contentDigest", digest.dump(), "expected sha256:<64 lowercase hex>");
     }
   }
 
   void prepare_run(json& row, const std::string& where) {
     const json& m = row.at("manifest");
-    const json& run = m.at("run");
-    std::string run_digest = digest_of(run, where + " manifest.run");
-    expect_digest(where, "runDigest", row.value("runDigest", json()), run_digest);
+    const evidence::Manifest run = evidence::make_manifest(m.at("run"), where + " manifest.run");
+    expect_digest(where, "runDigest", row.value("runDigest", json()), run.digest);
     std::string protocol = digest_of(m.at("protocol"), where + " manifest.protocol");
     std::string environment = digest_of(m.at("environment"), where + " manifest.environment");
     expect_digest(where, "protocolKey", row.value("protocolKey", json()), protocol);
     expect_digest(where, "environmentKey", row.value("environmentKey", json()), environment);
-    expect_digest(where, "manifest.run.spec.protocolDigest", run.at("spec").value("protocolDigest", json()), protocol);
-    expect_digest(where, "manifest.run.spec.environmentDigest", run["spec"].value("environmentDigest", json()),
-                  environment);
+    const json& spec = run.spec();
+    expect_digest(where, "manifest.run.spec.protocolDigest", spec.value("protocolDigest", json()), protocol);
+    expect_digest(where, "manifest.run.spec.environmentDigest", spec.value("environmentDigest", json()), environment);
     const WorkloadInfo& w = workload(row.at("workloadId"), where);
-    expect_digest(where, "manifest.run.spec.workloadDigest", run["spec"].value("workloadDigest", json()), w.digest);
-    expect_digest(where, "manifest.run.spec.implementationDigest", run["spec"].value("implementationDigest", json()),
+    expect_digest(where, "manifest.run.spec.workloadDigest", spec.value("workloadDigest", json()), w.digest);
+    expect_digest(where, "manifest.run.spec.implementationDigest", spec.value("implementationDigest", json()),
                   implementation_digest(row.at("implementationId"), where));
     expect_digest(where, "correctnessKey", row.value("correctnessKey", json()), w.correctness_key);
     std::string ck = evidence::comparison_key({operation_digest(w.operation_id, where), w.digest, protocol, environment,
-                                               w.correctness_key, evidence::run_metric_key(run)});
+                                               w.correctness_key, evidence::run_metric_key(run.document)});
     expect_digest(where, "comparisonKey", row.value("comparisonKey", json()), ck);
+    // Every value the row restates (what was measured, when, on what) must be what its manifest says.
+    // A column the row leaves out is filled from the manifest.
+    for (const auto& [column, computed] : evidence::run_row_facts(run.document, m["environment"])) {
+      if (!row.contains(column)) {
+        row[column] = computed;
+        continue;
+      }
+      const json stated = row[column];
+      if (!evidence::same_fact(column, stated, computed))
+        throw Error(where, column, stated.dump(), "disagrees with the run manifest it carries, which gives " + computed.dump());
+    }
+    measurements_[row.at("id")] = evidence::run_measurements(run.document);
     insert_row(db_, "protocols", {{"digest", protocol}, {"manifest", m["protocol"]}}, where);
     insert_row(db_, "environments", {{"digest", environment}, {"manifest", m["environment"]}}, where);
     row["origin"] = "kernelindex-export";
     cohorts_.insert(ck);
   }
 
+  void prepare_measurement(const json& row, const std::string& where) {
+    const std::string metric = row.value("metric", ""), statistic = row.value("statistic", "");
+    for (const auto& m : run_measurements(row.value("runId", ""), where)) {
+      if (m.metric != metric || m.statistic != statistic) continue;
+      const json stated_value = row.value("value", json()), stated_unit = row.value("unit", json());
+      if (!evidence::same_fact("value", stated_value, m.value))
+        throw Error(where, "value", stated_value.dump(), "disagrees with the run manifest, which gives " + json(m.value).dump());
+      if (!evidence::same_fact("unit", stated_unit, m.unit))
+        throw Error(where, "unit", stated_unit.dump(), "disagrees with the run manifest, which gives " + m.unit);
+      const json count = m.sample_count ? json(*m.sample_count) : json();
+      if (!evidence::same_fact("sampleCount", row.value("sampleCount", json()), count))
+        throw Error(where, "sampleCount", row.value("sampleCount", json()).dump(),
+                    "disagrees with the run manifest, which gives " + count.dump());
+      return;
+    }
+    throw Error(where, "metric", metric + ":" + statistic, "the run's manifest states no such measurement");
+  }
+
+  // A row whose key is already stored inserted nothing: that is only "already present" when the stored row is
+  // the same thing. An id (or unique name) stored with other content is refused, naming both.
+  void check_same_as_stored(const std::string& table, const json& row, const std::string& where) {
+    static const std::map<std::string, std::vector<std::string>> identity = {
+        {"sources", {"slug"}},
+        {"projects", {"slug"}},
+        {"operations", {"semanticDigest", "slug"}},
+        {"workloads", {"workloadDigest", "operationId"}},
+        {"implementations", {"implementationDigest", "operationId"}},
+        {"benchmark_runs", {"runDigest"}},
+        {"measurements", {"runId", "metric", "statistic", "unit", "value"}},
+        {"record_events", {"comparisonKey", "runId", "previousRunId", "cause"}},
+        {"artifacts", {"contentDigest"}}};
+    const auto it = identity.find(table);
+    if (it == identity.end() || !row.contains("id")) return;
+    std::string cols;
+    for (const auto& k : it->second) cols += (cols.empty() ? "" : ", ") + snake_case(k);
+    const std::string id = row["id"].is_string() ? row["id"].get<std::string>() : row["id"].dump();
+    auto stored = db_.query("SELECT " + cols + " FROM " + table + " WHERE id = ?", {id});
+    if (stored.empty()) {
+      // Not this id: another row holds one of its unique columns.
+      const std::string& first = it->second.front();
+      auto other = db_.query("SELECT id FROM " + table + " WHERE " + snake_case(first) + " = ?",
+                             {row.value(first, json()).is_string() ? row[first].get<std::string>() : row.value(first, json()).dump()});
+      throw Error(where, first, row.value(first, json()).dump(),
+                  "already stored under another id (" + (other.empty() ? std::string("a unique column") : other[0].text(0)) +
+                      "): refused rather than counted as present");
+    }
+    for (std::size_t i = 0; i < it->second.size(); ++i) {
+      const std::string& key = it->second[i];
+      const json stated = row.value(key, json());
+      json held;
+      if (stored[0].is_null(i)) {
+        held = nullptr;
+      } else if (stated.is_number()) {
+        held = stored[0].real(i);
+      } else {
+        held = stored[0].text(i);
+      }
+      if (!evidence::same_fact(key, stated, held))
+        throw Error(where, key, stated.is_string() ? stated.get<std::string>() : stated.dump(),
+                    "id " + id + " is already stored with " + key + " " +
+                        (held.is_string() ? held.get<std::string>() : held.dump()) +
+                        ": a row with a stored id but different content is refused");
+    }
+  }
+
   Store& store_;
   Db& db_;
   std::string path_;
-  size_t line_ = 0;
   ImportReport report_;
   std::map<std::string, std::string> cache_, ops_, impls_;
   std::map<std::string, WorkloadInfo> workloads_;
+  std::map<std::string, std::vector<evidence::RunMeasurement>> measurements_;
+  std::map<std::string, std::size_t> unknown_tables_;
+  std::map<std::string, std::string> source_ids_, project_ids_;  // export id -> stored id (adopt_existing)
   std::set<std::string> cohorts_;
 };
 
@@ -379,7 +495,8 @@ json operation_from_definition(const nlohmann::ordered_json& def, const std::str
 }
 
 ImportReport import_export(Store& store, const std::string& path, const ImportOptions& options) {
-  return ExportImporter(store, path).run(options.rows_per_transaction);
+  (void)options;
+  return ExportImporter(store, path).run();
 }
 
 ImportReport import_manifests(Store& store, const std::vector<std::string>& paths) {

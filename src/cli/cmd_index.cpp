@@ -66,6 +66,7 @@ void add_index_commands(CLI::App& app, Registry& registry) {
       registry.selected = [c, files, opts] {
         auto s = store::Store::open(c->store);
         store::ImportReport rep = store::import_files(*s, *files, *opts);
+        for (const auto& w : rep.warnings) std::cerr << "warning: " << w << "\n";
         if (c->json_output) {
           std::cout << rep.to_json().dump(2) << "\n";
         } else {

@@ -549,10 +549,14 @@ ImportReport import_traces(Store& store, const std::string& path, const ImportOp
   if (!in) throw Error(path, "path", path, "cannot open trace file");
   std::string line;
   size_t line_number = 0;
+  // Every line is diagnosed: a bad line is reported with its number and the others are still read, then the
+  // whole file is refused (the caller's transaction takes back what the good lines wrote).
+  std::vector<std::string> errors;
   while (std::getline(in, line)) {
     ++line_number;
     if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
     std::string where = path + ":" + std::to_string(line_number);
+    try {
     json t = evidence::parse_json_strict(line, where);
     if (!t.is_object() || !t.contains("definition")) throw Error(where, "definition", "", "not a trace line");
     if (!t.contains("evaluation") || t["evaluation"].is_null()) {
@@ -710,11 +714,26 @@ ImportReport import_traces(Store& store, const std::string& path, const ImportOp
                         {"spec", env_spec}};
     json protocol = source == "sol-execbench" ? sol_protocol() : fib_protocol();
 
-    // The run.
+    // The run. Both harnesses write `datetime.now().isoformat()`: a time without a zone, read as UTC (as
+    // KernelIndex's importers do); the harness's own text and the rule applied are kept as run labels.
+    json labels = json::object();
+    std::string observed_at;
+    if (auto ts = ev.find("timestamp"); ts != ev.end()) {
+      if (!ts->is_string()) throw Error(where, "evaluation.timestamp", ts->dump(), "expected an ISO-8601 string");
+      const std::string text = ts->get<std::string>();
+      observed_at = evidence::utc_instant(text, where, "evaluation.timestamp");
+      labels["source_timestamp"] = text;
+      const char last = text.empty() ? ' ' : text.back();
+      if (last != 'Z' && last != 'z' && text.find_first_of("+-", 19) == std::string::npos)
+        labels["source_timestamp_rule"] = "no zone: read as UTC";
+    } else {
+      observed_at = evidence::utc_timestamp_now();
+    }
     std::string status = ev.value("status", std::string("PASSED"));
     std::transform(status.begin(), status.end(), status.begin(), [](unsigned char c) { return std::tolower(c); });
+    if (status == "reward_hack") status = "suspected_reward_hack";  // SOL ExecBench's name for KernelIndex's status
     json run_spec = {{"status", status},
-                     {"observedAt", ev.value("timestamp", evidence::utc_timestamp_now())},
+                     {"observedAt", observed_at},
                      {"protocolDigest", evidence::make_manifest(protocol, where).digest},
                      {"workloadDigest", evidence::make_manifest(workload, where).digest},
                      {"environmentDigest", evidence::make_manifest(environment, where).digest},
@@ -744,13 +763,25 @@ ImportReport import_traces(Store& store, const std::string& path, const ImportOp
                 {"kind", "BenchmarkRun"},
                 {"metadata",
                  {{"name", slugify("trace-" + def_name) + "-" + evidence::sha256_hex(line).substr(0, 8)},
-                  {"title", sol_name + " · " + def_name}}},
+                  {"title", sol_name + " · " + def_name},
+                  {"labels", labels}}},
                 {"spec", run_spec}};
     OwnRun r{op, workload, implementation, project, protocol, environment, run, def_name};
     r.origin = source;
     RecordResult res = store.record_run(r);
     count(rep, "benchmark_runs", res.inserted);
     rep.record_events += res.new_record ? 1 : 0;
+    } catch (const std::exception& e) {
+      const std::string message = e.what();
+      errors.push_back(message.rfind(where + ":", 0) == 0 || message.rfind(where + " ", 0) == 0 ? message
+                                                                                                : where + ": " + message);
+    }
+  }
+  if (!errors.empty()) {
+    std::string all;
+    for (const auto& e : errors) all += "\n  " + e;
+    throw Error(path, "lines", std::to_string(errors.size()) + " of " + std::to_string(line_number),
+                "trace lines refused, nothing imported:" + all);
   }
   return rep;
 }
@@ -772,44 +803,61 @@ ImportReport import_own_records(Store& store, const std::string& path) {
   return rep;
 }
 
+namespace {
+
+enum class Format { export_rows, manifest, traces, own_records };
+
+// The format of a file from its content, never its name: a zstd frame is an export; otherwise the first JSON-object
+// lines say which line format it is ({"table","row"}, {"kindexRun"}, {"definition", ...} trace lines, a one-line
+// manifest); a file that is one JSON document or YAML is a manifest. A damaged first line does not hide the
+// format of the lines after it (their reader then reports the bad line with its number).
+Format detect_format(const std::string& path) {
+  std::error_code ec;
+  if (fs::is_directory(path, ec)) return Format::manifest;
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw Error(path, "path", path, "cannot open");
+  char magic[4] = {};
+  in.read(magic, 4);
+  if (in.gcount() == 4 && static_cast<unsigned char>(magic[0]) == 0x28 && static_cast<unsigned char>(magic[1]) == 0xb5 &&
+      static_cast<unsigned char>(magic[2]) == 0x2f && static_cast<unsigned char>(magic[3]) == 0xfd)
+    return Format::export_rows;
+  in.clear();
+  in.seekg(0);
+  std::string line;
+  for (int seen = 0; seen < 5 && std::getline(in, line);) {
+    const auto start = line.find_first_not_of(" \t\r");
+    if (start == std::string::npos) continue;
+    if (line[start] != '{') return Format::manifest;  // YAML
+    ++seen;
+    json j = json::parse(line, nullptr, /*allow_exceptions=*/false);
+    if (!j.is_object()) continue;  // a damaged line, or the first line of a multi-line JSON document
+    if (j.contains("table") && j.contains("row")) return Format::export_rows;
+    if (j.contains("kindexRun")) return Format::own_records;
+    if (j.contains("definition") && (j.contains("workload") || j.contains("evaluation"))) return Format::traces;
+    if (j.contains("apiVersion")) return Format::manifest;
+    throw Error(path, "format", line.substr(start, 60),
+                "not a KernelIndex export, manifest, FlashInfer-Bench/SOL-ExecBench trace or kindex run record");
+  }
+  return Format::manifest;  // one JSON document over several lines (its reader reports any damage)
+}
+
+}  // namespace
+
 ImportReport import_files(Store& store, const std::vector<std::string>& paths, const ImportOptions& options) {
+  // One import, one transaction: any refused row or file leaves the store exactly as it was.
+  Transaction tx(store.db());
   ImportReport total;
   std::vector<std::string> manifests;
   for (const auto& p : paths) {
-    std::error_code ec;
-    std::string ext = fs::path(p).extension().string();
-    if (fs::is_directory(p, ec) || ext == ".yaml" || ext == ".yml") {
-      manifests.push_back(p);
-      continue;
-    }
-    if (ext == ".zst") {
-      merge(total, import_export(store, p, options));
-      continue;
-    }
-    std::ifstream in(p);
-    if (!in) throw Error(p, "path", p, "cannot open");
-    std::string first;
-    while (std::getline(in, first) && first.find_first_not_of(" \t\r") == std::string::npos) {
-    }
-    json j = evidence::parse_json_strict(first.empty() ? "{}" : first, p + ":1");
-    if (ext == ".json" && !j.contains("apiVersion")) {
-      // A whole-file JSON that is not a single-line manifest: parse the file.
-      j = read_json_file(p);
-    }
-    if (j.contains("apiVersion") || ext == ".json") {
-      manifests.push_back(p);
-    } else if (j.contains("table") && j.contains("row")) {
-      merge(total, import_export(store, p, options));
-    } else if (j.contains("kindexRun")) {
-      merge(total, import_own_records(store, p));
-    } else if (j.contains("definition")) {
-      merge(total, import_traces(store, p, options));
-    } else {
-      throw Error(p, "format", first.substr(0, 60),
-                  "not a KernelIndex export, manifest, FlashInfer-Bench/SOL-ExecBench trace or kindex run record");
+    switch (detect_format(p)) {
+      case Format::export_rows: merge(total, import_export(store, p, options)); break;
+      case Format::own_records: merge(total, import_own_records(store, p)); break;
+      case Format::traces: merge(total, import_traces(store, p, options)); break;
+      case Format::manifest: manifests.push_back(p); break;
     }
   }
   if (!manifests.empty()) merge(total, import_manifests(store, manifests));
+  tx.commit();
   return total;
 }
 

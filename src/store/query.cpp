@@ -534,6 +534,14 @@ std::pair<json, json> cohort_leader(Store& store, const std::string& ck) {
 
 json resolve(Store& store, const ResolveQuery& q, int near_limit) {
   OperationRow op = find_operation(store, q.operation);
+  // An axis the operation does not have is named, with the axes it has.
+  const json& op_axes = member_or_empty(member_or_empty(op.manifest, "spec"), "axes");
+  for (const auto& [k, want] : q.axes) {
+    if (op_axes.contains(k)) continue;
+    std::string known;
+    for (const auto& [name, _] : op_axes.items()) known += (known.empty() ? "" : ", ") + name;
+    throw Error("resolve", "axis", k, "not an axis of " + op.name + " (its axes: " + known + ")");
+  }
   auto wrows = store.db().query("SELECT id, manifest, workload_digest FROM workloads WHERE operation_id = ? AND kind = 'WorkloadCase'",
                                 {op.id});
   struct Candidate {
@@ -587,7 +595,19 @@ json resolve(Store& store, const ResolveQuery& q, int near_limit) {
   json exact = json();
   json near = json::array();
   std::stable_sort(candidates.begin(), candidates.end(), [](const Candidate& a, const Candidate& b) { return a.distance < b.distance; });
+  // Axes that match several workloads do not pick one: every matching workload is listed instead.
+  json ambiguous = json::array();
+  if (std::count_if(candidates.begin(), candidates.end(), [](const Candidate& c) { return c.differs.empty(); }) > 1) {
+    for (const auto& c : candidates) {
+      if (c.differs.empty()) {
+        json axes = json::object();
+        for (const auto& [k, v] : workload_axes(op.manifest, c.manifest)) axes[k] = v;
+        ambiguous.push_back({{"workloadId", c.id}, {"label", workload_label(c.manifest)}, {"axes", std::move(axes)}});
+      }
+    }
+  }
   for (const auto& c : candidates) {
+    if (c.differs.empty() && !ambiguous.empty()) continue;
     if (c.differs.empty() && exact.is_null()) {
       const auto groups = cohort_gpus(c);
       json cohorts = cohorts_of(c, groups);
@@ -663,6 +683,7 @@ json resolve(Store& store, const ResolveQuery& q, int near_limit) {
   return {{"operation", {{"slug", op.slug}, {"name", op.name}}},
           {"query", {{"axes", q.axes}, {"dtype", q.dtype}, {"gpu", q.gpu}}},
           {"exact", std::move(exact)},
+          {"ambiguous", std::move(ambiguous)},
           {"near", std::move(near)}};
 }
 

@@ -231,3 +231,30 @@ TEST(StoreImport, StoredIdWithDifferentContentIsRefusedNamingBothDigests) {
 
 }  // namespace
 }  // namespace kindex::store
+
+namespace kindex::store {
+namespace {
+
+TEST(Resolve, UnknownAxisIsNamedAndAxesMatchingSeveralWorkloadsAreListed) {
+  auto store = Store::open(":memory:");
+  import_files(*store, {slice()});
+  try {
+    resolve(*store, {"gqa_paged_decode_h24_kv4_d128_ps64", {{"batch_sise", 1}}, "", ""});
+    FAIL() << "an unknown axis was ignored";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.field(), "axis");
+    EXPECT_EQ(e.value(), "batch_sise");
+    EXPECT_NE(std::string(e.what()).find("batch_size"), std::string::npos) << e.what();
+  }
+  // page_size is a constant: every workload of the operation matches, none is picked.
+  nlohmann::json all = resolve(*store, {"gqa_paged_decode_h24_kv4_d128_ps64", {{"page_size", 64}}, "", ""});
+  EXPECT_TRUE(all["exact"].is_null());
+  EXPECT_EQ(all["ambiguous"].size(), 20u);
+  // The full set of variable axes picks exactly one.
+  nlohmann::json one = resolve(*store, {"gqa_paged_decode_h24_kv4_d128_ps64", {{"batch_size", 1}, {"num_pages", 425}}, "", ""});
+  EXPECT_FALSE(one["exact"].is_null());
+  EXPECT_TRUE(one["ambiguous"].empty());
+}
+
+}  // namespace
+}  // namespace kindex::store

@@ -81,10 +81,16 @@ class ExportImporter {
         count(report_, r.table, false);
         return;
       }
-      prepare(r.table, r.row, where);
-      const bool inserted = insert_row(db_, r.table, r.row, where);
-      if (!inserted) check_same_as_stored(r.table, r.row, where);
-      count(report_, r.table, inserted);
+      try {
+        prepare(r.table, r.row, where);
+        const bool inserted = insert_row(db_, r.table, r.row, where);
+        if (!inserted) check_same_as_stored(r.table, r.row, where);
+        count(report_, r.table, inserted);
+      } catch (const Error&) {
+        throw;
+      } catch (const nlohmann::json::exception& e) {  // a row missing a member or of the wrong type
+        throw Error(where, "row", "", std::string("not the shape of a KernelIndex ") + r.table + " row: " + e.what());
+      }
     });
     for (const auto& ck : cohorts_) report_.record_events += store_.update_record(ck) ? 1 : 0;
     tx.commit();
@@ -849,11 +855,17 @@ ImportReport import_files(Store& store, const std::vector<std::string>& paths, c
   ImportReport total;
   std::vector<std::string> manifests;
   for (const auto& p : paths) {
-    switch (detect_format(p)) {
-      case Format::export_rows: merge(total, import_export(store, p, options)); break;
-      case Format::own_records: merge(total, import_own_records(store, p)); break;
-      case Format::traces: merge(total, import_traces(store, p, options)); break;
-      case Format::manifest: manifests.push_back(p); break;
+    try {
+      switch (detect_format(p)) {
+        case Format::export_rows: merge(total, import_export(store, p, options)); break;
+        case Format::own_records: merge(total, import_own_records(store, p)); break;
+        case Format::traces: merge(total, import_traces(store, p, options)); break;
+        case Format::manifest: manifests.push_back(p); break;
+      }
+    } catch (const Error&) {
+      throw;
+    } catch (const nlohmann::json::exception& e) {
+      throw Error(p, "content", "", e.what());
     }
   }
   if (!manifests.empty()) merge(total, import_manifests(store, manifests));

@@ -83,6 +83,10 @@ class ExportImporter {
       }
       try {
         prepare(r.table, r.row, where);
+        if (names_adopted_run(r.table, r.row)) {  // checked, but that run's rows are already stored
+          count(report_, r.table, false);
+          return;
+        }
         const bool inserted = insert_row(db_, r.table, r.row, where);
         if (!inserted) check_same_as_stored(r.table, r.row, where);
         count(report_, r.table, inserted);
@@ -157,6 +161,10 @@ class ExportImporter {
     if (stored.empty() || stored[0].text(0) == id.get<std::string>()) return false;
     (table == "sources" ? source_ids_ : project_ids_)[id.get<std::string>()] = stored[0].text(0);
     return true;
+  }
+  bool names_adopted_run(const std::string& table, const json& row) const {
+    if (adopted_runs_.empty() || (table != "measurements" && table != "record_events")) return false;
+    return adopted_runs_.count(row.value("runId", "")) > 0;
   }
   static void refile(json& row, const char* key, const std::map<std::string, std::string>& ids) {
     if (!row.contains(key) || !row[key].is_string()) return;
@@ -271,6 +279,15 @@ class ExportImporter {
     for (const auto& k : it->second) cols += (cols.empty() ? "" : ", ") + snake_case(k);
     const std::string id = row["id"].is_string() ? row["id"].get<std::string>() : row["id"].dump();
     auto stored = db_.query("SELECT " + cols + " FROM " + table + " WHERE id = ?", {id});
+    if (stored.empty() && table == "benchmark_runs") {
+      // The same run (same runDigest) stored under another id, e.g. by kindex's import of the trace KernelIndex
+      // published it from: it is already present, and the export's rows about it are not added twice.
+      auto same = db_.query("SELECT id FROM benchmark_runs WHERE run_digest = ?", {row.value("runDigest", "")});
+      if (!same.empty()) {
+        adopted_runs_.insert(id);
+        return;
+      }
+    }
     if (stored.empty()) {
       // Not this id: another row holds one of its unique columns.
       const std::string& first = it->second.front();
@@ -308,6 +325,7 @@ class ExportImporter {
   std::map<std::string, std::vector<evidence::RunMeasurement>> measurements_;
   std::map<std::string, std::size_t> unknown_tables_;
   std::map<std::string, std::string> source_ids_, project_ids_;  // export id -> stored id (adopt_existing)
+  std::set<std::string> adopted_runs_;  // export run ids whose run is stored under another id
   std::set<std::string> cohorts_;
 };
 

@@ -258,3 +258,28 @@ TEST(Resolve, UnknownAxisIsNamedAndAxesMatchingSeveralWorkloadsAreListed) {
 
 }  // namespace
 }  // namespace kindex::store
+
+namespace kindex::store {
+namespace {
+
+TEST(StoreImport, SameRunUnderAnotherIdIsAlreadyPresentNotADuplicate) {
+  auto store = Store::open(":memory:");
+  import_files(*store, {every_table()});
+  const nlohmann::json counts = store->counts();
+  // As when kindex imported a trace and KernelIndex's export then brings the same run (same runDigest) under
+  // KernelIndex's id: nothing is added twice and nothing is refused.
+  auto lines = lines_of(every_table());
+  const std::string old_id = case_run(lines)["row"]["id"];
+  const std::string new_id = "01a0ffff-0000-7000-8000-000000000001";
+  for (auto& l : lines) {
+    for (const char* key : {"id", "runId", "previousRunId"}) {
+      if (l["row"].contains(key) && l["row"][key] == old_id) l["row"][key] = new_id;
+    }
+  }
+  ImportReport rep = import_files(*store, {write_lines("other-id.jsonl", lines)});
+  EXPECT_EQ(rep.total_inserted(), 0);
+  EXPECT_EQ(store->counts(), counts);
+}
+
+}  // namespace
+}  // namespace kindex::store

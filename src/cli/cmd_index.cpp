@@ -66,6 +66,7 @@ void add_index_commands(CLI::App& app, Registry& registry) {
       registry.selected = [c, files, opts] {
         auto s = store::Store::open(c->store);
         store::ImportReport rep = store::import_files(*s, *files, *opts);
+        for (const auto& w : rep.warnings) std::cerr << "warning: " << w << "\n";
         if (c->json_output) {
           std::cout << rep.to_json().dump(2) << "\n";
         } else {
@@ -130,7 +131,10 @@ void add_index_commands(CLI::App& app, Registry& registry) {
           std::cout << r.dump(2) << "\n";
           return 0;
         }
-        if (r["exact"].is_null()) {
+        if (!r["ambiguous"].empty()) {
+          std::cout << "these axes match " << r["ambiguous"].size() << " workloads; give more axes to pick one:\n";
+          for (const auto& w : r["ambiguous"]) std::cout << "  " << w["label"].get<std::string>() << "\n";
+        } else if (r["exact"].is_null()) {
           std::cout << "no exact workload match\n";
         } else {
           std::cout << "exact workload: " << r["exact"]["label"].get<std::string>() << "\n";

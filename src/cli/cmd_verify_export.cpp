@@ -23,6 +23,9 @@ void add_verify_export_command(CLI::App& app, Registry& registry) {
   cmd->callback([&registry, options] {
     registry.selected = [options] {
       const evidence::VerifyReport report = evidence::verify_export(options->path);
+      for (const auto& [table, rows] : report.skipped_tables)
+        std::cerr << "warning: skipped " << rows << " rows of table '" << table
+                  << "', which this version of kindex does not know\n";
       std::cout << "rows:";
       for (const auto& [table, count] : report.row_counts) std::cout << " " << table << "=" << count;
       std::cout << "\n";

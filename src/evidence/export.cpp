@@ -12,6 +12,9 @@
 #include "evidence/reader.hpp"
 
 namespace kindex::evidence {
+
+using nlohmann::json;
+
 namespace {
 
 constexpr std::size_t kMaxLine = std::size_t{64} << 20;
@@ -22,6 +25,10 @@ struct DStreamDeleter {
 
 }  // namespace
 
+bool is_export_table(const std::string& table) {
+  return std::find(kExportTables.begin(), kExportTables.end(), table) != kExportTables.end();
+}
+
 ExportRow parse_export_line(std::string_view line, const std::string& where) {
   nlohmann::json object = parse_json_strict(line, where);
   if (!object.is_object()) throw Error(where, "", "", "an export line is a {\"table\", \"row\"} object");
@@ -29,8 +36,7 @@ ExportRow parse_export_line(std::string_view line, const std::string& where) {
     if (key != "table" && key != "row") throw Error(where, key, "", "unknown key in an export line (expected table, row)");
   if (!object.contains("table") || !object["table"].is_string()) throw Error(where, "table", "", "missing or not a string");
   std::string table = object["table"].get<std::string>();
-  if (std::find(kExportTables.begin(), kExportTables.end(), table) == kExportTables.end())
-    throw Error(where, "table", table, "unknown export table");
+  if (table.empty()) throw Error(where, "table", table, "empty table name");
   if (!object.contains("row") || !object["row"].is_object()) throw Error(where, "row", "", "missing or not an object");
   return {std::move(table), std::move(object["row"])};
 }
@@ -110,7 +116,13 @@ const std::vector<nlohmann::json>& ExportData::rows(const std::string& table) co
 
 ExportData read_export(const std::string& path) {
   ExportData data;
-  for_each_export_row(path, [&](ExportRow&& r) { data.tables[r.table].push_back(std::move(r.row)); });
+  for_each_export_row(path, [&](ExportRow&& r) {
+    if (is_export_table(r.table)) {
+      data.tables[r.table].push_back(std::move(r.row));
+    } else {
+      ++data.skipped_tables[r.table];
+    }
+  });
   return data;
 }
 
@@ -149,11 +161,14 @@ class Verifier {
 VerifyReport verify_export(const ExportData& data) {
   Verifier v;
   for (const auto& [table, rows] : data.tables) v.report.row_counts[table] = rows.size();
+  v.report.skipped_tables = data.skipped_tables;
 
   // Recomputed digests by row id, used to recompute the keys that refer to other rows.
   std::map<std::string, std::string> operation_digest, workload_digest, implementation_digest;
   std::map<std::string, const nlohmann::json*> workload_by_id;
   std::map<std::string, std::string> run_comparison_key;
+  std::map<std::string, std::vector<RunMeasurement>> run_measurement_rows;
+  std::map<std::string, json> source_size_by_digest;  // implementation source digest -> stated sizeBytes
   const auto digest_of = [](const nlohmann::json& row, const char* key) {
     if (!row.contains(key)) throw std::runtime_error(std::string("no ") + key);
     return manifest_digest(row[key]);
@@ -176,6 +191,11 @@ VerifyReport verify_export(const ExportData& data) {
     v.compare("workloads", row, "workloadDigest", [&] { return digest_of(row, "manifest"); }, string_field(row, "workloadDigest"));
   }
   for (const auto& row : data.rows("implementations")) {
+    if (row.contains("manifest")) {
+      const auto ptr = json::json_pointer("/manifest/spec/source");
+      if (row.contains(ptr) && row.at(ptr).is_object() && row.at(ptr).contains("contentDigest"))
+        source_size_by_digest[row.at(ptr)["contentDigest"].dump()] = row.at(ptr).value("sizeBytes", json());
+    }
     remember(implementation_digest, row, [&] { return digest_of(row, "manifest"); });
     v.compare("implementations", row, "implementationDigest", [&] { return digest_of(row, "manifest"); },
               string_field(row, "implementationDigest"));
@@ -215,7 +235,7 @@ VerifyReport verify_export(const ExportData& data) {
       parts.protocol = protocol_key();
       parts.environment = environment_key();
       parts.correctness = correctness();
-      parts.metric = run_metric_key(part("run"));
+      parts.metric = run_metric_key(normalize_manifest(part("run"), "run"));
       return comparison_key(parts);
     };
     v.compare("benchmark_runs", row, "runDigest", [&] { return manifest_digest(part("run")); }, string_field(row, "runDigest"));
@@ -224,6 +244,27 @@ VerifyReport verify_export(const ExportData& data) {
     v.compare("benchmark_runs", row, "correctnessKey", correctness, string_field(row, "correctnessKey"));
     v.compare("benchmark_runs", row, "comparisonKey", comparison, string_field(row, "comparisonKey"));
     remember(run_comparison_key, row, comparison);
+    // Every value the row restates from its manifest: what was measured (primary metric, value, unit,
+    // statistic, samples, interval) and the run's status, time, evidence and hardware.
+    try {
+      const json run = normalize_manifest(part("run"), "run");
+      run_measurement_rows[string_field(row, "id")] = run_measurements(run);
+      for (const auto& [column, computed] : run_row_facts(run, part("environment"))) {
+        if (!row.contains(column)) continue;  // not stated (an importer fills it from the manifest)
+        const json stated = row[column];
+        auto& check = v.report.columns["benchmark_runs." + column];
+        if (same_fact(column, stated, computed)) {
+          ++check.matched;
+        } else {
+          ++check.mismatched;
+          v.report.mismatches.push_back("benchmark_runs " + string_field(row, "id") + " " + column + ": stated " +
+                                        stated.dump() + ", run manifest gives " + computed.dump());
+        }
+      }
+    } catch (const std::exception& e) {
+      ++v.report.columns["benchmark_runs.facts"].mismatched;
+      v.report.mismatches.push_back("benchmark_runs " + string_field(row, "id") + " facts: " + e.what());
+    }
     // The run manifest's references agree with the rows it is filed under.
     v.compare("benchmark_runs", row, "run.spec.workloadDigest",
               [&] { return lookup(workload_digest, string_field(row, "workloadId"), "workload"); },
@@ -233,6 +274,40 @@ VerifyReport verify_export(const ExportData& data) {
               run_spec_field("implementationDigest"));
     v.compare("benchmark_runs", row, "run.spec.protocolDigest", protocol_key, run_spec_field("protocolDigest"));
     v.compare("benchmark_runs", row, "run.spec.environmentDigest", environment_key, run_spec_field("environmentDigest"));
+  }
+  for (const auto& row : data.rows("measurements")) {
+    const std::string id = string_field(row, "id");
+    const auto it = run_measurement_rows.find(string_field(row, "runId"));
+    const RunMeasurement* expected = nullptr;
+    if (it != run_measurement_rows.end()) {
+      for (const auto& m : it->second)
+        if (m.metric == string_field(row, "metric") && m.statistic == string_field(row, "statistic")) expected = &m;
+    }
+    const auto check = [&](const char* column, const json& computed) {
+      auto& c = v.report.columns[std::string("measurements.") + column];
+      const json stated = row.contains(column) ? row[column] : json();
+      if (expected && same_fact(column, stated, computed)) {
+        ++c.matched;
+      } else {
+        ++c.mismatched;
+        v.report.mismatches.push_back("measurements " + id + " " + column + ": stated " + stated.dump() + ", " +
+                                      (expected ? "run manifest gives " + computed.dump()
+                                                : std::string("the run manifest has no such measurement")));
+      }
+    };
+    check("value", expected ? json(expected->value) : json());
+    check("unit", expected ? json(expected->unit) : json());
+    check("sampleCount", expected && expected->sample_count ? json(*expected->sample_count) : json());
+  }
+  for (const auto& row : data.rows("artifacts")) {
+    const std::string digest = string_field(row, "contentDigest");
+    v.compare("artifacts", row, "artifacts.contentDigest",
+              [&] { return is_sha256_digest(digest) ? digest : std::string("<not a sha256 digest>"); }, digest);
+    const auto it = source_size_by_digest.find(json(digest).dump());
+    if (it != source_size_by_digest.end() && !it->second.is_null()) {
+      v.compare("artifacts", row, "artifacts.sizeBytes", [&] { return it->second.dump(); },
+                row.contains("sizeBytes") ? row["sizeBytes"].dump() : std::string());
+    }
   }
   for (const auto& row : data.rows("record_events"))
     v.compare("record_events", row, "record_events.comparisonKey",

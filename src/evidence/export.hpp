@@ -13,18 +13,21 @@
 
 namespace kindex::evidence {
 
-// Tables of the export format, in dependency order.
-inline const std::vector<std::string> kExportTables = {"sources",    "projects",        "operations",
-                                                       "operation_aliases", "workloads", "implementations",
-                                                       "benchmark_runs", "measurements", "record_events"};
+// Tables of the export format in the order KernelIndex's exporter writes them (apps/web/scripts/export-catalog.ts):
+// artifacts rows carry no content (the exporter strips it), only the content digest and where it lives.
+inline const std::vector<std::string> kExportTables = {
+    "sources",        "projects",     "operations",    "operation_aliases", "workloads", "implementations",
+    "benchmark_runs", "measurements", "record_events", "artifacts"};
+bool is_export_table(const std::string& table);
 
 struct ExportRow {
   std::string table;
   nlohmann::json row;  // an object
 };
 
-// Parses one line (strict JSON; duplicate keys refused); `where` names file and line for errors. Unknown tables
-// and rows that are not objects are errors.
+// Parses one line (strict JSON; duplicate keys refused); `where` names file and line for errors. Rows that are
+// not objects are errors; a table this version does not know is returned as is (readers skip it with a warning,
+// so a later export with a new table still verifies and imports).
 ExportRow parse_export_line(std::string_view line, const std::string& where);
 
 // Streams the decompressed lines of a .jsonl.zst (or plain .jsonl) file to `on_line` (without the newline),
@@ -37,6 +40,7 @@ void for_each_export_row(const std::string& path, const std::function<void(Expor
 // The export in memory: rows per table, in file order.
 struct ExportData {
   std::map<std::string, std::vector<nlohmann::json>> tables;
+  std::map<std::string, std::size_t> skipped_tables;  // unknown tables: rows skipped
   const std::vector<nlohmann::json>& rows(const std::string& table) const;
 };
 ExportData read_export(const std::string& path);
@@ -48,10 +52,14 @@ struct ColumnCheck {
 };
 struct VerifyReport {
   // Keyed by column: semanticDigest, workloadDigest, implementationDigest, runDigest, protocolKey,
-  // environmentKey, correctnessKey, comparisonKey (plus run references: run.workloadDigest, run.implementationDigest).
+  // environmentKey, correctnessKey, comparisonKey, the run manifest's references (run.spec.*Digest), the facts a
+  // run row restates from its manifest (benchmark_runs.primaryValue, ...: keys.hpp run_row_facts), every
+  // measurement row against its run's manifest (measurements.value, ...), record_events.comparisonKey, and
+  // artifacts.contentDigest / artifacts.sizeBytes (format, and the size an implementation's source states).
   std::map<std::string, ColumnCheck> columns;
   std::vector<std::string> mismatches;  // "<table> <id> <column>: stored X, computed Y" (or the error)
   std::map<std::string, std::size_t> row_counts;
+  std::map<std::string, std::size_t> skipped_tables;  // unknown tables, rows not verified
   bool ok() const { return mismatches.empty(); }
 };
 VerifyReport verify_export(const ExportData& data);

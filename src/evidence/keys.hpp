@@ -1,21 +1,48 @@
 #pragma once
-// KernelIndex comparison keys (established against every row of the public export slice; docs/evidence.md):
+// KernelIndex comparison keys and the run facts its publication derives from a BenchmarkRun manifest
+// (established against every row of the public export; docs/evidence.md):
 //   protocolKey     = digest of the BenchmarkProtocol manifest (= the run's spec.protocolDigest)
 //   environmentKey  = digest of the ExecutionEnvironment manifest (= the run's spec.environmentDigest)
 //   correctnessKey  = sha256(JCS({"correctness": workload.spec.correctness}))
-//   metric          = "latency:<primaryStatistic>:ns" for a run with timing, "none" without
+//   primary         = from spec.timing when it has a central latency ("latency", timing.primaryStatistic, "ns";
+//                     the mean when the statistic is "mean", else the median, each falling back to the other),
+//                     otherwise the first of spec.measurements (its metric, statistic, unit, value), else none
+//   metric          = "<metric>:<statistic>:<unit>" of the primary (e.g. "latency:mean:ns", "score:geomean:s"),
+//                     "none" without one
 //   comparisonKey   = sha256(JCS({v:1, operation, workload, protocol, environment, correctness, metric}))
 //                     with operation = OperationSpec digest, workload = WorkloadCase/Suite digest and the keys above.
+#include <cstdint>
+#include <optional>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include <nlohmann/json.hpp>
+
+#include "evidence/manifest.hpp"  // RunMeasurement
 
 namespace kindex::evidence {
 
 std::string correctness_key(const nlohmann::json& workload_correctness);
-std::string metric_key(const std::string& primary_statistic);  // "" -> "none"
-// The metric of a BenchmarkRun manifest: from spec.timing.primaryStatistic, "none" when it has no timing.
+
+// The primary measurement of a BenchmarkRun manifest (normalised: latencies in integer ns), nullopt for none.
+std::optional<RunMeasurement> run_primary(const nlohmann::json& run_manifest);
+// Every measurement row KernelIndex expands from a run: the timing statistics (latency, ns: median, mean, p05,
+// p95, min, max, mad) followed by spec.measurements.
+std::vector<RunMeasurement> run_measurements(const nlohmann::json& run_manifest);
+
+std::string metric_key(const std::optional<RunMeasurement>& primary);  // nullopt -> "none"
 std::string run_metric_key(const nlohmann::json& run_manifest);
+
+// The benchmark_runs columns that restate the run manifest ({run, protocol, environment}, normalised), with the
+// values KernelIndex's publication writes: status, observedAt (UTC, milliseconds), primaryMetric, primaryValue,
+// primaryUnit, primaryStatistic, sampleCount, uncertaintyLow/High, hasRawEvidence, sourceNative, hardwareVendor,
+// hardwareModel, hardwareArchitecture. Absent facts are null.
+std::vector<std::pair<std::string, nlohmann::json>> run_row_facts(const nlohmann::json& run_manifest,
+                                                                  const nlohmann::json& environment_manifest);
+// Whether a stated column value equals the recomputed one (numbers by value, a missing key as null, observedAt
+// and other instants by the instant they name).
+bool same_fact(const std::string& column, const nlohmann::json& stated, const nlohmann::json& computed);
 
 struct ComparisonParts {
   std::string operation;    // OperationSpec digest (semanticDigest)

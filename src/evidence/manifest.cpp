@@ -300,4 +300,77 @@ std::string utc_timestamp_now() {
   return buf;
 }
 
+std::string utc_instant(std::string_view text, const std::string& where, const std::string& field) {
+  const auto fail = [&]() -> std::string {
+    throw Error(where, field, std::string(text.substr(0, 80)),
+                "not an ISO-8601 date-time (YYYY-MM-DDTHH:MM[:SS[.fff]][Z|+HH:MM])");
+  };
+  std::size_t i = 0;
+  const auto digits = [&](std::size_t n, int& out) {
+    if (i + n > text.size()) return false;
+    out = 0;
+    for (std::size_t k = 0; k < n; ++k) {
+      const char c = text[i + k];
+      if (c < '0' || c > '9') return false;
+      out = out * 10 + (c - '0');
+    }
+    i += n;
+    return true;
+  };
+  const auto expect = [&](char c) {
+    if (i >= text.size() || text[i] != c) return false;
+    ++i;
+    return true;
+  };
+  int year, month, day, hour, minute, second = 0, millis = 0;
+  if (!digits(4, year) || !expect('-') || !digits(2, month) || !expect('-') || !digits(2, day)) return fail();
+  if (i >= text.size() || (text[i] != 'T' && text[i] != 't' && text[i] != ' ')) return fail();
+  ++i;
+  if (!digits(2, hour) || !expect(':') || !digits(2, minute)) return fail();
+  if (i < text.size() && text[i] == ':') {
+    ++i;
+    if (!digits(2, second)) return fail();
+    if (i < text.size() && text[i] == '.') {
+      ++i;
+      const std::size_t start = i;
+      while (i < text.size() && text[i] >= '0' && text[i] <= '9') {
+        if (i - start < 3) millis = millis * 10 + (text[i] - '0');
+        ++i;
+      }
+      if (i == start) return fail();
+      for (std::size_t k = i - start; k < 3; ++k) millis *= 10;
+    }
+  }
+  int offset_minutes = 0;
+  if (i < text.size() && (text[i] == 'Z' || text[i] == 'z')) {
+    ++i;
+  } else if (i < text.size() && (text[i] == '+' || text[i] == '-')) {
+    const int sign = text[i] == '-' ? -1 : 1;
+    ++i;
+    int oh, om;
+    if (!digits(2, oh) || !expect(':') || !digits(2, om) || oh > 23 || om > 59) return fail();
+    offset_minutes = sign * (oh * 60 + om);
+  }
+  if (i != text.size()) return fail();
+  static const int days_in[] = {31, 29, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};
+  const bool leap = (year % 4 == 0 && year % 100 != 0) || year % 400 == 0;
+  if (month < 1 || month > 12 || day < 1 || day > days_in[month - 1] || (month == 2 && day == 29 && !leap) ||
+      hour > 23 || minute > 59 || second > 59)
+    return fail();
+  std::tm tm{};
+  tm.tm_year = year - 1900;
+  tm.tm_mon = month - 1;
+  tm.tm_mday = day;
+  tm.tm_hour = hour;
+  tm.tm_min = minute;
+  tm.tm_sec = second;
+  std::time_t t = timegm(&tm) - static_cast<std::time_t>(offset_minutes) * 60;
+  std::tm utc{};
+  gmtime_r(&t, &utc);
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", utc.tm_year + 1900, utc.tm_mon + 1,
+                utc.tm_mday, utc.tm_hour, utc.tm_min, utc.tm_sec, millis);
+  return buf;
+}
+
 }  // namespace kindex::evidence

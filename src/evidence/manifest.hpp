@@ -9,6 +9,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <variant>
 #include <vector>
 
@@ -188,5 +189,10 @@ Manifest to_manifest(const BenchmarkRunModel& m);
 
 // The current time as KernelIndex writes observedAt: "YYYY-MM-DDTHH:MM:SS.mmmZ".
 std::string utc_timestamp_now();
+// An ISO-8601 date-time as the UTC instant KernelIndex stores ("2026-12-03T08:51:59.947Z": milliseconds, fraction
+// truncated). A zone (Z or +HH:MM / -HH:MM) is applied; a time without one is UTC: FlashInfer-Bench and
+// SOL-ExecBench write naive `datetime.now().isoformat()` strings, and KernelIndex's importers read them as UTC.
+// Anything else is kindex::Error(where, field, text).
+std::string utc_instant(std::string_view text, const std::string& where, const std::string& field);
 
 }  // namespace kindex::evidence

@@ -32,21 +32,36 @@ std::optional<double> Row::maybe_real(size_t i) const {
   return std::nullopt;
 }
 
+Transaction::Transaction(Db& db) : db_(db), depth_(db.open_transactions) {
+  if (depth_ == 0) {
+    db_.begin();
+  } else {
+    db_.execute("SAVEPOINT kindex_" + std::to_string(depth_));
+  }
+  ++db_.open_transactions;
+}
+
+void Transaction::finish(bool commit) {
+  done_ = true;
+  --db_.open_transactions;
+  if (depth_ == 0) {
+    commit ? db_.commit() : db_.rollback();
+  } else {
+    const std::string name = "kindex_" + std::to_string(depth_);
+    if (!commit) db_.execute("ROLLBACK TO SAVEPOINT " + name);
+    db_.execute("RELEASE SAVEPOINT " + name);
+  }
+}
+
 Transaction::~Transaction() {
   if (done_) return;
   try {
-    if (std::uncaught_exceptions() > 0) {
-      db_.rollback();
-    } else {
-      db_.commit();
-    }
+    finish(std::uncaught_exceptions() == 0);
   } catch (...) {
   }
 }
 
-void Transaction::commit() {
-  done_ = true;
-  db_.commit();
-}
+void Transaction::commit() { finish(true); }
+void Transaction::rollback() { finish(false); }
 
 }  // namespace kindex::store

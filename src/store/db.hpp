@@ -38,6 +38,8 @@ class Db {
   virtual void commit() = 0;
   virtual void rollback() = 0;
   virtual std::string backend() const = 0;  // "sqlite" or "postgresql"
+
+  int open_transactions = 0;  // Transaction nesting depth (inner ones are savepoints)
 };
 
 // "sqlite:PATH", a plain path, or ":memory:".
@@ -46,17 +48,21 @@ std::unique_ptr<Db> open_sqlite(const std::string& path);
 // build has no PostgreSQL support or the server refuses.
 std::unique_ptr<Db> open_postgres(const std::string& conninfo);
 
-// Commits on scope exit unless an exception is in flight (then rolls back).
+// Commits on scope exit unless an exception is in flight (then rolls back). Transactions nest: an inner one is a
+// savepoint of the outer, so a whole import can be one transaction around per-run writers that open their own.
 class Transaction {
  public:
-  explicit Transaction(Db& db) : db_(db) { db_.begin(); }
+  explicit Transaction(Db& db);
   ~Transaction();
   void commit();
+  void rollback();
   Transaction(const Transaction&) = delete;
   Transaction& operator=(const Transaction&) = delete;
 
  private:
+  void finish(bool commit);
   Db& db_;
+  int depth_;
   bool done_ = false;
 };
 

@@ -27,7 +27,7 @@ int64_t ImportReport::total_inserted() const {
 
 json ImportReport::to_json() const {
   return {{"inserted", inserted}, {"skipped", skipped}, {"recordEvents", record_events},
-          {"totalInserted", total_inserted()}};
+          {"totalInserted", total_inserted()}, {"warnings", warnings}};
 }
 
 namespace {
@@ -36,6 +36,7 @@ void merge(ImportReport& into, const ImportReport& from) {
   for (const auto& [t, n] : from.inserted) into.inserted[t] += n;
   for (const auto& [t, n] : from.skipped) into.skipped[t] += n;
   into.record_events += from.record_events;
+  into.warnings.insert(into.warnings.end(), from.warnings.begin(), from.warnings.end());
 }
 
 void count(ImportReport& rep, const std::string& table, bool inserted) {
@@ -61,32 +62,45 @@ std::string slugify(const std::string& text) {
   return out.empty() ? "unnamed" : out;
 }
 
-// Streams an export, verifying each row's digests against its manifests before inserting it.
+// Streams an export, verifying each row against its manifests before inserting it. The whole file is one
+// transaction: a refused row leaves the store exactly as it was.
 class ExportImporter {
  public:
   ExportImporter(Store& store, std::string path) : store_(store), db_(store.db()), path_(std::move(path)) {}
 
-  ImportReport run(int rows_per_transaction) {
-    int pending = 0;
-    db_.begin();
-    try {
-      evidence::for_each_export_row(path_, [&](evidence::ExportRow&& r) {
-        ++line_;
-        std::string where = path_ + ":" + std::to_string(line_) + " " + r.table + " " + r.row.value("id", "");
+  ImportReport run() {
+    Transaction tx(db_);
+    evidence::for_each_export_line(path_, [&](std::string_view text, std::size_t line) {
+      evidence::ExportRow r = evidence::parse_export_line(text, path_ + ":" + std::to_string(line));
+      if (!evidence::is_export_table(r.table)) {
+        ++unknown_tables_[r.table];
+        return;
+      }
+      std::string where = path_ + ":" + std::to_string(line) + " " + r.table + " " + r.row.value("id", "");
+      if (adopt_existing(r.table, r.row)) {
+        count(report_, r.table, false);
+        return;
+      }
+      try {
         prepare(r.table, r.row, where);
-        count(report_, r.table, insert_row(db_, r.table, r.row, where));
-        if (++pending >= rows_per_transaction) {
-          db_.commit();
-          db_.begin();
-          pending = 0;
+        if (names_adopted_run(r.table, r.row)) {  // checked, but that run's rows are already stored
+          count(report_, r.table, false);
+          return;
         }
-      });
-      for (const auto& ck : cohorts_) report_.record_events += store_.update_record(ck) ? 1 : 0;
-      db_.commit();
-    } catch (...) {
-      db_.rollback();
-      throw;
-    }
+        const bool inserted = insert_row(db_, r.table, r.row, where);
+        if (!inserted) check_same_as_stored(r.table, r.row, where);
+        count(report_, r.table, inserted);
+      } catch (const Error&) {
+        throw;
+      } catch (const nlohmann::json::exception& e) {  // a row missing a member or of the wrong type
+        throw Error(where, "row", "", std::string("not the shape of a KernelIndex ") + r.table + " row: " + e.what());
+      }
+    });
+    for (const auto& ck : cohorts_) report_.record_events += store_.update_record(ck) ? 1 : 0;
+    tx.commit();
+    for (const auto& [table, rows] : unknown_tables_)
+      report_.warnings.push_back(path_ + ": skipped " + std::to_string(rows) + " rows of table '" + table +
+                                 "', which this version of kindex does not know");
     return report_;
   }
 
@@ -127,7 +141,39 @@ class ExportImporter {
     return impls_[id] = rows[0].text(0);
   }
 
+  // The measurements a run's manifest states (from this file, or from a run already in the store).
+  const std::vector<evidence::RunMeasurement>& run_measurements(const std::string& run_id, const std::string& where) {
+    if (auto it = measurements_.find(run_id); it != measurements_.end()) return it->second;
+    auto rows = db_.query("SELECT manifest FROM run_manifests WHERE run_id = ?", {run_id});
+    if (rows.empty()) throw Error(where, "runId", run_id, "refers to a run not in the export or the store");
+    return measurements_[run_id] = evidence::run_measurements(json::parse(rows[0].text(0)).at("run"));
+  }
+
+  // Sources and projects are mutable and identified by slug (KernelIndex's publication: existing rows win): a
+  // slug already stored under another id (e.g. the "flashinfer-bench" source a trace import created) is adopted,
+  // and the export's rows that name the export's id are filed under the stored one.
+  bool adopt_existing(const std::string& table, const json& row) {
+    if (table != "sources" && table != "projects") return false;
+    const json& slug = row.value("slug", json());
+    const json& id = row.value("id", json());
+    if (!slug.is_string() || !id.is_string()) return false;
+    auto stored = db_.query("SELECT id FROM " + table + " WHERE slug = ?", {slug.get<std::string>()});
+    if (stored.empty() || stored[0].text(0) == id.get<std::string>()) return false;
+    (table == "sources" ? source_ids_ : project_ids_)[id.get<std::string>()] = stored[0].text(0);
+    return true;
+  }
+  bool names_adopted_run(const std::string& table, const json& row) const {
+    if (adopted_runs_.empty() || (table != "measurements" && table != "record_events")) return false;
+    return adopted_runs_.count(row.value("runId", "")) > 0;
+  }
+  static void refile(json& row, const char* key, const std::map<std::string, std::string>& ids) {
+    if (!row.contains(key) || !row[key].is_string()) return;
+    if (auto it = ids.find(row[key].get<std::string>()); it != ids.end()) row[key] = it->second;
+  }
+
   void prepare(const std::string& table, json& row, const std::string& where) {
+    if (table == "implementations") refile(row, "projectId", project_ids_);
+    if (table == "benchmark_runs") refile(row, "sourceId", source_ids_);
     if (table == "projects" && row.contains("manifest") && !row["manifest"].is_null()) {
       digest_of(row["manifest"], where + " manifest");
     } else if (table == "operations") {
@@ -150,42 +196,136 @@ class ExportImporter {
       impls_[row.at("id")] = d;
     } else if (table == "benchmark_runs") {
       prepare_run(row, where);
+    } else if (table == "measurements") {
+      prepare_measurement(row, where);
+    } else if (table == "artifacts") {
+      const json digest = row.value("contentDigest", json());
+      if (!digest.is_string() || !evidence::is_sha256_digest(digest.get<std::string>()))
+        throw Error(where, "contentDigest", digest.dump(), "expected sha256:<64 lowercase hex>");
     }
   }
 
   void prepare_run(json& row, const std::string& where) {
     const json& m = row.at("manifest");
-    const json& run = m.at("run");
-    std::string run_digest = digest_of(run, where + " manifest.run");
-    expect_digest(where, "runDigest", row.value("runDigest", json()), run_digest);
+    const evidence::Manifest run = evidence::make_manifest(m.at("run"), where + " manifest.run");
+    expect_digest(where, "runDigest", row.value("runDigest", json()), run.digest);
     std::string protocol = digest_of(m.at("protocol"), where + " manifest.protocol");
     std::string environment = digest_of(m.at("environment"), where + " manifest.environment");
     expect_digest(where, "protocolKey", row.value("protocolKey", json()), protocol);
     expect_digest(where, "environmentKey", row.value("environmentKey", json()), environment);
-    expect_digest(where, "manifest.run.spec.protocolDigest", run.at("spec").value("protocolDigest", json()), protocol);
-    expect_digest(where, "manifest.run.spec.environmentDigest", run["spec"].value("environmentDigest", json()),
-                  environment);
+    const json& spec = run.spec();
+    expect_digest(where, "manifest.run.spec.protocolDigest", spec.value("protocolDigest", json()), protocol);
+    expect_digest(where, "manifest.run.spec.environmentDigest", spec.value("environmentDigest", json()), environment);
     const WorkloadInfo& w = workload(row.at("workloadId"), where);
-    expect_digest(where, "manifest.run.spec.workloadDigest", run["spec"].value("workloadDigest", json()), w.digest);
-    expect_digest(where, "manifest.run.spec.implementationDigest", run["spec"].value("implementationDigest", json()),
+    expect_digest(where, "manifest.run.spec.workloadDigest", spec.value("workloadDigest", json()), w.digest);
+    expect_digest(where, "manifest.run.spec.implementationDigest", spec.value("implementationDigest", json()),
                   implementation_digest(row.at("implementationId"), where));
     expect_digest(where, "correctnessKey", row.value("correctnessKey", json()), w.correctness_key);
     std::string ck = evidence::comparison_key({operation_digest(w.operation_id, where), w.digest, protocol, environment,
-                                               w.correctness_key, evidence::run_metric_key(run)});
+                                               w.correctness_key, evidence::run_metric_key(run.document)});
     expect_digest(where, "comparisonKey", row.value("comparisonKey", json()), ck);
+    // Every value the row restates (what was measured, when, on what) must be what its manifest says.
+    // A column the row leaves out is filled from the manifest.
+    for (const auto& [column, computed] : evidence::run_row_facts(run.document, m["environment"])) {
+      if (!row.contains(column)) {
+        row[column] = computed;
+        continue;
+      }
+      const json stated = row[column];
+      if (!evidence::same_fact(column, stated, computed))
+        throw Error(where, column, stated.dump(), "disagrees with the run manifest it carries, which gives " + computed.dump());
+    }
+    measurements_[row.at("id")] = evidence::run_measurements(run.document);
     insert_row(db_, "protocols", {{"digest", protocol}, {"manifest", m["protocol"]}}, where);
     insert_row(db_, "environments", {{"digest", environment}, {"manifest", m["environment"]}}, where);
     row["origin"] = "kernelindex-export";
     cohorts_.insert(ck);
   }
 
+  void prepare_measurement(const json& row, const std::string& where) {
+    const std::string metric = row.value("metric", ""), statistic = row.value("statistic", "");
+    for (const auto& m : run_measurements(row.value("runId", ""), where)) {
+      if (m.metric != metric || m.statistic != statistic) continue;
+      const json stated_value = row.value("value", json()), stated_unit = row.value("unit", json());
+      if (!evidence::same_fact("value", stated_value, m.value))
+        throw Error(where, "value", stated_value.dump(), "disagrees with the run manifest, which gives " + json(m.value).dump());
+      if (!evidence::same_fact("unit", stated_unit, m.unit))
+        throw Error(where, "unit", stated_unit.dump(), "disagrees with the run manifest, which gives " + m.unit);
+      const json count = m.sample_count ? json(*m.sample_count) : json();
+      if (!evidence::same_fact("sampleCount", row.value("sampleCount", json()), count))
+        throw Error(where, "sampleCount", row.value("sampleCount", json()).dump(),
+                    "disagrees with the run manifest, which gives " + count.dump());
+      return;
+    }
+    throw Error(where, "metric", metric + ":" + statistic, "the run's manifest states no such measurement");
+  }
+
+  // A row whose key is already stored inserted nothing: that is only "already present" when the stored row is
+  // the same thing. An id (or unique name) stored with other content is refused, naming both.
+  void check_same_as_stored(const std::string& table, const json& row, const std::string& where) {
+    static const std::map<std::string, std::vector<std::string>> identity = {
+        {"sources", {"slug"}},
+        {"projects", {"slug"}},
+        {"operations", {"semanticDigest", "slug"}},
+        {"workloads", {"workloadDigest", "operationId"}},
+        {"implementations", {"implementationDigest", "operationId"}},
+        {"benchmark_runs", {"runDigest"}},
+        {"measurements", {"runId", "metric", "statistic", "unit", "value"}},
+        {"record_events", {"comparisonKey", "runId", "previousRunId", "cause"}},
+        {"artifacts", {"contentDigest"}}};
+    const auto it = identity.find(table);
+    if (it == identity.end() || !row.contains("id")) return;
+    std::string cols;
+    for (const auto& k : it->second) cols += (cols.empty() ? "" : ", ") + snake_case(k);
+    const std::string id = row["id"].is_string() ? row["id"].get<std::string>() : row["id"].dump();
+    auto stored = db_.query("SELECT " + cols + " FROM " + table + " WHERE id = ?", {id});
+    if (stored.empty() && table == "benchmark_runs") {
+      // The same run (same runDigest) stored under another id, e.g. by kindex's import of the trace KernelIndex
+      // published it from: it is already present, and the export's rows about it are not added twice.
+      auto same = db_.query("SELECT id FROM benchmark_runs WHERE run_digest = ?", {row.value("runDigest", "")});
+      if (!same.empty()) {
+        adopted_runs_.insert(id);
+        return;
+      }
+    }
+    if (stored.empty()) {
+      // Not this id: another row holds one of its unique columns.
+      const std::string& first = it->second.front();
+      auto other = db_.query("SELECT id FROM " + table + " WHERE " + snake_case(first) + " = ?",
+                             {row.value(first, json()).is_string() ? row[first].get<std::string>() : row.value(first, json()).dump()});
+      throw Error(where, first, row.value(first, json()).dump(),
+                  "already stored under another id (" + (other.empty() ? std::string("a unique column") : other[0].text(0)) +
+                      "): refused rather than counted as present");
+    }
+    for (std::size_t i = 0; i < it->second.size(); ++i) {
+      const std::string& key = it->second[i];
+      const json stated = row.value(key, json());
+      json held;
+      if (stored[0].is_null(i)) {
+        held = nullptr;
+      } else if (stated.is_number()) {
+        held = stored[0].real(i);
+      } else {
+        held = stored[0].text(i);
+      }
+      if (!evidence::same_fact(key, stated, held))
+        throw Error(where, key, stated.is_string() ? stated.get<std::string>() : stated.dump(),
+                    "id " + id + " is already stored with " + key + " " +
+                        (held.is_string() ? held.get<std::string>() : held.dump()) +
+                        ": a row with a stored id but different content is refused");
+    }
+  }
+
   Store& store_;
   Db& db_;
   std::string path_;
-  size_t line_ = 0;
   ImportReport report_;
   std::map<std::string, std::string> cache_, ops_, impls_;
   std::map<std::string, WorkloadInfo> workloads_;
+  std::map<std::string, std::vector<evidence::RunMeasurement>> measurements_;
+  std::map<std::string, std::size_t> unknown_tables_;
+  std::map<std::string, std::string> source_ids_, project_ids_;  // export id -> stored id (adopt_existing)
+  std::set<std::string> adopted_runs_;  // export run ids whose run is stored under another id
   std::set<std::string> cohorts_;
 };
 
@@ -379,7 +519,8 @@ json operation_from_definition(const nlohmann::ordered_json& def, const std::str
 }
 
 ImportReport import_export(Store& store, const std::string& path, const ImportOptions& options) {
-  return ExportImporter(store, path).run(options.rows_per_transaction);
+  (void)options;
+  return ExportImporter(store, path).run();
 }
 
 ImportReport import_manifests(Store& store, const std::vector<std::string>& paths) {
@@ -432,10 +573,14 @@ ImportReport import_traces(Store& store, const std::string& path, const ImportOp
   if (!in) throw Error(path, "path", path, "cannot open trace file");
   std::string line;
   size_t line_number = 0;
+  // Every line is diagnosed: a bad line is reported with its number and the others are still read, then the
+  // whole file is refused (the caller's transaction takes back what the good lines wrote).
+  std::vector<std::string> errors;
   while (std::getline(in, line)) {
     ++line_number;
     if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
     std::string where = path + ":" + std::to_string(line_number);
+    try {
     json t = evidence::parse_json_strict(line, where);
     if (!t.is_object() || !t.contains("definition")) throw Error(where, "definition", "", "not a trace line");
     if (!t.contains("evaluation") || t["evaluation"].is_null()) {
@@ -593,11 +738,26 @@ ImportReport import_traces(Store& store, const std::string& path, const ImportOp
                         {"spec", env_spec}};
     json protocol = source == "sol-execbench" ? sol_protocol() : fib_protocol();
 
-    // The run.
+    // The run. Both harnesses write `datetime.now().isoformat()`: a time without a zone, read as UTC (as
+    // KernelIndex's importers do); the harness's own text and the rule applied are kept as run labels.
+    json labels = json::object();
+    std::string observed_at;
+    if (auto ts = ev.find("timestamp"); ts != ev.end()) {
+      if (!ts->is_string()) throw Error(where, "evaluation.timestamp", ts->dump(), "expected an ISO-8601 string");
+      const std::string text = ts->get<std::string>();
+      observed_at = evidence::utc_instant(text, where, "evaluation.timestamp");
+      labels["source_timestamp"] = text;
+      const char last = text.empty() ? ' ' : text.back();
+      if (last != 'Z' && last != 'z' && text.find_first_of("+-", 19) == std::string::npos)
+        labels["source_timestamp_rule"] = "no zone: read as UTC";
+    } else {
+      observed_at = evidence::utc_timestamp_now();
+    }
     std::string status = ev.value("status", std::string("PASSED"));
     std::transform(status.begin(), status.end(), status.begin(), [](unsigned char c) { return std::tolower(c); });
+    if (status == "reward_hack") status = "suspected_reward_hack";  // SOL ExecBench's name for KernelIndex's status
     json run_spec = {{"status", status},
-                     {"observedAt", ev.value("timestamp", evidence::utc_timestamp_now())},
+                     {"observedAt", observed_at},
                      {"protocolDigest", evidence::make_manifest(protocol, where).digest},
                      {"workloadDigest", evidence::make_manifest(workload, where).digest},
                      {"environmentDigest", evidence::make_manifest(environment, where).digest},
@@ -627,13 +787,25 @@ ImportReport import_traces(Store& store, const std::string& path, const ImportOp
                 {"kind", "BenchmarkRun"},
                 {"metadata",
                  {{"name", slugify("trace-" + def_name) + "-" + evidence::sha256_hex(line).substr(0, 8)},
-                  {"title", sol_name + " · " + def_name}}},
+                  {"title", sol_name + " · " + def_name},
+                  {"labels", labels}}},
                 {"spec", run_spec}};
     OwnRun r{op, workload, implementation, project, protocol, environment, run, def_name};
     r.origin = source;
     RecordResult res = store.record_run(r);
     count(rep, "benchmark_runs", res.inserted);
     rep.record_events += res.new_record ? 1 : 0;
+    } catch (const std::exception& e) {
+      const std::string message = e.what();
+      errors.push_back(message.rfind(where + ":", 0) == 0 || message.rfind(where + " ", 0) == 0 ? message
+                                                                                                : where + ": " + message);
+    }
+  }
+  if (!errors.empty()) {
+    std::string all;
+    for (const auto& e : errors) all += "\n  " + e;
+    throw Error(path, "lines", std::to_string(errors.size()) + " of " + std::to_string(line_number),
+                "trace lines refused, nothing imported:" + all);
   }
   return rep;
 }
@@ -655,44 +827,67 @@ ImportReport import_own_records(Store& store, const std::string& path) {
   return rep;
 }
 
+namespace {
+
+enum class Format { export_rows, manifest, traces, own_records };
+
+// The format of a file from its content, never its name: a zstd frame is an export; otherwise the first JSON-object
+// lines say which line format it is ({"table","row"}, {"kindexRun"}, {"definition", ...} trace lines, a one-line
+// manifest); a file that is one JSON document or YAML is a manifest. A damaged first line does not hide the
+// format of the lines after it (their reader then reports the bad line with its number).
+Format detect_format(const std::string& path) {
+  std::error_code ec;
+  if (fs::is_directory(path, ec)) return Format::manifest;
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw Error(path, "path", path, "cannot open");
+  char magic[4] = {};
+  in.read(magic, 4);
+  if (in.gcount() == 4 && static_cast<unsigned char>(magic[0]) == 0x28 && static_cast<unsigned char>(magic[1]) == 0xb5 &&
+      static_cast<unsigned char>(magic[2]) == 0x2f && static_cast<unsigned char>(magic[3]) == 0xfd)
+    return Format::export_rows;
+  in.clear();
+  in.seekg(0);
+  std::string line;
+  for (int seen = 0; seen < 5 && std::getline(in, line);) {
+    const auto start = line.find_first_not_of(" \t\r");
+    if (start == std::string::npos) continue;
+    if (line[start] != '{') return Format::manifest;  // YAML
+    ++seen;
+    json j = json::parse(line, nullptr, /*allow_exceptions=*/false);
+    if (!j.is_object()) continue;  // a damaged line, or the first line of a multi-line JSON document
+    if (j.contains("table") && j.contains("row")) return Format::export_rows;
+    if (j.contains("kindexRun")) return Format::own_records;
+    if (j.contains("definition") && (j.contains("workload") || j.contains("evaluation"))) return Format::traces;
+    if (j.contains("apiVersion")) return Format::manifest;
+    throw Error(path, "format", line.substr(start, 60),
+                "not a KernelIndex export, manifest, FlashInfer-Bench/SOL-ExecBench trace or kindex run record");
+  }
+  return Format::manifest;  // one JSON document over several lines (its reader reports any damage)
+}
+
+}  // namespace
+
 ImportReport import_files(Store& store, const std::vector<std::string>& paths, const ImportOptions& options) {
+  // One import, one transaction: any refused row or file leaves the store exactly as it was.
+  Transaction tx(store.db());
   ImportReport total;
   std::vector<std::string> manifests;
   for (const auto& p : paths) {
-    std::error_code ec;
-    std::string ext = fs::path(p).extension().string();
-    if (fs::is_directory(p, ec) || ext == ".yaml" || ext == ".yml") {
-      manifests.push_back(p);
-      continue;
-    }
-    if (ext == ".zst") {
-      merge(total, import_export(store, p, options));
-      continue;
-    }
-    std::ifstream in(p);
-    if (!in) throw Error(p, "path", p, "cannot open");
-    std::string first;
-    while (std::getline(in, first) && first.find_first_not_of(" \t\r") == std::string::npos) {
-    }
-    json j = evidence::parse_json_strict(first.empty() ? "{}" : first, p + ":1");
-    if (ext == ".json" && !j.contains("apiVersion")) {
-      // A whole-file JSON that is not a single-line manifest: parse the file.
-      j = read_json_file(p);
-    }
-    if (j.contains("apiVersion") || ext == ".json") {
-      manifests.push_back(p);
-    } else if (j.contains("table") && j.contains("row")) {
-      merge(total, import_export(store, p, options));
-    } else if (j.contains("kindexRun")) {
-      merge(total, import_own_records(store, p));
-    } else if (j.contains("definition")) {
-      merge(total, import_traces(store, p, options));
-    } else {
-      throw Error(p, "format", first.substr(0, 60),
-                  "not a KernelIndex export, manifest, FlashInfer-Bench/SOL-ExecBench trace or kindex run record");
+    try {
+      switch (detect_format(p)) {
+        case Format::export_rows: merge(total, import_export(store, p, options)); break;
+        case Format::own_records: merge(total, import_own_records(store, p)); break;
+        case Format::traces: merge(total, import_traces(store, p, options)); break;
+        case Format::manifest: manifests.push_back(p); break;
+      }
+    } catch (const Error&) {
+      throw;
+    } catch (const nlohmann::json::exception& e) {
+      throw Error(p, "content", "", e.what());
     }
   }
   if (!manifests.empty()) merge(total, import_manifests(store, manifests));
+  tx.commit();
   return total;
 }
 

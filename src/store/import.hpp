@@ -20,6 +20,7 @@ struct ImportReport {
   std::map<std::string, int64_t> inserted;  // per table
   std::map<std::string, int64_t> skipped;   // already present
   int64_t record_events = 0;                // events appended by kindex's record keeping
+  std::vector<std::string> warnings;        // e.g. rows of an export table this version does not know, skipped
   int64_t total_inserted() const;
   nlohmann::json to_json() const;
 };
@@ -28,7 +29,6 @@ struct ImportOptions {
   std::vector<std::string> definitions;  // FIB/SOL definition files or directories (for traces)
   std::vector<std::string> solutions;    // FIB solution files or directories (for traces)
   std::string source;                    // force "flashinfer-bench" or "sol-execbench" for traces ("" = guess)
-  int rows_per_transaction = 2000;
 };
 
 // Detects the format of each file (by name and first line) and imports it.

@@ -32,7 +32,7 @@ json opt(const Row& r, size_t i) { return r.is_null(i) ? json() : json(r.real(i)
 json opt_text(const Row& r, size_t i) { return r.is_null(i) ? json() : json(r.text(i)); }
 
 json run_summary(const Row& r) {
-  EvidenceLevel level = evidence_level({r.integer(16) != 0, r.integer(17), r.integer(18) != 0, r.integer(19) != 0});
+  EvidenceLevel level = evidence_level({r.integer(16) != 0, r.integer(17), r.integer(18) != 0, r.integer(26) != 0});
   return {{"id", r.text(0)},
           {"shortId", r.text(0).substr(0, 8)},
           {"runDigest", r.text(1)},
@@ -319,7 +319,9 @@ json operation_view(Store& store, const std::string& operation, const std::strin
       "(SELECT MIN(r.primary_value) FROM benchmark_runs r WHERE r.implementation_id = i.id AND r.workload_id = ? "
       " AND r.status = 'passed' AND r.retracted_at IS NULL), "
       "(SELECT COUNT(DISTINCT r.workload_id) FROM benchmark_runs r WHERE r.implementation_id = i.id), "
-      "(SELECT MAX(r.reproduced_by_kernelindex) FROM benchmark_runs r WHERE r.implementation_id = i.id) "
+      "(SELECT MAX(r.reproduced_by_kernelindex) FROM benchmark_runs r WHERE r.implementation_id = i.id), "
+      "(SELECT MAX(r.independent_replication_count) FROM benchmark_runs r WHERE r.implementation_id = i.id), "
+      "(SELECT MAX(r.source_available * r.has_raw_evidence) FROM benchmark_runs r WHERE r.implementation_id = i.id) "
       "FROM implementations i LEFT JOIN projects p ON p.id = i.project_id WHERE i.operation_id = ? ORDER BY i.slug",
       {selected >= 0 ? workloads[selected]["id"].get<std::string>() : std::string(), op.id});
   double best = 0;
@@ -327,7 +329,8 @@ json operation_view(Store& store, const std::string& operation, const std::strin
     if (!r.is_null(8) && (best == 0 || r.real(8) < best)) best = r.real(8);
   }
   for (const auto& r : impl_rows) {
-    EvidenceLevel level = evidence_level({r.integer(10) != 0, 0, r.integer(6) != 0, r.integer(7) != 0});
+    // The strongest evidence across the implementation's runs (KernelIndex's bestEvidence).
+    EvidenceLevel level = evidence_level({r.integer(10) != 0, r.integer(11), r.integer(12) != 0, r.integer(12) != 0});
     impls.push_back({{"id", r.text(0)}, {"slug", r.text(1)}, {"title", r.is_null(2) ? r.text(1) : r.text(2)},
                      {"project", opt_text(r, 3)}, {"language", opt_text(r, 4)}, {"license", opt_text(r, 5)},
                      {"bestLatencyNs", opt(r, 8)}, {"xOfBest", r.is_null(8) || best == 0 ? json() : json(r.real(8) / best)},
@@ -531,6 +534,14 @@ std::pair<json, json> cohort_leader(Store& store, const std::string& ck) {
 
 json resolve(Store& store, const ResolveQuery& q, int near_limit) {
   OperationRow op = find_operation(store, q.operation);
+  // An axis the operation does not have is named, with the axes it has.
+  const json& op_axes = member_or_empty(member_or_empty(op.manifest, "spec"), "axes");
+  for (const auto& [k, want] : q.axes) {
+    if (op_axes.contains(k)) continue;
+    std::string known;
+    for (const auto& [name, _] : op_axes.items()) known += (known.empty() ? "" : ", ") + name;
+    throw Error("resolve", "axis", k, "not an axis of " + op.name + " (its axes: " + known + ")");
+  }
   auto wrows = store.db().query("SELECT id, manifest, workload_digest FROM workloads WHERE operation_id = ? AND kind = 'WorkloadCase'",
                                 {op.id});
   struct Candidate {
@@ -584,7 +595,19 @@ json resolve(Store& store, const ResolveQuery& q, int near_limit) {
   json exact = json();
   json near = json::array();
   std::stable_sort(candidates.begin(), candidates.end(), [](const Candidate& a, const Candidate& b) { return a.distance < b.distance; });
+  // Axes that match several workloads do not pick one: every matching workload is listed instead.
+  json ambiguous = json::array();
+  if (std::count_if(candidates.begin(), candidates.end(), [](const Candidate& c) { return c.differs.empty(); }) > 1) {
+    for (const auto& c : candidates) {
+      if (c.differs.empty()) {
+        json axes = json::object();
+        for (const auto& [k, v] : workload_axes(op.manifest, c.manifest)) axes[k] = v;
+        ambiguous.push_back({{"workloadId", c.id}, {"label", workload_label(c.manifest)}, {"axes", std::move(axes)}});
+      }
+    }
+  }
   for (const auto& c : candidates) {
+    if (c.differs.empty() && !ambiguous.empty()) continue;
     if (c.differs.empty() && exact.is_null()) {
       const auto groups = cohort_gpus(c);
       json cohorts = cohorts_of(c, groups);
@@ -660,6 +683,7 @@ json resolve(Store& store, const ResolveQuery& q, int near_limit) {
   return {{"operation", {{"slug", op.slug}, {"name", op.name}}},
           {"query", {{"axes", q.axes}, {"dtype", q.dtype}, {"gpu", q.gpu}}},
           {"exact", std::move(exact)},
+          {"ambiguous", std::move(ambiguous)},
           {"near", std::move(near)}};
 }
 
@@ -728,11 +752,12 @@ json export_store(Store& store, const std::string& path) {
                                                      "targetArchitectures"};
   static const std::set<std::string> bool_columns = {"sourceAvailable", "installable", "reported",
                                                      "reproducedByKernelindex", "hasRawEvidence", "sourceNative"};
-  static const std::set<std::string> kindex_only = {"kind", "origin", "realGpu", "kindexFloorNs"};
+  static const std::set<std::string> kindex_only = {"origin", "realGpu", "kindexFloorNs"};
   std::string text;
   json counts = json::object();
   for (const std::string table : {"sources", "projects", "operations", "operation_aliases", "workloads",
-                                  "implementations", "benchmark_runs", "measurements", "record_events"}) {
+                                  "implementations", "benchmark_runs", "measurements", "record_events",
+                                  "artifacts"}) {
     const auto& keys = table_keys(table);
     std::string cols;
     for (const auto& k : keys) cols += (cols.empty() ? "" : ", ") + snake_case(k);
@@ -742,7 +767,7 @@ json export_store(Store& store, const std::string& path) {
       json row = json::object();
       for (size_t i = 0; i < keys.size(); ++i) {
         const std::string& k = keys[i];
-        if (kindex_only.count(k)) continue;
+        if (kindex_only.count(k) || (k == "kind" && table == "workloads")) continue;
         if (r.is_null(i)) {
           row[k] = nullptr;
         } else if (json_columns.count(k)) {

@@ -20,27 +20,51 @@ std::string to_string(EvidenceLevel level) {
 EvidenceLevel evidence_level(const RunEvidence& e) {
   if (e.independent_replications >= 2) return EvidenceLevel::replicated;
   if (e.reproduced_by_kernelindex) return EvidenceLevel::verified;
-  if (e.source_available && e.installable) return EvidenceLevel::reproducible;
+  if (e.source_available && e.has_raw_evidence) return EvidenceLevel::reproducible;
   return EvidenceLevel::reported;
 }
 
+namespace {
+
+bool tied_pair(const Ranked& a, const Ranked& b, bool source_native) {
+  if (a.value == b.value) return true;
+  // Source-native values carry the source's own ordering, without KernelIndex's uncertainty semantics.
+  if (source_native || !a.low || !a.high || !b.low || !b.high) return false;
+  return *a.high >= *b.low && *b.high >= *a.low;
+}
+
+}  // namespace
+
+bool cohort_is_source_native(const std::vector<Ranked>& runs) {
+  return std::any_of(runs.begin(), runs.end(), [](const Ranked& r) { return r.source_native; });
+}
+
 void rank_v1(std::vector<Ranked>& runs, bool source_native) {
-  std::stable_sort(runs.begin(), runs.end(), [](const Ranked& a, const Ranked& b) {
-    if (a.value != b.value) return a.value < b.value;
-    if (a.evidence != b.evidence) return a.evidence > b.evidence;
-    return a.observed_at < b.observed_at;
+  // Ascending value; equal values in id order so the grouping does not depend on the order rows arrived in.
+  std::sort(runs.begin(), runs.end(), [](const Ranked& a, const Ranked& b) {
+    return a.value != b.value ? a.value < b.value : a.id < b.id;
   });
-  for (size_t i = 0; i < runs.size(); ++i) {
-    if (i == 0) {
-      runs[i].rank = 1;
-      continue;
+  std::vector<Ranked> out;
+  out.reserve(runs.size());
+  int rank = 0;
+  for (std::size_t start = 0; start < runs.size();) {
+    std::size_t end = start + 1;
+    while (end < runs.size() &&
+           std::all_of(runs.begin() + static_cast<std::ptrdiff_t>(start), runs.begin() + static_cast<std::ptrdiff_t>(end),
+                       [&](const Ranked& member) { return tied_pair(member, runs[end], source_native); }))
+      ++end;
+    ++rank;
+    std::sort(runs.begin() + static_cast<std::ptrdiff_t>(start), runs.begin() + static_cast<std::ptrdiff_t>(end),
+              [](const Ranked& a, const Ranked& b) {
+                if (a.evidence != b.evidence) return a.evidence > b.evidence;
+                if (a.observed_at != b.observed_at) return a.observed_at > b.observed_at;
+                return a.id < b.id;
+              });
+    for (std::size_t i = start; i < end; ++i) {
+      runs[i].rank = rank;
+      runs[i].tied_with_previous = end - start > 1 && i > start;
     }
-    const Ranked& above = runs[i - 1];
-    bool tie = runs[i].value == above.value;
-    if (!tie && !source_native && runs[i].low && runs[i].high && above.low && above.high) {
-      tie = *runs[i].low <= *above.high && *above.low <= *runs[i].high;
-    }
-    runs[i].rank = tie ? above.rank : above.rank + 1;
+    start = end;
   }
 }
 

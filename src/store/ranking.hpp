@@ -9,9 +9,10 @@
 
 namespace kindex::store {
 
-// reported < reproducible < verified < replicated. "verified" is a run kindex's own runner measured on a real
-// GPU with its raw samples kept (or one KernelIndex itself reproduced); "reproducible" has source and an
-// install recipe; "replicated" has two or more independent replications.
+// reported < reproducible < verified < replicated, as KernelIndex's trust policy derives them: "replicated" has
+// two or more independent replications; "verified" is a run kindex's own runner measured on a real GPU with its
+// raw samples kept (or one KernelIndex itself reproduced); "reproducible" has public source and raw evidence
+// (samples, logs or an equivalent artifact; an install recipe is not needed); everything else is "reported".
 enum class EvidenceLevel { reported = 0, reproducible = 1, verified = 2, replicated = 3 };
 std::string to_string(EvidenceLevel level);
 
@@ -19,7 +20,7 @@ struct RunEvidence {
   bool reproduced_by_kernelindex = false;
   int64_t independent_replications = 0;
   bool source_available = false;
-  bool installable = false;
+  bool has_raw_evidence = false;
 };
 EvidenceLevel evidence_level(const RunEvidence& e);
 
@@ -29,15 +30,20 @@ struct Ranked {
   double value = 0;                       // primary latency, ns
   std::optional<double> low, high;        // 95% interval, ns
   EvidenceLevel evidence = EvidenceLevel::reported;
-  std::string observed_at;
+  std::string observed_at;  // UTC instant (ISO-8601)
+  bool source_native = false;
   int rank = 0;
+  bool tied_with_previous = false;
 };
 
-// Sorts ascending by value (ties in value: higher evidence first, then earlier observation) and assigns dense
-// ranks. A run shares the rank of the run just above it when the values are equal or, in a cohort that is not
-// source-native, their 95% intervals overlap. Ties are judged pairwise with the neighbour above, so they are not
-// transitive: A~B and B~C share a rank through the chain even though A and C may not overlap.
+// ranking-v1 exactly as KernelIndex's frozen policy: runs sorted ascending by value are grouped into tie chains; a
+// run joins the current chain only when it ties with every member (equal values, or, in a cohort that is not
+// source-native, overlapping 95% intervals; a missing interval ties only on equal values), so ties never pass
+// through an intermediate run (A~B, B~C, A!~C ranks 1, 1, 2). Each chain is one dense rank; within it the order
+// is higher evidence, then newer observation, then id. A cohort is source-native when any member is
+// (cohort_is_source_native).
 void rank_v1(std::vector<Ranked>& runs, bool source_native);
+bool cohort_is_source_native(const std::vector<Ranked>& runs);
 
 // Datasheet peaks (headroom-v1): DRAM bandwidth in bytes/s and dense bf16 tensor FLOP/s for a GPU product name.
 struct Datasheet {

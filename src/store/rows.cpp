@@ -40,6 +40,7 @@ const std::map<std::string, std::vector<std::string>>& all_tables() {
       {"run_samples", {"runId", "idx", "valueNs"}},
       {"record_events",
        {"id", "comparisonKey", "runId", "previousRunId", "policyVersion", "cause", "at", "createdAt"}},
+      {"artifacts", {"id", "contentDigest", "kind", "mediaType", "sizeBytes", "storage", "uri", "license", "createdAt"}},
   };
   return tables;
 }

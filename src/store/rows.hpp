@@ -11,7 +11,7 @@
 namespace kindex::store {
 
 // Inserts one row of an export table (sources, projects, operations, operation_aliases, workloads,
-// implementations, benchmark_runs, measurements, record_events) or of kindex's tables (protocols, environments,
+// implementations, benchmark_runs, measurements, record_events, artifacts) or of kindex's tables (protocols, environments,
 // run_samples, manifests). Unknown keys are an error (naming `where`); a row whose key already exists inserts
 // nothing. Returns whether a row was inserted.
 bool insert_row(Db& db, const std::string& table, const nlohmann::json& row, const std::string& where);

@@ -57,6 +57,10 @@ CREATE TABLE IF NOT EXISTS run_samples (
 CREATE TABLE IF NOT EXISTS record_events (
   id TEXT PRIMARY KEY, comparison_key TEXT NOT NULL, run_id TEXT REFERENCES benchmark_runs(id),
   previous_run_id TEXT, policy_version TEXT NOT NULL, cause TEXT NOT NULL, at TEXT NOT NULL, created_at TEXT);
+-- Content-addressed evidence objects (kernel sources, logs) as the export lists them: digest and location, no body.
+CREATE TABLE IF NOT EXISTS artifacts (
+  id TEXT PRIMARY KEY, content_digest TEXT NOT NULL UNIQUE, kind TEXT NOT NULL, media_type TEXT NOT NULL,
+  size_bytes BIGINT, storage TEXT NOT NULL, uri TEXT, license TEXT, created_at TEXT);
 CREATE INDEX IF NOT EXISTS ix_alias ON operation_aliases(alias);
 CREATE INDEX IF NOT EXISTS ix_workloads_op ON workloads(operation_id);
 CREATE INDEX IF NOT EXISTS ix_impl_op ON implementations(operation_id);
@@ -64,9 +68,11 @@ CREATE INDEX IF NOT EXISTS ix_impl_op ON implementations(operation_id);
 CREATE INDEX IF NOT EXISTS ix_runs_by_workload ON benchmark_runs(workload_id, status, primary_value, implementation_id,
   hardware_model, retracted_at, comparison_key);
 -- Covers ranking a cohort (Store::cohort) without reading run rows.
-CREATE INDEX IF NOT EXISTS ix_runs_ranking ON benchmark_runs(comparison_key, status, primary_value, retracted_at, id,
+-- (ix_runs_ranking, its earlier form, covered installable instead of has_raw_evidence.)
+DROP INDEX IF EXISTS ix_runs_ranking;
+CREATE INDEX IF NOT EXISTS ix_runs_cohort ON benchmark_runs(comparison_key, status, primary_value, retracted_at, id,
   uncertainty_low, uncertainty_high, reproduced_by_kernelindex, independent_replication_count, source_available,
-  installable, observed_at, source_native, kindex_floor_ns);
+  has_raw_evidence, observed_at, source_native, kindex_floor_ns);
 CREATE INDEX IF NOT EXISTS ix_runs_by_impl ON benchmark_runs(implementation_id, workload_id, status, primary_value,
   retracted_at, reproduced_by_kernelindex);
 CREATE INDEX IF NOT EXISTS ix_meas_run ON measurements(run_id);

@@ -54,12 +54,11 @@ std::optional<json> Store::manifest(const std::string& digest) {
 std::vector<Ranked> Store::cohort(const std::string& comparison_key, bool* source_native) {
   auto rows = db_->query(
       "SELECT id, primary_value, uncertainty_low, uncertainty_high, reproduced_by_kernelindex, "
-      "independent_replication_count, source_available, installable, observed_at, source_native "
+      "independent_replication_count, source_available, has_raw_evidence, observed_at, source_native "
       "FROM benchmark_runs r WHERE comparison_key = ? AND status = 'passed' AND retracted_at IS NULL "
       "AND primary_value IS NOT NULL AND NOT EXISTS (SELECT 1 FROM benchmark_runs s WHERE s.supersedes_id = r.id)",
       {comparison_key});
   std::vector<Ranked> out;
-  bool native = !rows.empty();
   for (const auto& r : rows) {
     Ranked k;
     k.id = r.text(0);
@@ -67,10 +66,15 @@ std::vector<Ranked> Store::cohort(const std::string& comparison_key, bool* sourc
     k.low = r.maybe_real(2);
     k.high = r.maybe_real(3);
     k.evidence = evidence_level({r.integer(4) != 0, r.integer(5), r.integer(6) != 0, r.integer(7) != 0});
-    k.observed_at = r.text(8);
-    native = native && r.integer(9) != 0;
+    try {  // one form (UTC, milliseconds) so that "newer first" compares instants
+      k.observed_at = evidence::utc_instant(r.text(8), "benchmark_runs", "observed_at");
+    } catch (const std::exception&) {
+      k.observed_at = r.text(8);
+    }
+    k.source_native = r.integer(9) != 0;
     out.push_back(std::move(k));
   }
+  const bool native = cohort_is_source_native(out);
   rank_v1(out, native);
   if (source_native) *source_native = native;
   return out;
@@ -124,13 +128,6 @@ void Store::retract_run(const std::string& run_id, const std::string& reason, co
 }
 
 namespace {
-
-json latency_of(const json& run_spec) {
-  if (auto t = run_spec.find("timing"); t != run_spec.end()) {
-    if (auto l = t->find("latencyNs"); l != t->end()) return *l;
-  }
-  return json::object();
-}
 
 // Finds a row id by a lookup query, or inserts `row` into `table` and returns its id.
 std::string find_or_insert(Db& db, const std::string& lookup, const std::vector<Value>& params,
@@ -240,15 +237,14 @@ RecordResult Store::record_run(const OwnRun& in) {
   insert_row(db, "protocols", {{"digest", proto.digest}, {"manifest", proto.document}}, "record_run");
   insert_row(db, "environments", {{"digest", env.digest}, {"manifest", env.document}}, "record_run");
 
-  json latency = latency_of(rs);
-  std::string statistic = rs.value("timing", json::object()).value("primaryStatistic", "");
-  json primary = latency.value(statistic, json());
+  // The row restates the run manifest exactly as KernelIndex's publication does (evidence/keys.hpp).
+  json facts = json::object();
+  for (auto& [column, value] : evidence::run_row_facts(run.document, env.document)) facts[column] = value;
   std::optional<double> low = in.interval_low_ns, high = in.interval_high_ns;
-  if (!low && latency.contains("confidence95")) {
-    low = latency["confidence95"][0].get<double>();
-    high = latency["confidence95"][1].get<double>();
+  if (!low && facts["uncertaintyLow"].is_number()) {
+    low = facts["uncertaintyLow"].get<double>();
+    high = facts["uncertaintyHigh"].get<double>();
   }
-  const json hw = env.spec().value("hardware", json::object());
   const json sw = env.spec().value("software", json::object());
   std::string cuda = sw.value("cudaToolkit", "");
   json cuda_major = cuda.empty() ? json() : json(std::atoi(cuda.c_str()));
@@ -258,30 +254,30 @@ RecordResult Store::record_run(const OwnRun& in) {
               {"implementationId", impl_id},
               {"workloadId", wl_id},
               {"sourceId", source_id},
-              {"status", rs.value("status", "passed")},
-              {"observedAt", rs.value("observedAt", now)},
+              {"status", facts["status"]},
+              {"observedAt", facts["observedAt"].is_null() ? json(now) : facts["observedAt"]},
               {"publishedAt", now},
-              {"hardwareVendor", hw.value("vendor", "")},
-              {"hardwareModel", hw.value("product", "")},
-              {"hardwareArchitecture", hw.value("architecture", "")},
+              {"hardwareVendor", facts["hardwareVendor"]},
+              {"hardwareModel", facts["hardwareModel"]},
+              {"hardwareArchitecture", facts["hardwareArchitecture"]},
               {"cudaMajor", cuda_major},
               {"protocolKey", proto.digest},
               {"environmentKey", env.digest},
               {"correctnessKey", correctness},
               {"comparisonKey", ck},
-              {"primaryMetric", "latency"},
-              {"primaryValue", primary.is_number() ? primary : json()},
-              {"primaryUnit", "ns"},
-              {"sampleCount", in.samples_ns.empty() ? json() : json(in.samples_ns.size())},
+              {"primaryMetric", facts["primaryMetric"]},
+              {"primaryValue", facts["primaryValue"]},
+              {"primaryUnit", facts["primaryUnit"]},
+              {"sampleCount", in.samples_ns.empty() ? facts["sampleCount"] : json(in.samples_ns.size())},
               {"uncertaintyLow", low ? json(*low) : json()},
               {"uncertaintyHigh", high ? json(*high) : json()},
               {"reported", !own},
               {"reproducedByKernelindex", own && in.real_gpu && !in.samples_ns.empty()},
               {"sourceAvailable", own || is.contains("source")},
               {"installable", own},
-              {"primaryStatistic", statistic.empty() ? json() : json(statistic)},
-              {"hasRawEvidence", !in.samples_ns.empty()},
-              {"sourceNative", rs.contains("sourceNative")},
+              {"primaryStatistic", facts["primaryStatistic"]},
+              {"hasRawEvidence", !in.samples_ns.empty() || facts["hasRawEvidence"].get<bool>()},
+              {"sourceNative", facts["sourceNative"]},
               {"environmentSummary", (cuda.empty() ? std::string() : "CUDA " + cuda + " · ") + source_name},
               {"manifest", run_manifest},
               {"origin", in.origin},
@@ -292,9 +288,8 @@ RecordResult Store::record_run(const OwnRun& in) {
   if (result.inserted) {
     std::vector<Measurement> ms = in.measurements;
     if (ms.empty()) {
-      for (const auto& [stat, v] : latency.items()) {
-        if (v.is_number()) ms.push_back({"latency", stat, "ns", v.get<double>(), row["sampleCount"].is_null() ? std::nullopt : std::optional<int64_t>(in.samples_ns.size())});
-      }
+      for (const auto& m : evidence::run_measurements(run.document))
+        ms.push_back({m.metric, m.statistic, m.unit, m.value, m.sample_count});
     }
     for (const auto& m : ms) {
       insert_row(db, "measurements",
@@ -376,7 +371,7 @@ json Store::counts() {
   json out = json::object();
   for (const char* t : {"sources", "projects", "operations", "operation_aliases", "workloads", "implementations",
                         "protocols", "environments", "benchmark_runs", "run_manifests", "measurements", "run_samples", "record_events",
-                        "manifests"}) {
+                        "artifacts", "manifests"}) {
     out[t] = db_->query(std::string("SELECT COUNT(*) FROM ") + t)[0].integer(0);
   }
   return out;

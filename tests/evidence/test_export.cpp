@@ -6,6 +6,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <set>
 
 #include "core/error.hpp"
 #include "evidence/digest.hpp"
@@ -96,13 +97,12 @@ TEST(Keys, FormulasReproduceSeedPages) {
   parts.protocol = "sha256:7d44d206ad086b4bece35ce31f6531ebb11f07e0d9dcfb74c75be86d3ec02095";
   parts.environment = "sha256:af7cb68a0bb0eb9671092a620668c2600f0431301fc46a71807ea75fb7de8bce";
   parts.correctness = correctness_key(workload["manifest"]["spec"]["correctness"]);
-  parts.metric = metric_key("mean");
+  parts.metric = run_metric_key(json{{"spec", {{"timing", {{"primaryStatistic", "mean"}, {"latencyNs", {{"mean", 1}}}}}}}});
   EXPECT_EQ(comparison_key(parts).substr(0, 23), "sha256:86e45cd23a2bac91");
   // Seed 004's comparison key appears in the slice's record events.
   EXPECT_NO_THROW(row_with("record_events", "comparisonKey",
                            "sha256:82454b3ed3c2b93f67f68d9e6f5e694161039492c2390b29424366990e764ace"));
-  EXPECT_EQ(metric_key("median"), "latency:median:ns");
-  EXPECT_EQ(metric_key(""), "none");
+  EXPECT_EQ(metric_key(std::nullopt), "none");
   EXPECT_EQ(run_metric_key(json{{"spec", {{"status", "runtime_error"}}}}), "none");
   EXPECT_EQ(correctness_key(json{{"comparator", "sol_execbench_eval"}}),
             sha256_digest(json::parse(R"({"correctness":{"comparator":"sol_execbench_eval"}})")));
@@ -130,9 +130,9 @@ TEST(Export, DamagedFilesGiveErrorsNotCrashes) {
   std::string corrupt = whole;
   for (std::size_t i = 20; i < corrupt.size(); i += 7) corrupt[i] = static_cast<char>(corrupt[i] ^ 0x5a);
   EXPECT_FALSE(error_of(temp_file("corrupt.jsonl.zst", corrupt)).empty());
-  const std::string bad_line = error_of(temp_file("bad.jsonl", "{\"table\":\"sources\",\"row\":{}}\n{\"table\":\"nope\",\"row\":{}}\n"));
+  const std::string bad_line = error_of(temp_file("bad.jsonl", "{\"table\":\"sources\",\"row\":{}}\n{\"table\":\"nope\",\"row\":7}\n"));
   EXPECT_NE(bad_line.find(":2"), std::string::npos) << bad_line;
-  EXPECT_NE(bad_line.find("unknown export table"), std::string::npos) << bad_line;
+  EXPECT_NE(bad_line.find("not an object"), std::string::npos) << bad_line;
   EXPECT_THROW(parse_export_line("{\"table\":\"sources\",\"row\":[]}", "x"), kindex::Error);
   EXPECT_THROW(parse_export_line("{\"table\":\"sources\",\"row\":{},\"extra\":1}", "x"), kindex::Error);
   EXPECT_THROW(parse_export_line("{\"table\":\"sources\",\"table\":\"sources\",\"row\":{}}", "x"), kindex::Error);
@@ -257,4 +257,79 @@ TEST(ManifestModel, InvalidModelsAreRefused) {
   EXPECT_NO_THROW(to_manifest(run));
   run.extra = {{"status", "passed"}};
   EXPECT_THROW(to_manifest(run), kindex::Error);  // set twice
+}
+
+namespace {
+
+std::string every_table_path() { return kindex::test::data_dir() + "/kernelindex/export-every-table.jsonl"; }
+
+std::string read_text(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string((std::istreambuf_iterator<char>(in)), {});
+}
+
+}  // namespace
+
+TEST(Export, EveryTableAndMetricKindOfTheExportVerifies) {
+  const ExportData data = read_export(every_table_path());
+  for (const auto& table : kExportTables) EXPECT_FALSE(data.rows(table).empty()) << table;
+  const VerifyReport report = verify_export(data);
+  for (const auto& m : report.mismatches) ADD_FAILURE() << m;
+  EXPECT_EQ(report.columns.at("comparisonKey").matched, 4u);
+  EXPECT_EQ(report.columns.at("record_events.comparisonKey").matched, 3u);
+  EXPECT_EQ(report.columns.at("measurements.value").matched, 6u);
+  EXPECT_EQ(report.columns.at("artifacts.contentDigest").matched, 2u);
+  EXPECT_EQ(report.columns.at("artifacts.sizeBytes").matched, 2u);
+  // The metric part of each cohort follows the run's primary measurement.
+  std::multiset<std::string> metrics;
+  for (const auto& row : data.rows("benchmark_runs")) metrics.insert(run_metric_key(row["manifest"]["run"]));
+  EXPECT_EQ(metrics, (std::multiset<std::string>{"score:geomean:s", "score:geomean:s", "latency:median:ns", "none"}));
+}
+
+TEST(Export, PrimaryMeasurementIsDerivedAsKernelIndexPublishes) {
+  const auto primary = [](json spec) { return run_primary(json{{"spec", std::move(spec)}}); };
+  auto p = primary({{"timing", {{"primaryStatistic", "mean"}, {"samples", 50}, {"latencyNs", {{"median", 7}}}}}});
+  ASSERT_TRUE(p);  // "mean" without a mean falls back to the median
+  EXPECT_EQ(p->value, 7);
+  EXPECT_EQ(p->sample_count, 50);
+  p = primary({{"timing", {{"primaryStatistic", "p05"}, {"latencyNs", {{"median", 9}, {"p05", 5}}}}}});
+  EXPECT_EQ(metric_key(p), "latency:p05:ns");
+  EXPECT_EQ(p->value, 9);  // any statistic but "mean" states the median
+  p = primary({{"measurements", {{{"metric", "score"}, {"unit", "s"}, {"statistic", "geomean"}, {"value", 0.5}}}}});
+  EXPECT_EQ(metric_key(p), "score:geomean:s");
+  EXPECT_EQ(p->value, 0.5);
+  EXPECT_FALSE(primary({{"status", "timeout"}}));
+}
+
+TEST(Export, UnknownTableIsSkippedWithAWarningNotRefused) {
+  const std::string path = temp_file("future.jsonl", read_text(every_table_path()) +
+                                                         "{\"table\":\"run_artifacts\",\"row\":{\"role\":\"source\"}}\n");
+  const VerifyReport report = verify_export(path);
+  EXPECT_TRUE(report.ok());
+  EXPECT_EQ(report.skipped_tables.at("run_artifacts"), 1u);
+  EXPECT_EQ(report.row_counts.count("run_artifacts"), 0u);
+}
+
+TEST(Export, StatedValuesThatDisagreeWithTheManifestAreMismatches) {
+  ExportData data = read_export(every_table_path());
+  for (auto& row : data.tables["benchmark_runs"])
+    if (row["primaryMetric"] == "latency") row["primaryValue"] = 1000;
+  data.tables["measurements"][0]["value"] = 0.125;
+  const VerifyReport report = verify_export(data);
+  EXPECT_EQ(report.columns.at("benchmark_runs.primaryValue").mismatched, 1u);
+  EXPECT_EQ(report.columns.at("measurements.value").mismatched, 1u);
+  bool named = false;
+  for (const auto& m : report.mismatches) named = named || (m.find("primaryValue: stated 1000") != std::string::npos &&
+                                                            m.find("348254") != std::string::npos);
+  EXPECT_TRUE(named);
+}
+
+TEST(Export, UtcInstantReadsZonelessHarnessTimestampsAsUtc) {
+  EXPECT_EQ(utc_instant("2026-12-03T08:51:59.947655", "t", "timestamp"), "2026-12-03T08:51:59.947Z");
+  EXPECT_EQ(utc_instant("2026-12-03T08:51:59Z", "t", "timestamp"), "2026-12-03T08:51:59.000Z");
+  EXPECT_EQ(utc_instant("2026-12-03T23:30:00.5+02:00", "t", "timestamp"), "2026-12-03T21:30:00.500Z");
+  EXPECT_EQ(utc_instant("2026-12-31T23:30:00-01:00", "t", "timestamp"), "2027-01-01T00:30:00.000Z");
+  for (const char* bad : {"", "2026-12-03", "2026-13-03T00:00:00", "2026-02-30T00:00:00", "2026-12-03T08:51:59.Z",
+                          "2026-12-03T08:51:59+0200", "yesterday"})
+    EXPECT_THROW(utc_instant(bad, "t", "timestamp"), kindex::Error) << bad;
 }

@@ -7,6 +7,7 @@
 #include <fstream>
 
 #include "core/error.hpp"
+#include "evidence/digest.hpp"
 #include "store/import.hpp"
 #include "store/query.hpp"
 #include "store/store.hpp"
@@ -17,6 +18,29 @@ namespace {
 
 std::string slice() { return test::data_dir() + "/kernelindex/export-slice-gqa.jsonl.zst"; }
 std::string examples() { return test::data_dir() + "/kernelindex/examples"; }
+std::string every_table() { return test::data_dir() + "/kernelindex/export-every-table.jsonl"; }
+
+std::vector<nlohmann::json> lines_of(const std::string& path) {
+  std::ifstream in(path);
+  std::vector<nlohmann::json> out;
+  for (std::string line; std::getline(in, line);)
+    if (!line.empty()) out.push_back(nlohmann::json::parse(line));
+  return out;
+}
+
+std::string write_lines(const std::string& name, const std::vector<nlohmann::json>& lines) {
+  std::string path = (std::filesystem::temp_directory_path() / ("kindex-import-" + std::to_string(::getpid()) + "-" + name)).string();
+  std::ofstream out(path);
+  for (const auto& l : lines) out << l.dump() << "\n";
+  return path;
+}
+
+// The fixture's latency run on the exact case (its primary is the median, 348254 ns).
+nlohmann::json& case_run(std::vector<nlohmann::json>& lines) {
+  for (auto& l : lines)
+    if (l["table"] == "benchmark_runs" && l["row"]["primaryMetric"] == "latency") return l;
+  throw std::runtime_error("fixture has no latency run");
+}
 
 TEST(StoreImport, SliceImportsEveryRowAndSecondImportInsertsNothing) {
   auto store = Store::open(":memory:");
@@ -103,6 +127,158 @@ TEST(StoreImport, InvalidExampleManifestsAreRefusedWithTheirProblem) {
     }
     EXPECT_EQ(store->counts()["manifests"], 0) << file;
   }
+}
+
+}  // namespace
+}  // namespace kindex::store
+
+namespace kindex::store {
+namespace {
+
+TEST(StoreImport, EveryTableAndMetricKindImportsRanksAndReimportsNothing) {
+  auto store = Store::open(":memory:");
+  ImportReport rep = import_files(*store, {every_table()});
+  EXPECT_EQ(rep.inserted.at("artifacts"), 2);
+  EXPECT_EQ(rep.inserted.at("benchmark_runs"), 4);
+  EXPECT_EQ(rep.inserted.at("measurements"), 6);
+  EXPECT_EQ(rep.inserted.at("record_events"), 3);
+  EXPECT_EQ(rep.record_events, 0);  // the export's events already name each cohort's running minimum
+  auto runs = store->db().query("SELECT id, comparison_key, primary_metric, primary_unit FROM benchmark_runs "
+                                "WHERE primary_metric = 'score' ORDER BY primary_value");
+  ASSERT_EQ(runs.size(), 2u);
+  EXPECT_EQ(runs[0].text(3), "s");
+  auto cohort = store->cohort(runs[0].text(1));
+  ASSERT_EQ(cohort.size(), 2u);
+  EXPECT_EQ(cohort[0].id, runs[0].text(0));
+  EXPECT_EQ(cohort[1].rank, 2);
+  // Public source plus raw samples: reproducible.
+  auto latency = store->db().query("SELECT id FROM benchmark_runs WHERE primary_metric = 'latency'");
+  ASSERT_EQ(latency.size(), 1u);
+  EXPECT_EQ(run_view(*store, latency[0].text(0))["run"]["evidence"], "reproducible");
+  nlohmann::json counts = store->counts();
+  EXPECT_EQ(import_files(*store, {every_table()}).total_inserted(), 0);
+  EXPECT_EQ(store->counts(), counts);
+}
+
+TEST(StoreImport, UnknownTableIsSkippedWithAWarning) {
+  auto lines = lines_of(every_table());
+  lines.push_back({{"table", "run_artifacts"}, {"row", {{"role", "source"}}}});
+  auto store = Store::open(":memory:");
+  ImportReport rep = import_files(*store, {write_lines("future.jsonl", lines)});
+  EXPECT_EQ(rep.inserted.at("benchmark_runs"), 4);
+  ASSERT_EQ(rep.warnings.size(), 1u);
+  EXPECT_NE(rep.warnings[0].find("run_artifacts"), std::string::npos);
+}
+
+TEST(StoreImport, FailedImportLeavesTheStoreExactlyAsItWas) {
+  auto lines = lines_of(every_table());
+  lines.back()["row"]["contentDigest"] = "md5:0";  // the last line is refused
+  const std::string bad = write_lines("last-line-bad.jsonl", lines);
+  for (bool empty : {true, false}) {
+    auto store = Store::open(":memory:");
+    if (!empty) import_files(*store, {slice()});
+    nlohmann::json before = store->counts();
+    EXPECT_THROW(import_files(*store, {bad}), Error);
+    EXPECT_EQ(store->counts(), before);
+    EXPECT_EQ(store->integrity_check(), "ok");
+  }
+  // Several files are one import: the second's failure takes back the first.
+  auto store = Store::open(":memory:");
+  nlohmann::json before = store->counts();
+  EXPECT_THROW(import_files(*store, {slice(), bad}), Error);
+  EXPECT_EQ(store->counts(), before);
+}
+
+TEST(StoreImport, PrimaryValueThatDisagreesWithItsManifestIsRefused) {
+  auto lines = lines_of(every_table());
+  case_run(lines)["row"]["primaryValue"] = 1000;
+  auto store = Store::open(":memory:");
+  try {
+    import_files(*store, {write_lines("lying-value.jsonl", lines)});
+    FAIL() << "a row stating 1000 ns against a manifest median of 348254 ns was imported";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.field(), "primaryValue") << e.what();
+    EXPECT_NE(std::string(e.what()).find("348254"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(store->counts()["benchmark_runs"], 0);
+  lines = lines_of(every_table());
+  for (auto& l : lines)
+    if (l["table"] == "measurements" && l["row"]["statistic"] == "std") l["row"]["value"] = 1;
+  EXPECT_THROW(import_files(*store, {write_lines("lying-measurement.jsonl", lines)}), Error);
+}
+
+TEST(StoreImport, StoredIdWithDifferentContentIsRefusedNamingBothDigests) {
+  auto store = Store::open(":memory:");
+  import_files(*store, {every_table()});
+  auto lines = lines_of(every_table());
+  nlohmann::json& row = case_run(lines)["row"];
+  const std::string stored = row["runDigest"];
+  // The same id, another observation: a different run.
+  row["manifest"]["run"]["spec"]["observedAt"] = "2026-07-01T00:00:00.000Z";
+  row["observedAt"] = "2026-07-01T00:00:00.000Z";
+  row["runDigest"] = evidence::manifest_digest(row["manifest"]["run"]);
+  const std::string stated = row["runDigest"];
+  ASSERT_NE(stated, stored);
+  try {
+    import_files(*store, {write_lines("same-id.jsonl", lines)});
+    FAIL() << "a run with a stored id and other content was counted as present";
+  } catch (const Error& e) {
+    const std::string msg = e.what();
+    EXPECT_NE(msg.find(stated), std::string::npos) << msg;
+    EXPECT_NE(msg.find(stored), std::string::npos) << msg;
+  }
+}
+
+}  // namespace
+}  // namespace kindex::store
+
+namespace kindex::store {
+namespace {
+
+TEST(Resolve, UnknownAxisIsNamedAndAxesMatchingSeveralWorkloadsAreListed) {
+  auto store = Store::open(":memory:");
+  import_files(*store, {slice()});
+  try {
+    resolve(*store, {"gqa_paged_decode_h24_kv4_d128_ps64", {{"batch_sise", 1}}, "", ""});
+    FAIL() << "an unknown axis was ignored";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.field(), "axis");
+    EXPECT_EQ(e.value(), "batch_sise");
+    EXPECT_NE(std::string(e.what()).find("batch_size"), std::string::npos) << e.what();
+  }
+  // page_size is a constant: every workload of the operation matches, none is picked.
+  nlohmann::json all = resolve(*store, {"gqa_paged_decode_h24_kv4_d128_ps64", {{"page_size", 64}}, "", ""});
+  EXPECT_TRUE(all["exact"].is_null());
+  EXPECT_EQ(all["ambiguous"].size(), 20u);
+  // The full set of variable axes picks exactly one.
+  nlohmann::json one = resolve(*store, {"gqa_paged_decode_h24_kv4_d128_ps64", {{"batch_size", 1}, {"num_pages", 425}}, "", ""});
+  EXPECT_FALSE(one["exact"].is_null());
+  EXPECT_TRUE(one["ambiguous"].empty());
+}
+
+}  // namespace
+}  // namespace kindex::store
+
+namespace kindex::store {
+namespace {
+
+TEST(StoreImport, SameRunUnderAnotherIdIsAlreadyPresentNotADuplicate) {
+  auto store = Store::open(":memory:");
+  import_files(*store, {every_table()});
+  const nlohmann::json counts = store->counts();
+  // As when kindex imported a trace and KernelIndex's export then brings the same run (same runDigest) under
+  // KernelIndex's id: nothing is added twice and nothing is refused.
+  auto lines = lines_of(every_table());
+  const std::string old_id = case_run(lines)["row"]["id"];
+  const std::string new_id = "01a0ffff-0000-7000-8000-000000000001";
+  for (auto& l : lines) {
+    for (const char* key : {"id", "runId", "previousRunId"}) {
+      if (l["row"].contains(key) && l["row"][key] == old_id) l["row"][key] = new_id;
+    }
+  }
+  ImportReport rep = import_files(*store, {write_lines("other-id.jsonl", lines)});
+  EXPECT_EQ(rep.total_inserted(), 0);
+  EXPECT_EQ(store->counts(), counts);
 }
 
 }  // namespace

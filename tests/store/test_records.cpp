@@ -11,50 +11,99 @@ namespace kindex::store {
 namespace {
 
 Ranked run(std::string id, double v, std::optional<double> lo = {}, std::optional<double> hi = {},
-           EvidenceLevel e = EvidenceLevel::reported) {
+           EvidenceLevel e = EvidenceLevel::reproducible, std::string observed = "2026-08-01T00:00:00.000Z") {
   Ranked r;
   r.id = std::move(id);
   r.value = v;
   r.low = lo;
   r.high = hi;
   r.evidence = e;
+  r.observed_at = std::move(observed);
   return r;
 }
 
-TEST(Ranking, DenseRanksWithEqualValuesTied) {
-  std::vector<Ranked> rs = {run("c", 30), run("a", 10), run("b", 10), run("d", 40)};
-  rank_v1(rs, true);
+std::vector<std::pair<std::string, int>> ids_and_ranks(const std::vector<Ranked>& rs) {
+  std::vector<std::pair<std::string, int>> out;
+  for (const auto& r : rs) out.emplace_back(r.id, r.rank);
+  return out;
+}
+
+using Ranks = std::vector<std::pair<std::string, int>>;
+
+// The vectors below are KernelIndex's frozen ranking-v1 vectors (apps/web/src/server/policy/ranking.test.ts),
+// with the same inputs and expected ranks.
+TEST(Ranking, KernelIndexVectorOverlappingIntervalsTieAtDenseRanks) {
+  std::vector<Ranked> rs = {run("a", 7810, 7788, 7841), run("b", 8120, 8095, 8151), run("c", 8138, 8092, 8177),
+                            run("d", 9480, 9433, 9542)};
+  rank_v1(rs, false);
+  EXPECT_EQ(ids_and_ranks(rs), (Ranks{{"a", 1}, {"b", 2}, {"c", 2}, {"d", 3}}));
+  EXPECT_TRUE(rs[2].tied_with_previous);
+  EXPECT_FALSE(rs[1].tied_with_previous);
+}
+
+TEST(Ranking, KernelIndexVectorNoTieWhenAnIntervalIsMissingAndValuesDiffer) {
+  std::vector<Ranked> rs = {run("a", 100), run("b", 101, 95, 108)};
+  rank_v1(rs, false);
+  EXPECT_EQ(ids_and_ranks(rs), (Ranks{{"a", 1}, {"b", 2}}));
+}
+
+TEST(Ranking, KernelIndexVectorEqualValuesTieWithoutIntervals) {
+  std::vector<Ranked> rs = {run("a", 100), run("b", 100)};
+  rank_v1(rs, false);
   EXPECT_EQ(rs[0].rank, 1);
   EXPECT_EQ(rs[1].rank, 1);
-  EXPECT_EQ(rs[2].id, "c");
-  EXPECT_EQ(rs[2].rank, 2);
-  EXPECT_EQ(rs[3].rank, 3);
 }
 
-TEST(Ranking, OverlappingIntervalsTieOnlyOutsideSourceNativeCohorts) {
-  std::vector<Ranked> rs = {run("a", 10, 9, 11), run("b", 10.5, 10.8, 12), run("c", 12.5, 11.9, 13)};
+TEST(Ranking, KernelIndexVectorSourceNativeOrderIsStrictUnlessValuesAreEqual) {
+  std::vector<Ranked> rs = {run("a", 100, 90, 130), run("b", 101, 95, 140)};
+  rank_v1(rs, true);
+  EXPECT_EQ(ids_and_ranks(rs), (Ranks{{"a", 1}, {"b", 2}}));
+}
+
+TEST(Ranking, KernelIndexVectorTieChainListsHigherTrustThenNewerFirst) {
+  std::vector<Ranked> rs = {run("newer", 100, 95, 105, EvidenceLevel::reported, "2026-08-02T00:00:00.000Z"),
+                            run("older", 101, 96, 106, EvidenceLevel::reported, "2026-08-01T00:00:00.000Z"),
+                            run("trusted", 102, 97, 107, EvidenceLevel::verified, "2026-07-01T00:00:00.000Z")};
+  rank_v1(rs, false);
+  EXPECT_EQ(ids_and_ranks(rs), (Ranks{{"trusted", 1}, {"newer", 1}, {"older", 1}}));
+}
+
+TEST(Ranking, KernelIndexVectorTiesDoNotChainThroughAnIntermediateRun) {
+  // a~b and b~c overlap, a and c do not: c starts a new chain.
+  std::vector<Ranked> rs = {run("a", 100, 98, 103), run("b", 103, 101, 106), run("c", 106, 104, 109)};
+  rank_v1(rs, false);
+  EXPECT_EQ(ids_and_ranks(rs), (Ranks{{"a", 1}, {"b", 1}, {"c", 2}}));
+}
+
+TEST(Ranking, ACohortIsSourceNativeWhenAnyMemberIs) {
+  // Overlapping intervals tie in a controlled cohort (1, 1, 1, 2 here); one source-native member makes the whole
+  // cohort keep the strict order of its values.
+  std::vector<Ranked> rs = {run("a", 10, 9, 12), run("b", 11, 10, 13), run("c", 11.5, 10.5, 12.5), run("d", 14, 13.5, 15)};
   auto controlled = rs;
-  rank_v1(controlled, false);
-  // a~b overlap, b~c overlap (a and c do not): ties are pairwise with the run above, not transitive closures.
-  EXPECT_EQ(controlled[1].rank, 1);
-  EXPECT_EQ(controlled[2].rank, 1);
-  rank_v1(rs, true);
-  EXPECT_EQ(rs[1].rank, 2);
-  EXPECT_EQ(rs[2].rank, 3);
-  std::vector<Ranked> apart = {run("a", 10, 9, 10.1), run("b", 10.5, 10.2, 12)};
-  rank_v1(apart, false);
-  EXPECT_EQ(apart[1].rank, 2);
+  rank_v1(controlled, cohort_is_source_native(controlled));
+  EXPECT_EQ(ids_and_ranks(controlled), (Ranks{{"a", 1}, {"b", 1}, {"c", 1}, {"d", 2}}));
+  rs[3].source_native = true;
+  ASSERT_TRUE(cohort_is_source_native(rs));
+  rank_v1(rs, cohort_is_source_native(rs));
+  EXPECT_EQ(ids_and_ranks(rs), (Ranks{{"a", 1}, {"b", 2}, {"c", 3}, {"d", 4}}));
 }
 
-TEST(Ranking, AtEqualLatencyTheVerifiedRunComesFirst) {
-  std::vector<Ranked> rs = {run("reported", 10), run("verified", 10, {}, {}, EvidenceLevel::verified)};
+TEST(Ranking, AtEqualValueTheNewerRunIsListedFirst) {
+  std::vector<Ranked> rs = {run("old", 10, {}, {}, EvidenceLevel::reported, "2026-01-01T00:00:00.000Z"),
+                            run("new", 10, {}, {}, EvidenceLevel::reported, "2026-06-01T00:00:00.000Z")};
   rank_v1(rs, true);
-  EXPECT_EQ(rs[0].id, "verified");
-  EXPECT_EQ(rs[0].rank, rs[1].rank);
+  EXPECT_EQ(ids_and_ranks(rs), (Ranks{{"new", 1}, {"old", 1}}));
+  std::vector<Ranked> trust = {run("reported", 10, {}, {}, EvidenceLevel::reported, "2026-06-01T00:00:00.000Z"),
+                               run("verified", 10, {}, {}, EvidenceLevel::verified, "2026-01-01T00:00:00.000Z")};
+  rank_v1(trust, true);
+  EXPECT_EQ(trust[0].id, "verified");
 }
 
-TEST(Ranking, EvidenceLevels) {
+TEST(Ranking, EvidenceLevelsFollowKernelIndexTrust) {
+  // {reproducedByKernelindex, independentReplications, sourceAvailable, hasRawEvidence}
   EXPECT_EQ(evidence_level({}), EvidenceLevel::reported);
+  EXPECT_EQ(evidence_level({false, 0, true, false}), EvidenceLevel::reported);  // source and install recipe only
+  EXPECT_EQ(evidence_level({false, 0, false, true}), EvidenceLevel::reported);  // raw evidence without source
   EXPECT_EQ(evidence_level({false, 0, true, true}), EvidenceLevel::reproducible);
   EXPECT_EQ(evidence_level({true, 0, false, false}), EvidenceLevel::verified);
   EXPECT_EQ(evidence_level({true, 2, true, true}), EvidenceLevel::replicated);

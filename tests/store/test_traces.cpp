@@ -85,9 +85,72 @@ TEST_F(Traces, UnknownDefinitionIsAClearError) {
     import_files(*s, {trace});
     FAIL();
   } catch (const Error& e) {
-    EXPECT_EQ(e.field(), "definition");
-    EXPECT_EQ(e.value(), "gqa_paged_decode_h24_kv4_d128_ps64");
+    const std::string msg = e.what();
+    EXPECT_NE(msg.find(trace + ":1: definition = gqa_paged_decode_h24_kv4_d128_ps64"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("--definitions"), std::string::npos) << msg;
   }
+}
+
+std::string harness_traces() { return kindex::test::data_dir() + "/harness-traces"; }
+
+TEST_F(Traces, FlashInferBench012TraceFileNamedAnyhowImportsWithItsZonelessTimestamps) {
+  auto s = Store::open(":memory:");
+  // Named neither after its definition nor .jsonl (an upload, say): the format comes from the content.
+  fs::copy_file(harness_traces() + "/fib_traces_gqa_paged_decode_h24_kv4_d128_ps64.jsonl", dir_ / "upload.json");
+  ImportOptions o;
+  o.definitions = {kindex::test::data_dir() + "/specs/flashinfer-trace/definitions"};
+  ImportReport rep = import_files(*s, {(dir_ / "upload.json").string()}, o);
+  EXPECT_EQ(rep.inserted["benchmark_runs"], 2);
+  auto rows = s->db().query(
+      "SELECT r.status, r.observed_at, r.primary_value, m.manifest FROM benchmark_runs r JOIN run_manifests m ON "
+      "m.run_id = r.id ORDER BY r.observed_at");
+  ASSERT_EQ(rows.size(), 2u);
+  EXPECT_EQ(rows[0].text(0), "passed");
+  // "2026-12-03T08:51:59.947655" as written: no zone, read as UTC, kept with the rule applied.
+  EXPECT_EQ(rows[0].text(1), "2026-12-03T08:51:59.947Z");
+  EXPECT_EQ(rows[0].real(2), 12300);
+  const json labels = json::parse(rows[0].text(3))["run"]["metadata"]["labels"];
+  EXPECT_EQ(labels["source_timestamp"], "2026-12-03T08:51:59.947655");
+  EXPECT_EQ(labels["source_timestamp_rule"], "no zone: read as UTC");
+  // INCORRECT_NUMERICAL with NaN errors (written as "NaN") and a null performance: stored, unranked.
+  EXPECT_EQ(rows[1].text(0), "incorrect_numerical");
+  EXPECT_TRUE(rows[1].is_null(2));
+}
+
+TEST_F(Traces, SolExecBench1011TraceLinesImport) {
+  auto s = Store::open(":memory:");
+  ImportOptions o;
+  o.definitions = {kindex::test::data_dir() +
+                   "/specs/sol-execbench/L2/003_grouped_query_attention_with_rope_backward/definition.json"};
+  ImportReport rep = import_files(*s, {harness_traces() + "/sol_traces_l2_003.jsonl"}, o);
+  EXPECT_EQ(rep.inserted["benchmark_runs"], 1);
+  auto rows = s->db().query("SELECT observed_at, primary_value, origin FROM benchmark_runs");
+  ASSERT_EQ(rows.size(), 1u);
+  EXPECT_EQ(rows[0].text(0), "2026-12-03T09:14:07.502Z");
+  EXPECT_EQ(rows[0].real(1), 887500);
+  EXPECT_EQ(rows[0].text(2), "sol-execbench");
+}
+
+TEST_F(Traces, EveryBadLineIsNamedAndTheGoodLinesAreNotImported) {
+  auto s = Store::open(":memory:");
+  json late = fib_trace(0.3);
+  late["evaluation"]["timestamp"] = "03/12/2026 08:51";
+  std::string trace = write("mixed.jsonl", fib_trace(0.25).dump() + "\n{\"definition\": \n" + late.dump() + "\n" +
+                                                fib_trace(0.2).dump() + "\n");
+  ImportOptions o;
+  o.definitions = {kindex::test::data_dir() + "/specs/flashinfer-trace/definitions"};
+  const json before = s->counts();
+  try {
+    import_files(*s, {trace}, o);
+    FAIL() << "a trace file with bad lines was imported";
+  } catch (const Error& e) {
+    const std::string msg = e.what();
+    EXPECT_EQ(e.value(), "2 of 4") << msg;
+    EXPECT_NE(msg.find(trace + ":2"), std::string::npos) << msg;
+    EXPECT_NE(msg.find(trace + ":3: evaluation.timestamp = 03/12/2026 08:51"), std::string::npos) << msg;
+    EXPECT_EQ(msg.find(trace + ":1"), std::string::npos) << msg;
+  }
+  EXPECT_EQ(s->counts(), before);
 }
 
 TEST_F(Traces, SolExecBenchTraceWithDefinition) {

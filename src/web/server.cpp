@@ -24,6 +24,7 @@
 #include <optional>
 #include <regex>
 #include <thread>
+#include <unordered_map>
 
 #include "core/error.hpp"
 #include "evidence/digest.hpp"
@@ -453,9 +454,61 @@ struct IndexServer::ImportGate {
   std::mutex mutex;
 };
 
+// Answers to GET requests, kept while the store is unchanged: every page and API answer is a function of the
+// store's content and the request target. SQLite's data_version moves when another connection (a `kindex import`
+// or `kindex bench` elsewhere) commits; the server's own imports clear the cache. On a store without
+// data_version (PostgreSQL) nothing is cached.
+struct IndexServer::ResponseCache {
+  static constexpr size_t kMaxBytes = 64u << 20;
+  struct Entry {
+    std::string content_type, body;
+  };
+  std::mutex mutex;
+  std::optional<int64_t> version;
+  std::unordered_map<std::string, Entry> entries;
+  size_t bytes = 0;
+
+  static std::optional<int64_t> store_version(store::Store& store) {
+    if (store.backend() != "sqlite") return std::nullopt;
+    auto rows = store.db().query("PRAGMA data_version", {});
+    return rows.empty() ? std::nullopt : std::optional<int64_t>(rows[0].integer(0));
+  }
+  // The entry for `target` if the store has not changed since it was kept.
+  std::optional<Entry> find(store::Store& store, const std::string& target) {
+    auto now = store_version(store);
+    std::lock_guard lock(mutex);
+    if (now != version) clear_locked(now);
+    if (!now) return std::nullopt;
+    auto it = entries.find(target);
+    if (it == entries.end()) return std::nullopt;
+    return it->second;
+  }
+  void keep(store::Store& store, const std::string& target, const std::string& content_type, const std::string& body) {
+    auto now = store_version(store);
+    std::lock_guard lock(mutex);
+    if (!now || now != version || body.size() > kMaxBytes / 16) return;
+    if (bytes + body.size() > kMaxBytes) clear_locked(now);
+    auto [it, inserted] = entries.try_emplace(target, Entry{content_type, body});
+    if (inserted) bytes += body.size() + target.size();
+  }
+  void clear() {
+    std::lock_guard lock(mutex);
+    clear_locked(version);
+    version.reset();  // the next lookup re-reads the version
+  }
+
+ private:
+  void clear_locked(std::optional<int64_t> now) {
+    entries.clear();
+    bytes = 0;
+    version = now;
+  }
+};
+
 IndexServer::IndexServer(store::Store& store, ServerOptions options)
     : store_(store), options_(std::move(options)), http_(std::make_unique<Http>(options_)),
-      limiter_(std::make_unique<RateLimiter>()), import_gate_(std::make_unique<ImportGate>()) {
+      limiter_(std::make_unique<RateLimiter>()), import_gate_(std::make_unique<ImportGate>()),
+      cache_(std::make_unique<ResponseCache>()) {
   routes();
 }
 
@@ -537,7 +590,18 @@ void IndexServer::routes() {
       refuse_unread(req, res, 413, "this request takes no body");
       return httplib::Server::HandlerResponse::Handled;
     }
+    if (req.method == "GET") {
+      if (auto hit = cache_->find(store_, req.target)) {
+        res.set_content(hit->body, hit->content_type.c_str());
+        res.set_header("X-Kindex-Cache", "hit");
+        return httplib::Server::HandlerResponse::Handled;
+      }
+    }
     return httplib::Server::HandlerResponse::Unhandled;
+  });
+  s.set_post_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
+    if (req.method == "GET" && res.status == 200 && !res.has_header("X-Kindex-Cache"))
+      cache_->keep(store_, req.target, res.get_header_value("Content-Type"), res.body);
   });
   // "Expect: 100-continue": an unauthorised or oversized upload is answered before the client sends its body.
   s.set_expect_100_continue_handler([import_refusal, refuse_unread](const httplib::Request& req, httplib::Response& res) {
@@ -643,6 +707,10 @@ void IndexServer::routes() {
         std::filesystem::remove(p, ec);
       }
     } cleanup{path};
+    struct ClearCache {  // whether the import succeeds or fails part-way
+      ResponseCache& cache;
+      ~ClearCache() { cache.clear(); }
+    } clear_cache{*cache_};
     try {
       send_json(res, store::import_files(store_, {path.string()}).to_json());
     } catch (const Error& e) {

@@ -4,7 +4,8 @@
 // No request can stop the server or hold it up for others: every connection gets its own thread (started on
 // demand, up to `threads`), a request's head must arrive within `head_timeout_s`, idle keep-alive connections
 // are closed after `keep_alive_timeout_s`, bodies are refused unless authorised and size-limited, clients are
-// rate-limited per address, parameters must be valid UTF-8, and no response names a server file path.
+// rate-limited per address, parameters must be valid UTF-8, and no response names a server file path. Answers to
+// GET requests are kept until the store changes (SQLite's data_version, or an import through this server).
 #include <cstddef>
 #include <memory>
 #include <string>
@@ -50,6 +51,8 @@ class IndexServer {
   std::unique_ptr<RateLimiter> limiter_;
   struct ImportGate;
   std::unique_ptr<ImportGate> import_gate_;
+  struct ResponseCache;
+  std::unique_ptr<ResponseCache> cache_;
 };
 
 }  // namespace kindex::web

@@ -564,5 +564,32 @@ TEST_F(Web, ConcurrentImportFailsWithBusyStore) {
   EXPECT_EQ(ok->status, 200) << ok->body;
 }
 
+TEST_F(Web, CachedAnswersFollowTheStore) {
+  const std::string op = "/api/operations/gqa_paged_decode_h24_kv4_d128_ps64";
+  httplib::Client c("127.0.0.1", port_);
+  auto first = c.Get(op.c_str());
+  auto again = c.Get(op.c_str());
+  ASSERT_TRUE(first && again);
+  EXPECT_EQ(again->get_header_value("X-Kindex-Cache"), "hit");
+  EXPECT_EQ(first->body, again->body);
+  // Another process changes the store (here: another connection retracts the record holder): the next answer
+  // is computed afresh and no longer lists the run.
+  json view = json::parse(first->body);
+  const std::string holder = view["cohorts"][0]["runs"][0]["id"];
+  {
+    auto other = store::Store::open(db_);
+    other->retract_run(holder, "test: withdrawn", "2026-12-03T00:00:00Z");
+  }
+  auto after = c.Get(op.c_str());
+  ASSERT_TRUE(after);
+  EXPECT_FALSE(after->has_header("X-Kindex-Cache"));
+  for (const auto& cohort : json::parse(after->body)["cohorts"]) {
+    for (const auto& run : cohort["runs"]) EXPECT_NE(run["id"], holder) << "the retracted run is still ranked";
+  }
+  // Failures are not kept.
+  c.Get("/api/runs/00000000");
+  EXPECT_FALSE(c.Get("/api/runs/00000000")->has_header("X-Kindex-Cache"));
+}
+
 }  // namespace
 }  // namespace kindex::web

@@ -16,11 +16,10 @@ namespace kindex::cli {
 void add_bench_command(CLI::App& app, Registry& registry) {
   auto s = std::make_shared<bench::SessionOptions>();
   s->output.out_dir = "kindex-results";
-  s->output.store_uri = "sqlite:kindex-results/kindex.db";
   auto list = std::make_shared<bool>(false);
   auto events = std::make_shared<bool>(false);
   auto in_process = std::make_shared<bool>(false);
-  auto store = std::make_shared<std::string>(s->output.store_uri);
+  auto store = std::make_shared<std::string>();
 
   CLI::App* cmd = app.add_subcommand("bench", "Verify and time implementations on a problem's workloads");
   cmd->add_option("--problem", s->problems,
@@ -49,8 +48,9 @@ void add_bench_command(CLI::App& app, Registry& registry) {
   cmd->add_option("--out", s->output.out_dir,
                   "Output directory for traces, manifests, samples, results.json ('' = none)")
       ->default_val("kindex-results");
-  cmd->add_option("--store", *store, "Store URI: sqlite:PATH, PATH, postgresql://... or 'none'")
-      ->default_val("sqlite:kindex-results/kindex.db");
+  cmd->add_option("--store", *store,
+                  std::string("Store URI: sqlite:PATH, PATH, postgresql://... or 'none' (default $KINDEX_STORE or ") +
+                      kDefaultStore + ")");
   cmd->add_flag("--json", s->json, "Print the machine-readable report on stdout instead of the table");
   cmd->add_flag("--events", *events, "Time with CUDA events instead of the CUPTI activity API");
   cmd->add_flag("--in-process", *in_process, "Run without worker processes (no crash isolation, no timeout)");
@@ -64,7 +64,7 @@ void add_bench_command(CLI::App& app, Registry& registry) {
       }
       if (s->problems.empty())
         throw Error("kindex bench", "--problem", "", "is required (see --list for the bundled problems)");
-      s->output.store_uri = *store == "none" ? "" : *store;
+      s->output.store_uri = *store == "none" ? "" : store_uri(*store);
       s->bench.prefer_cupti = !*events;
       s->bench.isolate = !*in_process;
       s->bench.progress = !s->json && isatty(STDERR_FILENO);
@@ -73,13 +73,21 @@ void add_bench_command(CLI::App& app, Registry& registry) {
   });
 }
 
-int bench_main_job() {
+int bench_main_job(const Registry& registry) {
   const bool gpu = bench::probe_gpu();
   bench::SessionOptions s = bench::main_job_options(gpu);
   s.bench.progress = isatty(STDERR_FILENO);
+  if (!registry.main_job_workloads.empty()) s.workloads = registry.main_job_workloads;
+  s.output.store_uri = store_uri(registry.main_job_store);
   std::cout << (gpu ? "kindex: GPU found: benchmarking kindex's kernels on the seed problems' bundled workloads\n"
                     : "kindex: no GPU: running the CPU path (the CPU reference on the small workloads)\n");
-  return bench::run_session(s, std::cout, std::cerr);
+  int code = bench::run_session(s, std::cout, std::cerr);
+  // Where to look next: both commands read the store just written (the same default, or the one named here).
+  std::string store_option = registry.main_job_store.empty() ? "" : " --store " + registry.main_job_store;
+  const std::string& problem = s.problems.front();
+  std::cout << "\nnext: browse the runs with `kindex serve" << store_option << "` at http://127.0.0.1:8080/operations/"
+            << problem << "\n      or list the records with `kindex records" << store_option << " " << problem << "`\n";
+  return code;
 }
 
 }  // namespace kindex::cli

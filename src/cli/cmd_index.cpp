@@ -22,12 +22,13 @@ namespace {
 using nlohmann::json;
 
 struct Common {
-  std::string store = std::getenv("KINDEX_STORE") ? std::getenv("KINDEX_STORE") : "kindex.db";
+  std::string store;  // empty: store_uri's default
   bool json_output = false;
 };
 
 void add_common(CLI::App* cmd, Common& c, bool with_json = true) {
-  cmd->add_option("--store", c.store, "Store: sqlite:PATH, PATH or postgresql://... (default $KINDEX_STORE or kindex.db)");
+  cmd->add_option("--store", c.store,
+                  std::string("Store: sqlite:PATH, PATH or postgresql://... (default $KINDEX_STORE or ") + kDefaultStore + ")");
   if (with_json) cmd->add_flag("--json", c.json_output, "Print JSON (the same as the HTTP API)");
 }
 
@@ -64,7 +65,7 @@ void add_index_commands(CLI::App& app, Registry& registry) {
     cmd->add_option("--source", opts->source, "Trace source: flashinfer-bench or sol-execbench (default: guess)");
     cmd->callback([&registry, c, files, opts] {
       registry.selected = [c, files, opts] {
-        auto s = store::Store::open(c->store);
+        auto s = open_store(c->store, true);
         store::ImportReport rep = store::import_files(*s, *files, *opts);
         for (const auto& w : rep.warnings) std::cerr << "warning: " << w << "\n";
         if (c->json_output) {
@@ -89,7 +90,7 @@ void add_index_commands(CLI::App& app, Registry& registry) {
     cmd->add_option("text", *text, "Text to look for (empty: all)");
     cmd->callback([&registry, c, text] {
       registry.selected = [c, text] {
-        auto s = store::Store::open(c->store);
+        auto s = open_store(c->store, false);
         json r = store::search(*s, *text);
         if (c->json_output) {
           std::cout << r.dump(2) << "\n";
@@ -125,7 +126,7 @@ void add_index_commands(CLI::App& app, Registry& registry) {
             throw Error("resolve", "axes", a, "the value must be an integer");
           }
         }
-        auto s = store::Store::open(c->store);
+        auto s = open_store(c->store, false);
         json r = store::resolve(*s, *q);
         if (c->json_output) {
           std::cout << r.dump(2) << "\n";
@@ -172,7 +173,7 @@ void add_index_commands(CLI::App& app, Registry& registry) {
     cmd->add_option("--workload", *workload, "For an operation: the workload to show records for");
     cmd->callback([&registry, c, what, key, workload] {
       registry.selected = [c, what, key, workload] {
-        auto s = store::Store::open(c->store);
+        auto s = open_store(c->store, false);
         json r = *what == "operation"        ? store::operation_view(*s, *key, *workload)
                  : *what == "workload"       ? store::workload_view(*s, *key)
                  : *what == "implementation" ? store::implementation_view(*s, *key)
@@ -214,7 +215,7 @@ void add_index_commands(CLI::App& app, Registry& registry) {
     cmd->add_option("operation", *op, "Only this operation");
     cmd->callback([&registry, c, op] {
       registry.selected = [c, op] {
-        auto s = store::Store::open(c->store);
+        auto s = open_store(c->store, false);
         json r = store::records(*s, *op);
         if (c->json_output) {
           std::cout << r.dump(2) << "\n";
@@ -244,7 +245,7 @@ void add_index_commands(CLI::App& app, Registry& registry) {
     cmd->add_option("b", *b, "Run id, id prefix or digest")->required();
     cmd->callback([&registry, c, a, b] {
       registry.selected = [c, a, b] {
-        auto s = store::Store::open(c->store);
+        auto s = open_store(c->store, false);
         json r = store::compare(*s, *a, *b);
         if (c->json_output) {
           std::cout << r.dump(2) << "\n";
@@ -269,7 +270,7 @@ void add_index_commands(CLI::App& app, Registry& registry) {
     cmd->add_option("output", *out, "Output file")->required();
     cmd->callback([&registry, c, out] {
       registry.selected = [c, out] {
-        auto s = store::Store::open(c->store);
+        auto s = open_store(c->store, false);
         json counts = store::export_store(*s, *out);
         if (c->json_output) {
           std::cout << counts.dump(2) << "\n";
@@ -294,11 +295,11 @@ void add_index_commands(CLI::App& app, Registry& registry) {
     cmd->callback([&registry, c, o] {
       registry.selected = [c, o] {
         if (o->token.empty() && std::getenv("KINDEX_TOKEN")) o->token = std::getenv("KINDEX_TOKEN");
-        auto s = store::Store::open(c->store);
+        auto s = open_store(c->store, false);
         web::IndexServer server(*s, *o);
         int port = server.bind();
-        std::cout << "kindex serve: http://" << o->host << ":" << port << "/ (" << (o->token.empty() ? "read-only" : "imports need the token")
-                  << ")" << std::endl;
+        std::cout << "kindex serve: http://" << o->host << ":" << port << "/ (store " << store_display(store_uri(c->store)) << ", "
+                  << (o->token.empty() ? "read-only" : "imports need the token") << ")" << std::endl;
         server.listen();
         return 0;
       };

@@ -1,13 +1,19 @@
 #pragma once
 #include <functional>
+#include <memory>
+#include <string>
 
 namespace CLI { class App; }
+namespace kindex::store { class Store; }
 
 namespace kindex::cli {
 
 // A subcommand's parse callback stores what to run here; main() runs it after parsing.
 struct Registry {
   std::function<int()> selected;
+  // `kindex` with no subcommand: a workload filter for the main job (empty: its default) and its store.
+  std::string main_job_workloads;
+  std::string main_job_store;
 };
 
 // One function per subcommand file; add_all_commands (commands.cpp) calls each.
@@ -18,8 +24,19 @@ void add_validate_command(CLI::App& app, Registry& registry);       // cmd_valid
 void add_verify_export_command(CLI::App& app, Registry& registry);  // cmd_verify_export.cpp
 void add_index_commands(CLI::App& app, Registry& registry);  // cmd_index.cpp: import search resolve show records compare export serve
 void add_bench_command(CLI::App& app, Registry& registry);         // cmd_bench.cpp
-int bench_main_job();  // cmd_bench.cpp: run_default's work
+int bench_main_job(const Registry& registry);  // cmd_bench.cpp: run_default's work
 // `kindex` with no subcommand: the main job (bench the bundled problems; CPU path without a GPU).
-int run_default();
+int run_default(const Registry& registry);
+
+// The one store every command uses: --store if given, else $KINDEX_STORE, else kDefaultStore (beside the
+// traces and manifests the main job and `kindex bench` write).
+inline constexpr const char* kDefaultStore = "sqlite:kindex-results/kindex.db";
+std::string store_uri(const std::string& option);
+// Opens the store named by store_uri(option) and says on stderr which one it is. For reading, a SQLite file that
+// does not exist is an error naming it and how to fill it (never a new empty store), and an empty store is
+// pointed out; for writing, the file and its directory are created.
+std::unique_ptr<store::Store> open_store(const std::string& option, bool for_writing);
+// The store URI as a user would type it after --store ("kindex-results/kindex.db" for the SQLite default).
+std::string store_display(const std::string& uri);
 
 }  // namespace kindex::cli

@@ -20,7 +20,7 @@ int main(int argc, char** argv) {
   }
   try {
     if (registry.selected) return registry.selected();
-    return kindex::cli::run_default();
+    return kindex::cli::run_default(registry);
   } catch (const kindex::Error& e) {
     std::cerr << "kindex: " << e.what() << "\n";
     return 2;

@@ -41,7 +41,7 @@ class SqliteDb final : public Db {
     while (true) {
       int rc = sqlite3_step(stmt);
       if (rc == SQLITE_DONE) break;
-      if (rc != SQLITE_ROW) fail(stmt, sql);
+      if (rc != SQLITE_ROW) fail(stmt, sql, rc);
       Row row;
       int n = sqlite3_column_count(stmt);
       row.cells.reserve(n);
@@ -68,7 +68,7 @@ class SqliteDb final : public Db {
     int rc;
     while ((rc = sqlite3_step(stmt)) == SQLITE_ROW) {
     }
-    if (rc != SQLITE_DONE) fail(stmt, sql);
+    if (rc != SQLITE_DONE) fail(stmt, sql, rc);
     sqlite3_reset(stmt);
     return sqlite3_changes(db_);
   }
@@ -76,9 +76,10 @@ class SqliteDb final : public Db {
   void script(std::string_view sql) override {
     std::lock_guard lock(mutex_);
     char* err = nullptr;
-    if (sqlite3_exec(db_, std::string(sql).c_str(), nullptr, nullptr, &err) != SQLITE_OK) {
+    if (int rc = sqlite3_exec(db_, std::string(sql).c_str(), nullptr, nullptr, &err); rc != SQLITE_OK) {
       std::string msg = err ? err : "unknown error";
       sqlite3_free(err);
+      if (busy(rc)) throw_busy();
       throw Error(path_, "sql", std::string(sql.substr(0, 80)), msg);
     }
   }
@@ -122,10 +123,18 @@ class SqliteDb final : public Db {
     return stmt;
   }
 
-  [[noreturn]] void fail(sqlite3_stmt* stmt, std::string_view sql) {
+  [[noreturn]] void fail(sqlite3_stmt* stmt, std::string_view sql, int rc) {
     std::string msg = sqlite3_errmsg(db_);
     sqlite3_reset(stmt);
+    if (busy(rc)) throw_busy();
     throw Error(path_, "sql", std::string(sql.substr(0, 120)), msg);
+  }
+
+  // The busy timeout ran out while another connection held the write lock (a concurrent import, typically).
+  static bool busy(int rc) { return (rc & 0xff) == SQLITE_BUSY || (rc & 0xff) == SQLITE_LOCKED; }
+  [[noreturn]] void throw_busy() {
+    throw Error(path_, "store", "sqlite:" + path_,
+                "store busy: another process is writing to it (an import in progress?); retry when it finishes");
   }
 
   std::string path_;

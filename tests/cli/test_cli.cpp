@@ -1,10 +1,15 @@
-// `kindex bench` as a user meets it: bad arguments name the argument and the value and exit non-zero; a small
-// CPU-path run prints machine-readable JSON. Runs the built executable.
+// `kindex` as a user meets it: bad arguments name the argument and the value and exit non-zero; a small
+// CPU-path run prints machine-readable JSON; the main job, `records` and `serve` share one store and lead from
+// one to the next. Runs the built executable.
 #include <gtest/gtest.h>
+#include <httplib.h>
+#include <signal.h>
+#include <unistd.h>
 
 #include <array>
 #include <cstdio>
 #include <filesystem>
+#include <regex>
 #include <string>
 #include <sys/wait.h>
 
@@ -43,6 +48,108 @@ class BenchCli : public ::testing::Test {
 };
 
 const std::string kProblem = "--problem gqa_paged_decode_h32_kv4_d128_ps1 --out '' --store none ";
+
+// A fresh empty working directory, removed afterwards.
+struct WorkDir {
+  std::filesystem::path path;
+  WorkDir() {
+    path = std::filesystem::temp_directory_path() / ("kindex-cli-" + std::to_string(::getpid()) + "-" + std::to_string(counter()++));
+    std::filesystem::remove_all(path);
+    std::filesystem::create_directories(path);
+  }
+  ~WorkDir() { std::filesystem::remove_all(path); }
+  static int& counter() {
+    static int n = 0;
+    return n;
+  }
+  // `kindex ARGS` run in this directory (stdout and stderr together unless stdout_only), KINDEX_STORE unset
+  // unless `env` sets it.
+  Outcome run(const std::string& args, const std::string& env = "", bool stdout_only = false) const {
+    Outcome o;
+    std::string cmd = "cd '" + path.string() + "' && env -u KINDEX_STORE " + env + " " + kindex_binary() + " " + args +
+                      (stdout_only ? " 2>/dev/null" : " 2>&1");
+    FILE* p = popen(cmd.c_str(), "r");
+    if (!p) return o;
+    std::array<char, 4096> buf{};
+    size_t n;
+    while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) o.output.append(buf.data(), n);
+    int status = pclose(p);
+    o.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    return o;
+  }
+};
+
+// `kindex serve ...` started in `dir`; the port it printed; stopped (SIGTERM) on destruction.
+class ServeProcess {
+ public:
+  ServeProcess(const std::filesystem::path& dir, const std::string& args) {
+    int out[2];
+    if (pipe(out) != 0) return;
+    pid_ = fork();
+    if (pid_ == 0) {
+      dup2(out[1], STDOUT_FILENO);
+      dup2(out[1], STDERR_FILENO);
+      close(out[0]);
+      close(out[1]);
+      if (chdir(dir.c_str()) != 0) _exit(127);
+      unsetenv("KINDEX_STORE");
+      std::string cmd = "exec " + kindex_binary() + " serve " + args;
+      execl("/bin/sh", "sh", "-c", cmd.c_str(), static_cast<char*>(nullptr));
+      _exit(127);
+    }
+    close(out[1]);
+    // Its first lines: which store, then the URL (or the error that stopped it).
+    FILE* f = fdopen(out[0], "r");
+    char line[1024];
+    while (fgets(line, sizeof line, f)) {
+      output_ += line;
+      std::smatch m;
+      std::string l = line;
+      if (std::regex_search(l, m, std::regex("http://127\\.0\\.0\\.1:(\\d+)/"))) {
+        port_ = std::stoi(m[1]);
+        break;
+      }
+    }
+    pipe_ = f;
+  }
+  ~ServeProcess() {
+    if (pid_ > 0) {
+      kill(pid_, SIGTERM);
+      waitpid(pid_, nullptr, 0);
+    }
+    if (pipe_) fclose(pipe_);
+  }
+  int port() const { return port_; }
+  const std::string& output() const { return output_; }
+  // Waits for the process to end by itself (true) within `seconds`; its exit code in `code`.
+  bool exited(int seconds, int& code) {
+    for (int i = 0; i < seconds * 10; ++i) {
+      int status = 0;
+      if (waitpid(pid_, &status, WNOHANG) == pid_) {
+        pid_ = -1;
+        code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+        char line[1024];
+        while (pipe_ && fgets(line, sizeof line, pipe_)) output_ += line;
+        return true;
+      }
+      usleep(100000);
+    }
+    return false;
+  }
+
+ private:
+  pid_t pid_ = -1;
+  int port_ = 0;
+  FILE* pipe_ = nullptr;
+  std::string output_;
+};
+
+class IndexCli : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!std::filesystem::exists(kindex_binary())) GTEST_SKIP() << kindex_binary() << " is not built";
+  }
+};
 
 }  // namespace
 
@@ -97,4 +204,77 @@ TEST_F(BenchCli, ExitCodesSayWhetherEveryRunPassed) {
   EXPECT_EQ(o.code, 1) << o.output;
   EXPECT_NE(o.output.find("incorrect_numerical"), std::string::npos) << o.output;
   EXPECT_EQ(run("bench " + kProblem + "--impl external:/no/such/lib.so").code, 2);
+}
+
+TEST_F(IndexCli, MainJobThenRecordsThenServeShowTheRunsJustMade) {
+  WorkDir dir;
+  // The main job on the CPU path, one workload per seed problem.
+  Outcome main_job = dir.run("--workloads 0");
+  ASSERT_EQ(main_job.code, 0) << main_job.output;
+  ASSERT_TRUE(std::filesystem::exists(dir.path / "kindex-results" / "kindex.db"));
+  // Its last lines name the next two commands.
+  const std::string problem = "gqa_paged_decode_h32_kv4_d128_ps1";
+  auto tail = main_job.output.substr(main_job.output.rfind("next:"));
+  EXPECT_NE(tail.find("`kindex serve` at http://127.0.0.1:8080/operations/" + problem), std::string::npos) << tail;
+  EXPECT_NE(tail.find("`kindex records " + problem + "`"), std::string::npos) << tail;
+
+  // records, as printed, finds the run just made (no --store: the same default store).
+  Outcome records = dir.run("records " + problem);
+  ASSERT_EQ(records.code, 0) << records.output;
+  EXPECT_NE(records.output.find("kindex: store kindex-results/kindex.db ("), std::string::npos) << records.output;
+  EXPECT_NE(records.output.find("record: "), std::string::npos) << records.output;
+  EXPECT_EQ(records.output.find("record: none"), std::string::npos) << records.output;
+  auto listed = nlohmann::json::parse(dir.run("records --json " + problem, "", true).output);
+  ASSERT_FALSE(listed.empty());
+  const std::string run_id = listed[0]["record"]["id"];
+  EXPECT_FALSE(std::filesystem::exists(dir.path / "kindex.db")) << "a second store appeared in the working directory";
+
+  // serve, as printed (on a free port here), shows the same run on the operation page.
+  ServeProcess serve(dir.path, "--port 0");
+  ASSERT_GT(serve.port(), 0) << serve.output();
+  EXPECT_NE(serve.output().find("store kindex-results/kindex.db"), std::string::npos) << serve.output();
+  httplib::Client c("127.0.0.1", serve.port());
+  auto page = c.Get(("/operations/" + problem).c_str());
+  ASSERT_TRUE(page);
+  EXPECT_EQ(page->status, 200);
+  EXPECT_NE(page->body.find("/runs/" + run_id), std::string::npos) << "the operation page does not list run " << run_id;
+  auto run = c.Get(("/api/runs/" + run_id).c_str());
+  ASSERT_TRUE(run);
+  EXPECT_EQ(run->status, 200);
+}
+
+TEST_F(IndexCli, ReadOnlyCommandsNameTheirStoreAndNeverCreateOne) {
+  WorkDir dir;
+  for (const std::string args : {"records", "search gqa", "show operation x", "serve --port 0"}) {
+    Outcome o = dir.run(args);
+    EXPECT_EQ(o.code, 2) << args << "\n" << o.output;
+    EXPECT_NE(o.output.find("kindex-results/kindex.db: does not exist"), std::string::npos) << args << "\n" << o.output;
+  }
+  EXPECT_TRUE(std::filesystem::is_empty(dir.path)) << "a read-only command created files";
+  // $KINDEX_STORE and --store choose another store, and say so.
+  Outcome env = dir.run("records", "KINDEX_STORE=elsewhere.db");
+  EXPECT_NE(env.output.find("elsewhere.db: does not exist"), std::string::npos) << env.output;
+  Outcome imported = dir.run("import --store mine.db " + kindex::test::data_dir() + "/kernelindex/export-slice-gqa.jsonl.zst");
+  ASSERT_EQ(imported.code, 0) << imported.output;
+  EXPECT_NE(imported.output.find("kindex: store mine.db (0 runs)"), std::string::npos) << imported.output;
+  Outcome search = dir.run("search h24", "KINDEX_STORE=mine.db");
+  EXPECT_EQ(search.code, 0) << search.output;
+  EXPECT_NE(search.output.find("kindex: store mine.db (347 runs)"), std::string::npos) << search.output;
+  EXPECT_NE(search.output.find("gqa_paged_decode_h24_kv4_d128_ps64"), std::string::npos) << search.output;
+  // An existing but empty store is pointed out, not shown as an empty index without comment.
+  ASSERT_EQ(dir.run("import --store empty.db " + kindex::test::data_dir() + "/kernelindex/examples/benchmark-protocol.yaml").code, 0);
+  Outcome empty = dir.run("records --store empty.db");
+  EXPECT_NE(empty.output.find("(0 runs): empty"), std::string::npos) << empty.output;
+}
+
+TEST_F(IndexCli, SecondServeOnAPortInUseFailsClearly) {
+  WorkDir dir;
+  ASSERT_EQ(dir.run("import --store s.db " + kindex::test::data_dir() + "/kernelindex/export-slice-gqa.jsonl.zst").code, 0);
+  ServeProcess first(dir.path, "--store s.db --port 0");
+  ASSERT_GT(first.port(), 0) << first.output();
+  ServeProcess second(dir.path, "--store s.db --port " + std::to_string(first.port()));
+  int code = -1;
+  ASSERT_TRUE(second.exited(10, code)) << "a second server started on port " << first.port() << ": " << second.output();
+  EXPECT_EQ(code, 2);
+  EXPECT_NE(second.output().find("address already in use"), std::string::npos) << second.output();
 }

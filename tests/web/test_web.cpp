@@ -1,12 +1,20 @@
 // The web door: pages rendered by headless Chromium against a server this test starts on 127.0.0.1, the JSON
 // API agreeing with the CLI, and the server's guards (read-only by default, bearer token, size and rate limits,
 // escaping).
+#include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <httplib.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sqlite3.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
+#include <atomic>
 #include <cerrno>
+#include <chrono>
 #include <cstdlib>
 #include <cstdio>
 #include <filesystem>
@@ -14,6 +22,7 @@
 #include <regex>
 #include <thread>
 
+#include "core/error.hpp"
 #include "store/import.hpp"
 #include "store/query.hpp"
 #include "support/paths.hpp"
@@ -103,6 +112,50 @@ int count(const std::string& s, const std::string& needle) {
   int n = 0;
   for (size_t p = s.find(needle); p != std::string::npos; p = s.find(needle, p + 1)) ++n;
   return n;
+}
+
+int connect_to(int port) {
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
+    ::close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+// Sends raw bytes to 127.0.0.1:port and returns what comes back until the server closes or one response is
+// complete (its Content-Length read), or timeout_s passes.
+std::string raw_exchange(int port, const std::string& request, double timeout_s = 10) {
+  int fd = connect_to(port);
+  if (fd < 0) return "";
+  ::send(fd, request.data(), request.size(), MSG_NOSIGNAL);
+  std::string out;
+  auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
+  char buf[65536];
+  while (std::chrono::steady_clock::now() < until) {
+    pollfd p{fd, POLLIN, 0};
+    if (::poll(&p, 1, 100) <= 0) continue;
+    ssize_t n = ::recv(fd, buf, sizeof buf, 0);
+    if (n <= 0) break;
+    out.append(buf, static_cast<size_t>(n));
+    auto head_end = out.find("\r\n\r\n");
+    std::smatch m;
+    std::string head = out.substr(0, head_end);
+    if (head_end != std::string::npos && std::regex_search(head, m, std::regex("Content-Length: (\\d+)", std::regex::icase)) &&
+        out.size() >= head_end + 4 + std::stoul(m[1])) {
+      break;
+    }
+  }
+  ::close(fd);
+  return out;
+}
+
+double seconds_since(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
 }
 
 class Web : public ::testing::Test {
@@ -251,7 +304,13 @@ TEST_F(Web, WritesNeedTheTokenAndBodiesAreLimited) {
   auto refused = c.Post("/api/import", right, bad, "application/json");
   EXPECT_EQ(refused->status, 400);
   EXPECT_NE(refused->body.find("popularity"), std::string::npos);
-  EXPECT_EQ(c.Post("/api/import", right, std::string(2 << 20, 'x'), "text/plain")->status, 413);
+  // A declared size over the limit is answered before the body is sent (the client may wait for 100 Continue).
+  std::string big = raw_exchange(port_, "POST /api/import HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer s3cret-token\r\n"
+                                    "Content-Length: " + std::to_string(2 << 20) + "\r\n\r\n");
+  EXPECT_EQ(big.rfind("HTTP/1.1 413", 0), 0u) << big;
+  std::string expect = raw_exchange(port_, "POST /api/import HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer s3cret-token\r\n"
+                                       "Expect: 100-continue\r\nContent-Length: " + std::to_string(2 << 20) + "\r\n\r\n");
+  EXPECT_EQ(expect.rfind("HTTP/1.1 413", 0), 0u) << expect;
   EXPECT_EQ(c.Get("/api/runs/..%2F..%2Fetc%2Fpasswd")->status, 404);
 }
 
@@ -295,6 +354,246 @@ TEST_F(Web, ComparePageAndPlots) {
   EXPECT_EQ(count(svg->body, "<circle"), 20);  // one implementation, 20 workloads
   auto floors = c.Get("/plots/operations/gqa_paged_decode_h24_kv4_d128_ps64/floors.svg");
   EXPECT_EQ(count(floors->body, "<rect x=\"360.0\""), 20);
+}
+
+
+TEST_F(Web, InvalidUtf8InPathOrQueryIsRefusedAndTheServerLivesOn) {
+  httplib::Client c("127.0.0.1", port_);
+  for (const std::string path : {"/api/runs/%FF", "/api/operations/%FF", "/api/workloads/%C0%AF", "/api/implementations/%ED%A0%80",
+                                 "/api/search?q=%FF", "/api/resolve?operation=%FF", "/api/records?operation=%FE",
+                                 "/api/compare?a=%FF&b=x", "/api/resolve?operation=x&%FF=1", "/runs/%FF", "/?q=%F5%80%80%80"}) {
+    auto r = c.Get(path.c_str());
+    ASSERT_TRUE(r) << path << ": no response (the server died?)";
+    EXPECT_EQ(r->status, 400) << path;
+    EXPECT_NE(r->body.find("not valid UTF-8"), std::string::npos) << path << ": " << r->body;
+    if (path.rfind("/api/", 0) == 0) EXPECT_NO_THROW(json::parse(r->body)) << path;
+    ASSERT_EQ(c.Get("/api/search?q=h24")->status, 200) << "after " << path;
+  }
+  // Valid multi-byte UTF-8 is not refused, and the same router answers raw bytes.
+  EXPECT_EQ(c.Get("/api/search?q=%C2%B5s")->status, 200);
+  std::string raw = server_->serve_bytes("GET /api/runs/%FF HTTP/1.1\r\nHost: x\r\n\r\n");
+  EXPECT_EQ(raw.rfind("HTTP/1.1 400", 0), 0u) << raw;
+}
+
+TEST_F(Web, HalfOpenConnectionsDoNotStallOtherClients) {
+  ServerOptions o;
+  o.port = 0;
+  o.requests_per_minute = 100000;
+  o.head_timeout_s = 2;
+  o.keep_alive_timeout_s = 2;
+  IndexServer server(*store_, o);
+  int port = server.bind();
+  std::thread t([&] { server.listen(); });
+  // 48 connections that never finish a request: half send nothing, half stop inside the headers.
+  std::vector<int> idle;
+  for (int i = 0; i < 48; ++i) {
+    int fd = connect_to(port);
+    ASSERT_GE(fd, 0);
+    if (i % 2) {
+      std::string partial = "GET /api/search?q=h24 HTTP/1.1\r\nHost: x\r\n";
+      ::send(fd, partial.data(), partial.size(), MSG_NOSIGNAL);
+    }
+    idle.push_back(fd);
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  httplib::Client c("127.0.0.1", port);
+  c.set_read_timeout(30, 0);
+  for (int i = 0; i < 5; ++i) {
+    auto start = std::chrono::steady_clock::now();
+    auto r = c.Get("/api/search?q=h24");
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->status, 200);
+    EXPECT_LT(seconds_since(start), 1.0) << "request " << i << " waited behind the idle connections";
+  }
+  // The server closes them itself: within the head / keep-alive timeout, not whenever the client gives up.
+  auto start = std::chrono::steady_clock::now();
+  int closed = 0;
+  for (int fd : idle) {
+    // (those cut off inside their headers get a 400 first)
+    pollfd p{fd, POLLIN, 0};
+    char buf[4096];
+    ssize_t n = 1;
+    while (n > 0 && ::poll(&p, 1, 6000) > 0) n = ::recv(fd, buf, sizeof buf, 0);
+    closed += n == 0;
+    ::close(fd);
+  }
+  EXPECT_EQ(closed, 48);
+  EXPECT_LT(seconds_since(start), 5.0);
+  server.stop();
+  t.join();
+}
+
+TEST_F(Web, SecondServerOnAPortInUseFailsClearly) {
+  ServerOptions o;
+  o.port = port_;
+  IndexServer second(*store_, o);
+  try {
+    second.bind();
+    FAIL() << "a second server bound port " << port_;
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("already in use"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find(std::to_string(port_)), std::string::npos) << e.what();
+  }
+}
+
+TEST_F(Web, KeepAliveRequestsDoNotWaitForDelayedAcks) {
+  // A response written as head and body in two sends: with Nagle on, the body waits for the client's delayed
+  // ACK of the head (~40 ms on Linux) on every request of a keep-alive connection.
+  httplib::Client c("127.0.0.1", port_);
+  c.set_keep_alive(true);
+  std::vector<double> ms;
+  for (int i = 0; i < 30; ++i) {
+    auto start = std::chrono::steady_clock::now();
+    auto r = c.Get("/api/search?q=h24");
+    ASSERT_TRUE(r);
+    ASSERT_EQ(r->status, 200);
+    ms.push_back(seconds_since(start) * 1000);
+  }
+  std::sort(ms.begin(), ms.end());
+  EXPECT_LT(ms[ms.size() / 2], 20.0) << "median of 30 keep-alive requests";
+}
+
+TEST_F(Web, UnauthenticatedLargeBodyIsRefusedBeforeItIsRead) {
+  // 60 MB declared and sent without a token: the 401 comes at once and the server stops reading; the client
+  // cannot push the whole body (before: the server read all 60 MB, then answered).
+  int fd = connect_to(port_);
+  ASSERT_GE(fd, 0);
+  const size_t total = 60u << 20;
+  std::string head = "POST /api/import HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: " +
+                     std::to_string(total) + "\r\n\r\n";
+  ASSERT_EQ(::send(fd, head.data(), head.size(), MSG_NOSIGNAL), static_cast<ssize_t>(head.size()));
+  std::atomic<size_t> sent{0};
+  std::thread sender([&] {
+    std::string chunk(1 << 16, 'x');
+    while (sent < total) {
+      pollfd p{fd, POLLOUT, 0};
+      if (::poll(&p, 1, 3000) <= 0) break;  // the server stopped reading
+      ssize_t n = ::send(fd, chunk.data(), chunk.size(), MSG_NOSIGNAL);
+      if (n <= 0) break;
+      sent += static_cast<size_t>(n);
+    }
+  });
+  std::string response;
+  auto start = std::chrono::steady_clock::now();
+  char buf[4096];
+  while (response.find("\r\n\r\n") == std::string::npos && seconds_since(start) < 10) {
+    pollfd p{fd, POLLIN, 0};
+    if (::poll(&p, 1, 100) <= 0) continue;
+    ssize_t n = ::recv(fd, buf, sizeof buf, 0);
+    if (n <= 0) break;
+    response.append(buf, static_cast<size_t>(n));
+  }
+  sender.join();
+  ::close(fd);
+  EXPECT_EQ(response.rfind("HTTP/1.1 401", 0), 0u) << response;
+  EXPECT_LT(sent.load(), total / 2) << "the server read the body it refused";
+  // With "Expect: 100-continue" the client is told before it sends anything.
+  std::string r = raw_exchange(port_, "POST /api/import HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\nContent-Length: " +
+                                      std::to_string(total) + "\r\n\r\n");
+  EXPECT_EQ(r.rfind("HTTP/1.1 401", 0), 0u) << r;
+  // A body on any other request is refused without being read.
+  r = raw_exchange(port_, "GET /api/search?q=h24 HTTP/1.1\r\nHost: x\r\nContent-Length: " + std::to_string(total) + "\r\n\r\n");
+  EXPECT_EQ(r.rfind("HTTP/1.1 413", 0), 0u) << r;
+}
+
+TEST_F(Web, FormEncodedUploadOverEightKilobytesIsImported) {
+  // `curl -d @file` sends application/x-www-form-urlencoded; the body is still the file.
+  std::string manifest = "{\"apiVersion\":\"kernelindex.dev/v1alpha1\",\"kind\":\"SoftwareProject\",\"metadata\":{\"name\":\"form\"},"
+                         "\"spec\":{\"name\":\"Form Upload Project\"}}" + std::string(12000, ' ');
+  httplib::Client c("127.0.0.1", port_);
+  auto r = c.Post("/api/import", {{"Authorization", "Bearer s3cret-token"}}, manifest, "application/x-www-form-urlencoded");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 200) << r->body;
+  EXPECT_EQ(json::parse(r->body)["inserted"]["manifests"], 1);
+  // Still bounded by --max-body (1 MB here), with the same content type.
+  std::string too_big = raw_exchange(port_, "POST /api/import HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer s3cret-token\r\n"
+                                        "Content-Type: application/x-www-form-urlencoded\r\nContent-Length: 1048577\r\n\r\n");
+  EXPECT_EQ(too_big.rfind("HTTP/1.1 413", 0), 0u) << too_big;
+}
+
+TEST_F(Web, ErrorBodiesDoNotNameServerPaths) {
+  httplib::Client c("127.0.0.1", port_);
+  std::string bad = "{\"apiVersion\":\"kernelindex.dev/v1alpha1\",\"kind\":\"SoftwareProject\",\"metadata\":{\"name\":\"p\"},"
+                    "\"spec\":{\"name\":\"x\",\"popularity\":1}}";
+  auto r = c.Post("/api/import", {{"Authorization", "Bearer s3cret-token"}}, bad, "application/json");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 400);
+  EXPECT_NE(r->body.find("request body"), std::string::npos) << r->body;
+  EXPECT_NE(r->body.find("popularity"), std::string::npos) << r->body;
+  const std::string tmp = fs::temp_directory_path().string();
+  for (const auto& body : {r->body, c.Get("/api/runs/00000000")->body, c.Get("/operations/no-such-op")->body}) {
+    EXPECT_EQ(body.find(tmp), std::string::npos) << body;
+    EXPECT_EQ(body.find("kindex-upload"), std::string::npos) << body;
+    EXPECT_EQ(body.find(dir_.string()), std::string::npos) << body;
+  }
+}
+
+TEST_F(Web, ConcurrentImportFailsWithBusyStore) {
+  // Another process holds the store's write lock (an import in progress); the server's store gives up after
+  // 1.5 s here (30 s by default) and says the store is busy. A second upload meanwhile is told at once.
+  sqlite3* other = nullptr;
+  ASSERT_EQ(sqlite3_open((dir_ / "index.db").c_str(), &other), SQLITE_OK);
+  ASSERT_EQ(sqlite3_exec(other, "BEGIN IMMEDIATE", nullptr, nullptr, nullptr), SQLITE_OK);
+  store_->db().script("PRAGMA busy_timeout=1500");
+  std::string manifest = "{\"apiVersion\":\"kernelindex.dev/v1alpha1\",\"kind\":\"SoftwareProject\",\"metadata\":{\"name\":\"busy\"},"
+                         "\"spec\":{\"name\":\"Busy Project\"}}";
+  httplib::Headers auth = {{"Authorization", "Bearer s3cret-token"}};
+  int first_status = 0;
+  std::string first_body;
+  std::thread t([&] {
+    httplib::Client c("127.0.0.1", port_);
+    if (auto r = c.Post("/api/import", auth, manifest, "application/json")) {
+      first_status = r->status;
+      first_body = r->body;
+    }
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  httplib::Client c("127.0.0.1", port_);
+  auto start = std::chrono::steady_clock::now();
+  auto second = c.Post("/api/import", auth, manifest, "application/json");
+  double second_s = seconds_since(start);
+  t.join();
+  sqlite3_exec(other, "ROLLBACK", nullptr, nullptr, nullptr);
+  sqlite3_close(other);
+  store_->db().script("PRAGMA busy_timeout=30000");
+  ASSERT_TRUE(second);
+  EXPECT_EQ(first_status, 503) << first_body;
+  EXPECT_NE(first_body.find("store busy: another process is writing to it"), std::string::npos) << first_body;
+  EXPECT_EQ(first_body.find("SQL"), std::string::npos) << first_body;
+  EXPECT_EQ(first_body.find(dir_.string()), std::string::npos) << first_body;
+  EXPECT_EQ(second->status, 503) << second->body;
+  EXPECT_NE(second->body.find("another import is in progress"), std::string::npos) << second->body;
+  EXPECT_LT(second_s, 0.5);
+  // With the lock released the same upload goes in.
+  auto ok = c.Post("/api/import", auth, manifest, "application/json");
+  EXPECT_EQ(ok->status, 200) << ok->body;
+}
+
+TEST_F(Web, CachedAnswersFollowTheStore) {
+  const std::string op = "/api/operations/gqa_paged_decode_h24_kv4_d128_ps64";
+  httplib::Client c("127.0.0.1", port_);
+  auto first = c.Get(op.c_str());
+  auto again = c.Get(op.c_str());
+  ASSERT_TRUE(first && again);
+  EXPECT_EQ(again->get_header_value("X-Kindex-Cache"), "hit");
+  EXPECT_EQ(first->body, again->body);
+  // Another process changes the store (here: another connection retracts the record holder): the next answer
+  // is computed afresh and no longer lists the run.
+  json view = json::parse(first->body);
+  const std::string holder = view["cohorts"][0]["runs"][0]["id"];
+  {
+    auto other = store::Store::open(db_);
+    other->retract_run(holder, "test: withdrawn", "2026-12-03T00:00:00Z");
+  }
+  auto after = c.Get(op.c_str());
+  ASSERT_TRUE(after);
+  EXPECT_FALSE(after->has_header("X-Kindex-Cache"));
+  for (const auto& cohort : json::parse(after->body)["cohorts"]) {
+    for (const auto& run : cohort["runs"]) EXPECT_NE(run["id"], holder) << "the retracted run is still ranked";
+  }
+  // Failures are not kept.
+  c.Get("/api/runs/00000000");
+  EXPECT_FALSE(c.Get("/api/runs/00000000")->has_header("X-Kindex-Cache"));
 }
 
 }  // namespace

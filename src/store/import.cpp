@@ -76,7 +76,9 @@ class ExportImporter {
         ++unknown_tables_[r.table];
         return;
       }
-      std::string where = path_ + ":" + std::to_string(line) + " " + r.table + " " + r.row.value("id", "");
+      const auto id = r.row.find("id");
+      std::string where = path_ + ":" + std::to_string(line) + " " + r.table + " " +
+                          (id != r.row.end() && id->is_string() ? id->get<std::string>() : std::string());
       if (adopt_existing(r.table, r.row)) {
         count(report_, r.table, false);
         return;

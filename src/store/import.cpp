@@ -76,7 +76,9 @@ class ExportImporter {
         ++unknown_tables_[r.table];
         return;
       }
-      std::string where = path_ + ":" + std::to_string(line) + " " + r.table + " " + r.row.value("id", "");
+      const auto id = r.row.find("id");
+      std::string where = path_ + ":" + std::to_string(line) + " " + r.table + " " +
+                          (id != r.row.end() && id->is_string() ? id->get<std::string>() : std::string());
       if (adopt_existing(r.table, r.row)) {
         count(report_, r.table, false);
         return;
@@ -87,6 +89,7 @@ class ExportImporter {
           count(report_, r.table, false);
           return;
         }
+        drop_unknown_columns(r.table, r.row);
         const bool inserted = insert_row(db_, r.table, r.row, where);
         if (!inserted) check_same_as_stored(r.table, r.row, where);
         count(report_, r.table, inserted);
@@ -101,6 +104,9 @@ class ExportImporter {
     for (const auto& [table, rows] : unknown_tables_)
       report_.warnings.push_back(path_ + ": skipped " + std::to_string(rows) + " rows of table '" + table +
                                  "', which this version of kindex does not know");
+    for (const auto& [column, rows] : unknown_columns_)
+      report_.warnings.push_back(path_ + ": dropped column '" + column + "' of " + std::to_string(rows) +
+                                 " rows, which this version of kindex does not know");
     return report_;
   }
 
@@ -161,6 +167,21 @@ class ExportImporter {
     if (stored.empty() || stored[0].text(0) == id.get<std::string>()) return false;
     (table == "sources" ? source_ids_ : project_ids_)[id.get<std::string>()] = stored[0].text(0);
     return true;
+  }
+  // A column a later export adds to a known table (a read-path projection such as benchmark_runs.solScore) is
+  // dropped with a warning: the manifest the row carries stays the canonical fact.
+  void drop_unknown_columns(const std::string& table, json& row) {
+    const auto& keys = table_keys(table);
+    for (auto it = row.begin(); it != row.end();) {
+      const bool known = std::find(keys.begin(), keys.end(), it.key()) != keys.end() ||
+                         (table == "benchmark_runs" && it.key() == "manifest");
+      if (known) {
+        ++it;
+      } else {
+        ++unknown_columns_[table + "." + it.key()];
+        it = row.erase(it);
+      }
+    }
   }
   bool names_adopted_run(const std::string& table, const json& row) const {
     if (adopted_runs_.empty() || (table != "measurements" && table != "record_events")) return false;
@@ -323,7 +344,7 @@ class ExportImporter {
   std::map<std::string, std::string> cache_, ops_, impls_;
   std::map<std::string, WorkloadInfo> workloads_;
   std::map<std::string, std::vector<evidence::RunMeasurement>> measurements_;
-  std::map<std::string, std::size_t> unknown_tables_;
+  std::map<std::string, std::size_t> unknown_tables_, unknown_columns_;
   std::map<std::string, std::string> source_ids_, project_ids_;  // export id -> stored id (adopt_existing)
   std::set<std::string> adopted_runs_;  // export run ids whose run is stored under another id
   std::set<std::string> cohorts_;

@@ -147,12 +147,14 @@ json cohort_view(Store& store, const std::string& ck, const json& op, const json
       by_id.emplace(r.text(0), run_summary(r));
     }
   };
-  // The fastest rows by value (rank order differs only among equal values, so a little spare covers the boundary);
-  // any member still missing is fetched one by one below.
+  // The fastest rows by value (rank order differs from value order only inside a tie chain, so a little spare
+  // covers most of it); any member still missing is fetched one by one below.
   fetch("WHERE r.comparison_key = ? AND r.status = 'passed' AND r.retracted_at IS NULL ORDER BY r.primary_value LIMIT ?",
         {ck, static_cast<int64_t>(shown + 2)});
   json runs = json::array();
-  double first = members.empty() ? 0 : members.front().value;
+  // The record (fastest value): the first listed run of a tie chain may be a slower, better-evidenced one.
+  double first = 0;
+  for (const auto& m : members) first = first == 0 ? m.value : std::min(first, m.value);
   std::string last_observed;
   std::optional<double> kindex_floor;
   for (size_t i = 0; i < shown; ++i) {
@@ -702,7 +704,11 @@ json records(Store& store, const std::string& operation) {
     auto members = store.cohort(r.text(0));
     json holder;
     if (!members.empty()) {
-      auto h = store.db().query(std::string("SELECT ") + kRunColumns + kRunJoins + "WHERE r.id = ?", {members.front().id});
+      // The holder is the fastest run (the earliest of equals), whatever order its tie chain is listed in.
+      const Ranked* best = &members.front();
+      for (const auto& m : members)
+        if (m.value < best->value || (m.value == best->value && m.observed_at < best->observed_at)) best = &m;
+      auto h = store.db().query(std::string("SELECT ") + kRunColumns + kRunJoins + "WHERE r.id = ?", {best->id});
       holder = run_summary(h[0]);
     }
     json history = json::array();

@@ -82,6 +82,12 @@ std::vector<Ranked> Store::cohort(const std::string& comparison_key, bool* sourc
 
 bool Store::update_record(const std::string& comparison_key) {
   auto members = cohort(comparison_key);
+  // The record is the running minimum of the value (KernelIndex's record events), not the first of the ranked
+  // list, which orders a tie chain by evidence and recency: the fastest run goes first, the earliest of equals.
+  std::stable_sort(members.begin(), members.end(), [](const Ranked& a, const Ranked& b) {
+    if (a.value != b.value) return a.value < b.value;
+    return a.observed_at != b.observed_at ? a.observed_at < b.observed_at : a.id < b.id;
+  });
   auto last = db_->query(
       "SELECT e.run_id, r.primary_value, r.status, r.retracted_at, "
       "(SELECT COUNT(*) FROM benchmark_runs s WHERE s.supersedes_id = r.id) "

@@ -1,8 +1,13 @@
 // The same store suite against SQLite and a real PostgreSQL server this test starts: same rows, same answers.
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
 #include <memory>
 
+#include "core/error.hpp"
 #include "store/fixtures.hpp"
 #include "store/import.hpp"
 #include "store/postgres_server.hpp"
@@ -89,6 +94,48 @@ TEST_F(Backends, RecordsAndRetractionsBehaveAlike) {
     answers.push_back(stable(r));
   }
   EXPECT_EQ(answers[0], answers[1]);
+}
+
+}  // namespace
+}  // namespace kindex::store
+
+namespace kindex::store {
+namespace {
+
+TEST_F(Backends, FailedImportsLeaveEitherStoreAsItWas) {
+  auto lines = std::string();
+  {
+    std::ifstream in(kindex::test::data_dir() + "/kernelindex/export-every-table.jsonl");
+    lines.assign(std::istreambuf_iterator<char>(in), {});
+  }
+  // The every-table fixture with its last row (an artifact) cut short at a content digest that is not sha256.
+  const auto bad = std::filesystem::temp_directory_path() / ("kindex-backends-bad-" + std::to_string(::getpid()) + ".jsonl");
+  std::ofstream(bad) << lines.substr(0, lines.rfind("sha256:", lines.rfind("contentDigest"))) << "md5:0\"}}\n";
+  const auto bad_trace = std::filesystem::temp_directory_path() / ("kindex-backends-trace-" + std::to_string(::getpid()));
+  {
+    std::ifstream in(kindex::test::data_dir() + "/harness-traces/fib_traces_gqa_paged_decode_h24_kv4_d128_ps64.jsonl");
+    std::string good;
+    std::getline(in, good);
+    std::ofstream(bad_trace) << good << "\n{\"definition\": 5, \"workload\": {}, \"evaluation\": {}}\n";
+  }
+  for (auto& store : stores("atomic")) {
+    SCOPED_TRACE(store->backend());
+    import_files(*store, {slice()});
+    const nlohmann::json before = store->counts();
+    EXPECT_THROW(import_files(*store, {bad.string()}), Error);
+    EXPECT_EQ(store->counts(), before);
+    // A trace file whose good line was recorded (its own savepoint) before a later line is refused.
+    ImportOptions o;
+    o.definitions = {kindex::test::data_dir() + "/specs/flashinfer-trace/definitions"};
+    EXPECT_THROW(import_files(*store, {bad_trace.string()}, o), Error);
+    EXPECT_EQ(store->counts(), before);
+    // The store still takes a good import afterwards (no transaction or savepoint left open).
+    EXPECT_EQ(import_files(*store, {kindex::test::data_dir() + "/kernelindex/export-every-table.jsonl"})
+                  .inserted.at("benchmark_runs"),
+              4);
+  }
+  std::filesystem::remove(bad);
+  std::filesystem::remove(bad_trace);
 }
 
 }  // namespace

@@ -185,6 +185,26 @@ TEST(Records, RunningMinimumWithAppendOnlyHistory) {
   EXPECT_EQ(s->counts()["benchmark_runs"], 3);  // the retracted run stays
 }
 
+TEST(Records, TheRecordIsTheFastestRunEvenWhenItsTieChainListsAnotherFirst) {
+  auto s = Store::open(":memory:");
+  OwnRun fast = test::example_run(8000, 1);  // reported: no raw samples
+  fast.interval_low_ns = 7900;
+  fast.interval_high_ns = 8200;
+  OwnRun slow = test::example_run(8100, 2, true, {8100, 8090, 8120});  // verified: kindex's GPU run with samples
+  slow.interval_low_ns = 8000;
+  slow.interval_high_ns = 8300;
+  auto a = s->record_run(fast);
+  auto b = s->record_run(slow);
+  auto members = s->cohort(a.comparison_key);
+  ASSERT_EQ(members.size(), 2u);
+  EXPECT_EQ(members[0].id, b.run_id);  // one tie chain: higher evidence listed first
+  EXPECT_EQ(members[0].rank, members[1].rank);
+  EXPECT_FALSE(b.new_record);
+  nlohmann::json recs = records(*s);
+  ASSERT_EQ(recs.size(), 1u);
+  EXPECT_EQ(recs[0]["record"]["id"], a.run_id);
+}
+
 TEST(Records, SupersessionMovesTheRecord) {
   auto s = Store::open(":memory:");
   auto a = s->record_run(test::example_run(8000, 1, false, {}, 1));

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <fstream>
+#include <filesystem>
 #include <string>
 
 #include "core/error.hpp"
@@ -14,7 +15,8 @@
 #include "store/store.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  static const std::string path = "/tmp/kindex-fuzz-import-" + std::to_string(::getpid());
+  static const std::string path =
+      (std::filesystem::temp_directory_path() / ("kindex-fuzz-import-" + std::to_string(::getpid()))).string();
   std::ofstream(path, std::ios::binary | std::ios::trunc).write(reinterpret_cast<const char*>(data),
                                                                  static_cast<std::streamsize>(size));
   static auto store = kindex::store::Store::open(":memory:");

@@ -313,6 +313,12 @@ json operation_view(Store& store, const std::string& operation, const std::strin
     }
     std::stable_sort(cohorts.begin(), cohorts.end(), [](const json& a, const json& b) { return a["members"] > b["members"]; });
   }
+  // Eligible runs of the operation across all its workloads (what KernelIndex's operation page counts).
+  auto all_eligible = store.db().query(
+      "SELECT COUNT(*) FROM benchmark_runs r JOIN workloads w ON w.id = r.workload_id WHERE w.operation_id = ? AND "
+      "r.status = 'passed' AND r.retracted_at IS NULL AND r.primary_value IS NOT NULL AND NOT EXISTS "
+      "(SELECT 1 FROM benchmark_runs s WHERE s.supersedes_id = r.id)",
+      {op.id});
   // Implementations: best valid latency on the selected workload and how many workloads they ran.
   auto impl_rows = store.db().query(
       "SELECT i.id, i.slug, i.title, p.name, i.language, i.license_expression, i.source_available, i.installable, "
@@ -386,6 +392,7 @@ json operation_view(Store& store, const std::string& operation, const std::strin
           {"workloads", workload_list},
           {"selectedWorkload", selected >= 0 ? workload_list[selected] : json()},
           {"eligibleRuns", eligible},
+          {"eligibleRunsAllWorkloads", all_eligible.empty() ? 0 : all_eligible[0].integer(0)},
           {"cohorts", cohorts},
           {"implementations", impls},
           {"semantics", semantics_of(op.manifest)},

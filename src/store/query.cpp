@@ -177,8 +177,38 @@ json cohort_view(Store& store, const std::string& ck, const json& op, const json
                                         {ck})) {
     failed.push_back(run_summary(r));
   }
+  // The record's timeline (its append-only events, oldest first) and how long the holder has stood: taken at its
+  // last event; "unbeaten" by the ranked runs observed since; stale when the holder was observed more than a year
+  // before the cohort's newest run.
+  json timeline = json::array();
+  for (const auto& e : store.db().query(
+           "SELECT e.at, e.cause, e.run_id, r.primary_value, COALESCE(i.title, i.slug) FROM record_events e "
+           "LEFT JOIN benchmark_runs r ON r.id = e.run_id LEFT JOIN implementations i ON i.id = r.implementation_id "
+           "WHERE e.comparison_key = ? ORDER BY e.created_at, e.at, e.id",
+           {ck})) {
+    timeline.push_back({{"at", e.text(0)}, {"cause", e.text(1)}, {"runId", opt_text(e, 2)}, {"latencyNs", opt(e, 3)},
+                        {"implementation", opt_text(e, 4)}});
+  }
+  json record_status;
+  if (!members.empty()) {
+    const Ranked& holder = members.front();
+    std::string since = holder.observed_at;
+    for (const auto& ev : timeline) {
+      if (ev["runId"] == holder.id) since = ev["at"];
+    }
+    int64_t later = 0;
+    for (const auto& m : members) later += m.id != holder.id && m.observed_at > since;
+    // ISO 8601 times compare as text: the newest observation with its year lowered by one.
+    std::string year_before = last_observed.size() >= 4 && std::isdigit(static_cast<unsigned char>(last_observed[0]))
+                                  ? std::to_string(std::atoi(last_observed.substr(0, 4).c_str()) - 1) + last_observed.substr(4)
+                                  : "";
+    bool stale = !year_before.empty() && holder.observed_at < year_before;
+    record_status = {{"holder", holder.id}, {"since", since}, {"laterRunsNotBeatingIt", later}, {"stale", stale}};
+  }
   std::string gpu = meta.empty() ? "" : meta[0].text(1);
   json out = {{"comparisonKey", ck},
+              {"recordTimeline", std::move(timeline)},
+              {"recordStatus", std::move(record_status)},
               {"gpu", gpu},
               {"sourceNative", native},
               {"protocol", protocol_summary(store, meta.empty() ? "" : meta[0].text(2))},

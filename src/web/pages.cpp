@@ -210,6 +210,27 @@ std::string operation_page(const json& v) {
       body += "<p class=\"muted\">Showing the first " + std::to_string(c["runs"].size()) + " of " + e(c["members"]) +
               " ranked runs (all in the JSON of <a href=\"/records?operation=" + url(slug) + "\">records</a>).</p>";
     }
+    if (c.contains("recordStatus") && c["recordStatus"].is_object()) {
+      const json& st = c["recordStatus"];
+      int64_t later = st["laterRunsNotBeatingIt"];
+      body += "<p class=\"record-status\">" +
+              std::string(later > 0 ? "<b>Unbeaten</b> by " + std::to_string(later) + " later run" + (later == 1 ? "" : "s") + " · "
+                                    : "") +
+              "record since " + e(st["since"].get<std::string>().substr(0, 10)) +
+              (st["stale"].get<bool>() ? " · <b class=\"stale\">stale</b> (measured over a year before the newest run)" : "") + "</p>";
+    }
+    if (c.contains("recordTimeline") && !c["recordTimeline"].empty()) {
+      body += "<details class=\"record-timeline\"><summary>Record timeline (" + std::to_string(c["recordTimeline"].size()) +
+              " events)</summary><ol>";
+      for (const auto& ev : c["recordTimeline"]) {
+        body += "<li>" + e(ev["at"].get<std::string>().substr(0, 10)) + " · " + e(ev["cause"]) +
+                (ev["runId"].is_string() ? " · <a href=\"/runs/" + url(ev["runId"]) + "\">" + e(ev["implementation"]) + "</a> " +
+                                               latency(ev["latencyNs"])
+                                         : std::string()) +
+                "</li>";
+      }
+      body += "</ol></details>";
+    }
     if (!c["unranked"].empty()) {
       body += "<p class=\"muted\">Not ranked: ";
       for (const auto& r : c["unranked"]) body += run_link(r, r.value("implementation", "") + " (" + r.value("status", "") + ")") + " ";

@@ -594,6 +594,13 @@ TEST_F(Web, OperationPageCountsEligibleRunsAcrossWorkloadsAndPlotsAlongAnAxis) {
     ASSERT_TRUE(value_of_label.count(label)) << label;
     points.push_back({std::stod((*it)[1]), value_of_label[label]});
   }
+  // Each cohort shows how its record stands and its timeline of record events.
+  const json& cohort = view["cohorts"][0];
+  ASSERT_FALSE(cohort["recordTimeline"].empty());
+  EXPECT_EQ(cohort["recordTimeline"].back()["runId"], cohort["runs"][0]["id"]);
+  EXPECT_EQ(cohort["recordStatus"]["holder"], cohort["runs"][0]["id"]);
+  EXPECT_NE(page->body.find("<details class=\"record-timeline\"><summary>Record timeline ("), std::string::npos);
+  EXPECT_NE(page->body.find("record since " + cohort["recordStatus"]["since"].get<std::string>().substr(0, 10)), std::string::npos);
   ASSERT_EQ(points.size(), 20u);
   std::sort(points.begin(), points.end());
   for (size_t i = 1; i < points.size(); ++i) EXPECT_LE(points[i - 1].second, points[i].second) << "x " << points[i].first;

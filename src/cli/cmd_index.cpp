@@ -181,7 +181,7 @@ void add_index_commands(CLI::App& app, Registry& registry) {
         if (c->json_output) {
           std::cout << r.dump(2) << "\n";
         } else if (*what == "operation") {
-          std::cout << r["operation"]["title"].get<std::string>() << "  (" << r["eligibleRuns"] << " eligible runs, "
+          std::cout << r["operation"]["title"].get<std::string>() << "  (" << r["eligibleRunsAllWorkloads"] << " eligible runs across "
                     << r["workloads"].size() << " workloads)\n";
           if (!r["selectedWorkload"].is_null()) std::cout << "workload: " << r["selectedWorkload"]["label"].get<std::string>() << "\n";
           for (const auto& co : r["cohorts"]) print_cohort(co);

@@ -179,8 +179,38 @@ json cohort_view(Store& store, const std::string& ck, const json& op, const json
                                         {ck})) {
     failed.push_back(run_summary(r));
   }
+  // The record's timeline (its append-only events, oldest first) and how long the holder has stood: taken at its
+  // last event; "unbeaten" by the ranked runs observed since; stale when the holder was observed more than a year
+  // before the cohort's newest run.
+  json timeline = json::array();
+  for (const auto& e : store.db().query(
+           "SELECT e.at, e.cause, e.run_id, r.primary_value, COALESCE(i.title, i.slug) FROM record_events e "
+           "LEFT JOIN benchmark_runs r ON r.id = e.run_id LEFT JOIN implementations i ON i.id = r.implementation_id "
+           "WHERE e.comparison_key = ? ORDER BY e.created_at, e.at, e.id",
+           {ck})) {
+    timeline.push_back({{"at", e.text(0)}, {"cause", e.text(1)}, {"runId", opt_text(e, 2)}, {"latencyNs", opt(e, 3)},
+                        {"implementation", opt_text(e, 4)}});
+  }
+  json record_status;
+  if (!members.empty()) {
+    const Ranked& holder = members.front();
+    std::string since = holder.observed_at;
+    for (const auto& ev : timeline) {
+      if (ev["runId"] == holder.id) since = ev["at"];
+    }
+    int64_t later = 0;
+    for (const auto& m : members) later += m.id != holder.id && m.observed_at > since;
+    // ISO 8601 times compare as text: the newest observation with its year lowered by one.
+    std::string year_before = last_observed.size() >= 4 && std::isdigit(static_cast<unsigned char>(last_observed[0]))
+                                  ? std::to_string(std::atoi(last_observed.substr(0, 4).c_str()) - 1) + last_observed.substr(4)
+                                  : "";
+    bool stale = !year_before.empty() && holder.observed_at < year_before;
+    record_status = {{"holder", holder.id}, {"since", since}, {"laterRunsNotBeatingIt", later}, {"stale", stale}};
+  }
   std::string gpu = meta.empty() ? "" : meta[0].text(1);
   json out = {{"comparisonKey", ck},
+              {"recordTimeline", std::move(timeline)},
+              {"recordStatus", std::move(record_status)},
               {"gpu", gpu},
               {"sourceNative", native},
               {"protocol", protocol_summary(store, meta.empty() ? "" : meta[0].text(2))},
@@ -315,6 +345,12 @@ json operation_view(Store& store, const std::string& operation, const std::strin
     }
     std::stable_sort(cohorts.begin(), cohorts.end(), [](const json& a, const json& b) { return a["members"] > b["members"]; });
   }
+  // Eligible runs of the operation across all its workloads (what KernelIndex's operation page counts).
+  auto all_eligible = store.db().query(
+      "SELECT COUNT(*) FROM benchmark_runs r JOIN workloads w ON w.id = r.workload_id WHERE w.operation_id = ? AND "
+      "r.status = 'passed' AND r.retracted_at IS NULL AND r.primary_value IS NOT NULL AND NOT EXISTS "
+      "(SELECT 1 FROM benchmark_runs s WHERE s.supersedes_id = r.id)",
+      {op.id});
   // Implementations: best valid latency on the selected workload and how many workloads they ran.
   auto impl_rows = store.db().query(
       "SELECT i.id, i.slug, i.title, p.name, i.language, i.license_expression, i.source_available, i.installable, "
@@ -391,6 +427,7 @@ json operation_view(Store& store, const std::string& operation, const std::strin
           {"workloads", workload_list},
           {"selectedWorkload", selected >= 0 ? workload_list[selected] : json()},
           {"eligibleRuns", eligible},
+          {"eligibleRunsAllWorkloads", all_eligible.empty() ? 0 : all_eligible[0].integer(0)},
           {"cohorts", cohorts},
           {"implementations", impls},
           {"semantics", semantics_of(op.manifest)},

@@ -18,6 +18,7 @@ nlohmann::json search(Store& store, const std::string& text, int limit = 50);
 // The operation page: workloads (with a picker), per-cohort records of the selected workload with rank, latency,
 // x of #1, evidence and the headroom-v1 floor; implementations with their best latency; semantics; plot data.
 // `workload` selects by workload id, digest or a prefix; empty picks the workload with the most runs.
+// eligibleRuns counts the selected workload's ranked runs, eligibleRunsAllWorkloads the operation's.
 nlohmann::json operation_view(Store& store, const std::string& operation, const std::string& workload = "");
 nlohmann::json workload_view(Store& store, const std::string& workload);
 nlohmann::json implementation_view(Store& store, const std::string& implementation);

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdio>
 #include <map>
+#include <set>
 
 namespace kindex::web {
 
@@ -140,7 +141,9 @@ std::string operation_page(const json& v) {
   const json& op = v["operation"];
   std::string slug = op["slug"];
   std::string body = "<h1 id=\"title\">" + e(op["title"]) + "</h1>";
-  body += "<p><span id=\"eligible\">" + std::to_string(v["eligibleRuns"].get<int64_t>()) + " eligible runs</span> · " +
+  body += "<p><span id=\"eligible\">" + std::to_string(v.value("eligibleRunsAllWorkloads", int64_t{0})) +
+          " eligible runs across " + std::to_string(v["workloads"].size()) + " workloads</span> (" +
+          std::to_string(v["eligibleRuns"].get<int64_t>()) + " on the selected one) · " +
           e(op["family"]) + "</p><p>" + e(op["description"]) + "</p>";
   const json& cohorts = v["cohorts"];
   if (!cohorts.empty() && !cohorts[0]["runs"].empty()) {
@@ -206,6 +209,27 @@ std::string operation_page(const json& v) {
     if (c["members"].get<size_t>() > c["runs"].size()) {
       body += "<p class=\"muted\">Showing the first " + std::to_string(c["runs"].size()) + " of " + e(c["members"]) +
               " ranked runs (all in the JSON of <a href=\"/records?operation=" + url(slug) + "\">records</a>).</p>";
+    }
+    if (c.contains("recordStatus") && c["recordStatus"].is_object()) {
+      const json& st = c["recordStatus"];
+      int64_t later = st["laterRunsNotBeatingIt"];
+      body += "<p class=\"record-status\">" +
+              std::string(later > 0 ? "<b>Unbeaten</b> by " + std::to_string(later) + " later run" + (later == 1 ? "" : "s") + " · "
+                                    : "") +
+              "record since " + e(st["since"].get<std::string>().substr(0, 10)) +
+              (st["stale"].get<bool>() ? " · <b class=\"stale\">stale</b> (measured over a year before the newest run)" : "") + "</p>";
+    }
+    if (c.contains("recordTimeline") && !c["recordTimeline"].empty()) {
+      body += "<details class=\"record-timeline\"><summary>Record timeline (" + std::to_string(c["recordTimeline"].size()) +
+              " events)</summary><ol>";
+      for (const auto& ev : c["recordTimeline"]) {
+        body += "<li>" + e(ev["at"].get<std::string>().substr(0, 10)) + " · " + e(ev["cause"]) +
+                (ev["runId"].is_string() ? " · <a href=\"/runs/" + url(ev["runId"]) + "\">" + e(ev["implementation"]) + "</a> " +
+                                               latency(ev["latencyNs"])
+                                         : std::string()) +
+                "</li>";
+      }
+      body += "</ol></details>";
     }
     if (!c["unranked"].empty()) {
       body += "<p class=\"muted\">Not ranked: ";
@@ -426,11 +450,48 @@ double log_position(double v, double lo, double hi, double px_lo, double px_hi) 
 
 }  // namespace
 
+// The x axis of the latency plot: workloads ordered by the integer axis that takes the most distinct values among
+// them (ties: fewer other axes changing, then the name), then by the other axes, so lines run left to right
+// along one size instead of zig-zagging in picker order. Returns the axis name and workload ids in order.
+namespace {
+std::pair<std::string, std::vector<std::string>> workload_order(const json& workloads) {
+  std::map<std::string, std::set<int64_t>> values;
+  for (const auto& w : workloads) {
+    const json axes = w.value("axes", json::object());
+    for (const auto& [k, a] : axes.items()) {
+      if (a.is_number_integer()) values[k].insert(a.get<int64_t>());
+    }
+  }
+  std::string axis;
+  for (const auto& [k, vals] : values) {
+    if (axis.empty() || vals.size() > values[axis].size()) axis = k;
+  }
+  std::vector<std::pair<std::vector<int64_t>, std::string>> keyed;
+  for (const auto& w : workloads) {
+    const json axes = w.value("axes", json::object());
+    std::vector<int64_t> key;
+    auto value = [&](const std::string& k) { return axes.contains(k) && axes[k].is_number_integer() ? axes[k].get<int64_t>() : INT64_MIN; };
+    if (!axis.empty()) key.push_back(value(axis));
+    for (const auto& [k, vals] : values) {
+      if (k != axis) key.push_back(value(k));
+    }
+    keyed.push_back({key, w["id"]});
+  }
+  std::stable_sort(keyed.begin(), keyed.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+  std::vector<std::string> ids;
+  for (auto& [key, id] : keyed) ids.push_back(std::move(id));
+  return {axis, ids};
+}
+}  // namespace
+
 std::string latency_plot_svg(const json& v) {
   const json& points = v["plots"]["latency"];
   std::map<std::string, int> workload_index;
+  std::map<std::string, std::string> workload_labels;
+  for (const auto& w : v["workloads"]) workload_labels[w["id"]] = w["label"];
+  auto [order_axis, order] = workload_order(v["workloads"]);
   int n = 0;
-  for (const auto& w : v["workloads"]) workload_index[w["id"]] = n++;
+  for (const auto& id : order) workload_index[id] = n++;
   std::map<std::string, std::string> names;
   for (const auto& i : v["implementations"]) names[i["id"]] = i["title"];
   std::map<std::string, std::vector<std::pair<int, double>>> series;
@@ -460,7 +521,8 @@ std::string latency_plot_svg(const json& v) {
            "\" font-size=\"11\" text-anchor=\"end\">" + html_escape(format_ns(tick)) + "</text>";
   }
   svg += "<text x=\"" + fmt("%.1f", (x0 + x1) / 2) + "\" y=\"" + std::to_string(top + height + 30) +
-         "\" font-size=\"12\" text-anchor=\"middle\">workload (picker order)</text>";
+         "\" font-size=\"12\" text-anchor=\"middle\">" +
+         html_escape(order_axis.empty() ? "workload" : "workload, by " + order_axis) + "</text>";
   auto xpos = [&](int i) { return n <= 1 ? (x0 + x1) / 2 : x0 + 15 + i * (x1 - x0 - 30) / (n - 1); };
   int color = 0, legend = 0;
   for (auto& [impl, pts] : series) {
@@ -471,7 +533,7 @@ std::string latency_plot_svg(const json& v) {
       double x = xpos(i), y = log_position(ns, lo, hi, top + height, top);
       path += (path.empty() ? "M" : " L") + fmt("%.1f", x) + "," + fmt("%.1f", y);
       svg += "<circle cx=\"" + fmt("%.1f", x) + "\" cy=\"" + fmt("%.1f", y) + "\" r=\"3\" fill=\"" + c + "\"><title>" +
-             html_escape(names[impl] + ": " + format_ns(ns)) + "</title></circle>";
+             html_escape(names[impl] + " · " + workload_labels[order[i]] + ": " + format_ns(ns)) + "</title></circle>";
     }
     svg += "<path d=\"" + path + "\" fill=\"none\" stroke=\"" + c + "\" stroke-width=\"1.5\"/>";
     if (legend < 12) {

@@ -19,7 +19,9 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <regex>
+#include <set>
 #include <thread>
 
 #include "core/error.hpp"
@@ -567,6 +569,46 @@ TEST_F(Web, ConcurrentImportFailsWithBusyStore) {
   // With the lock released the same upload goes in.
   auto ok = c.Post("/api/import", auth, manifest, "application/json");
   EXPECT_EQ(ok->status, 200) << ok->body;
+}
+
+TEST_F(Web, OperationPageCountsEligibleRunsAcrossWorkloadsAndPlotsAlongAnAxis) {
+  // ps64: one implementation measured on each of 20 workloads (KernelIndex's page says 20 eligible runs).
+  const std::string op = "gqa_paged_decode_h24_kv4_d128_ps64";
+  json view = get_json("/api/operations/" + op);
+  EXPECT_EQ(view["eligibleRunsAllWorkloads"], 20);
+  EXPECT_EQ(view["eligibleRuns"], 1);
+  httplib::Client c("127.0.0.1", port_);
+  auto page = c.Get(("/operations/" + op).c_str());
+  EXPECT_NE(page->body.find("20 eligible runs across 20 workloads</span> (1 on the selected one)"), std::string::npos);
+  // The latency plot runs along the axis with the most distinct values, in increasing order.
+  std::string axis;
+  size_t most = 0;
+  std::map<std::string, std::set<int64_t>> distinct;
+  for (const auto& w : view["workloads"])
+    for (const auto& [k, a] : w["axes"].items()) distinct[k].insert(a.get<int64_t>());
+  for (const auto& [k, vals] : distinct)
+    if (vals.size() > most) most = vals.size(), axis = k;
+  std::map<std::string, int64_t> value_of_label;
+  for (const auto& w : view["workloads"]) value_of_label[w["label"]] = w["axes"][axis];
+  std::string svg = c.Get(("/plots/operations/" + op + "/latency.svg").c_str())->body;
+  EXPECT_NE(svg.find("workload, by " + axis), std::string::npos);
+  std::regex circle("<circle cx=\"([0-9.]+)\"[^>]*><title>[^<·]* · ([^<]*): [^<]*</title>");
+  std::vector<std::pair<double, int64_t>> points;
+  for (auto it = std::sregex_iterator(svg.begin(), svg.end(), circle); it != std::sregex_iterator(); ++it) {
+    std::string label = std::regex_replace((*it)[2].str(), std::regex("&amp;"), "&");
+    ASSERT_TRUE(value_of_label.count(label)) << label;
+    points.push_back({std::stod((*it)[1]), value_of_label[label]});
+  }
+  // Each cohort shows how its record stands and its timeline of record events.
+  const json& cohort = view["cohorts"][0];
+  ASSERT_FALSE(cohort["recordTimeline"].empty());
+  EXPECT_EQ(cohort["recordTimeline"].back()["runId"], cohort["runs"][0]["id"]);
+  EXPECT_EQ(cohort["recordStatus"]["holder"], cohort["runs"][0]["id"]);
+  EXPECT_NE(page->body.find("<details class=\"record-timeline\"><summary>Record timeline ("), std::string::npos);
+  EXPECT_NE(page->body.find("record since " + cohort["recordStatus"]["since"].get<std::string>().substr(0, 10)), std::string::npos);
+  ASSERT_EQ(points.size(), 20u);
+  std::sort(points.begin(), points.end());
+  for (size_t i = 1; i < points.size(); ++i) EXPECT_LE(points[i - 1].second, points[i].second) << "x " << points[i].first;
 }
 
 TEST_F(Web, CachedAnswersFollowTheStore) {

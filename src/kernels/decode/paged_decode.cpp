@@ -31,6 +31,7 @@ void check_cuda(cudaError_t err, const char* what) {
 
 // What a plan needs to know of the current device, cached per device: SM count and opt-in shared memory per CTA.
 struct DeviceLimits {
+  int device = 0;
   int sms = 1;
   size_t smem_optin = 0;
 };
@@ -42,6 +43,7 @@ DeviceLimits device_limits() {
   std::lock_guard<std::mutex> lock(mutex);
   if (auto it = cache.find(device); it != cache.end()) return it->second;
   DeviceLimits d;
+  d.device = device;
   int v = 0;
   check_cuda(cudaDeviceGetAttribute(&v, cudaDevAttrMultiProcessorCount, device), "cudaDeviceGetAttribute");
   d.sms = std::max(1, v);
@@ -51,17 +53,15 @@ DeviceLimits device_limits() {
   return d;
 }
 
-// Resident CTAs of the main kernel on all SMs, cached per (device, configuration). Also raises the kernel's
-// shared-memory limit on this device, once: launches rely on it.
-int resident_ctas(kindex_dtype dtype, int head_dim, int stages, int sms) {
+// Resident CTAs of the main kernel on all SMs of the current device, cached per (device, configuration). Also
+// raises the kernel's shared-memory limit on this device, once: launches rely on it.
+int resident_ctas(const DeviceLimits& device, kindex_dtype dtype, int head_dim, int stages) {
   static std::mutex mutex;
   static std::map<std::tuple<int, int, int, int>, int> cache;
-  int device = 0;
-  check_cuda(cudaGetDevice(&device), "cudaGetDevice");
-  const auto key = std::make_tuple(device, int(dtype), head_dim, stages);
+  const auto key = std::make_tuple(device.device, int(dtype), head_dim, stages);
   std::lock_guard<std::mutex> lock(mutex);
   if (auto it = cache.find(key); it != cache.end()) return it->second;
-  const int ctas = sms * detail::ctas_per_sm(dtype, head_dim, stages);
+  const int ctas = device.sms * detail::ctas_per_sm(dtype, head_dim, stages);
   cache[key] = ctas;
   return ctas;
 }
@@ -146,7 +146,7 @@ Plan make_plan(const kindex_paged_decode_params& p, const Tuning& tune) {
                     format_error(kWhere, "params.head_dim", std::to_string(p.head_dim),
                                  "needs " + std::to_string(detail::ring_smem_bytes(p.head_dim, 2)) +
                                      " bytes of shared memory per CTA; this device allows " + std::to_string(limit)));
-    slots = resident_ctas(p.dtype, p.head_dim, plan.stages, device.sms);
+    slots = resident_ctas(device, p.dtype, p.head_dim, plan.stages);
   }
   if (n > 0 && p.batch_size > 0) {
     // One wave of equal segments: num_segments * num_kv_heads CTAs fill the resident slots of all SMs. A single

@@ -847,19 +847,7 @@ int occupancy() {
 // the same kernel with a 2-stage ring.
 template <int D>
 constexpr int kStages = D == 64 ? 4 : 3;
-
-int ring_stages(int head_dim, size_t smem_limit) {
-  auto pick = [&](auto d) {
-    constexpr int D = decltype(d)::value;
-    if (size_t(Layout<D, kStages<D>>::kSmemBytes) <= smem_limit) return kStages<D>;
-    return size_t(Layout<D, 2>::kSmemBytes) <= smem_limit ? 2 : 0;
-  };
-  switch (head_dim) {
-    case 64: return pick(std::integral_constant<int, 64>{});
-    case 128: return pick(std::integral_constant<int, 128>{});
-    default: return pick(std::integral_constant<int, 256>{});
-  }
-}
+static_assert(kStages<128> == kStages<256>);
 
 size_t ring_smem_bytes(int head_dim, int stages) {
   switch (head_dim) {
@@ -867,6 +855,12 @@ size_t ring_smem_bytes(int head_dim, int stages) {
     case 128: return stages == 2 ? Layout<128, 2>::kSmemBytes : Layout<128, kStages<128>>::kSmemBytes;
     default: return stages == 2 ? Layout<256, 2>::kSmemBytes : Layout<256, kStages<256>>::kSmemBytes;
   }
+}
+
+int ring_stages(int head_dim, size_t smem_limit) {
+  const int shipped = head_dim == 64 ? kStages<64> : kStages<128>;  // kStages<128> == kStages<256>
+  if (ring_smem_bytes(head_dim, shipped) <= smem_limit) return shipped;
+  return ring_smem_bytes(head_dim, 2) <= smem_limit ? 2 : 0;
 }
 
 template <int D>

@@ -335,42 +335,73 @@ __device__ __forceinline__ void merge_in_kernel(const Args& a, const int* indptr
   }
 }
 
+// The CTA's shared memory, carved in Layout's order.
 template <int D, int S, class T>
-__global__ void __launch_bounds__((Layout<D, S>::kThreads), 1) decode_kernel(const Args a) {
+struct Shared {
   using L = Layout<D, S>;
-  using Tr = Mma<T>;
-  extern __shared__ __align__(128) unsigned char smem[];
-  T* ring = reinterpret_cast<T*>(smem);
-  float* merge_m = reinterpret_cast<float*>(smem + L::kRingBytes);  // [warp][row]
-  float* merge_l = merge_m + L::kWarps * kRows;
-  float* merge_w = merge_l + L::kWarps * kRows;    // [warp][row]: the warp's weight in the row's merge
-  float* merge_lse = merge_w + L::kWarps * kRows;  // [row]
-  int* merge_stage = reinterpret_cast<int*>(merge_lse + kRows);  // [warp]: where its state went
-  T* q_tile = reinterpret_cast<T*>(merge_stage + L::kWarps);           // [16][D], swizzled like a K tile
-  int* id_ring = reinterpret_cast<int*>(q_tile + kRows * D);        // [warp][kIdSlots][kChunk]
-  int* off_ring = id_ring + L::kWarps * L::kIdSlots * kChunk;
-  Piece* table = reinterpret_cast<Piece*>(off_ring + L::kWarps * L::kIdSlots * kChunk);
-  int* indptr_cache = reinterpret_cast<int*>(table + kTable);  // [kIndptrCache + 1]
-  int* last_cache = indptr_cache + kIndptrCache + 1;            // [kIndptrCache]
-  __shared__ int counts[2];
-  __shared__ unsigned cta_mask[2];  // per table batch: bit k = piece k is a CTA piece (not solo)
+  T* ring;             // [warp][stage][K | V][16][D]
+  float* merge_m;      // [warp][row]
+  float* merge_l;      // [warp][row]
+  float* merge_w;      // [warp][row]: the warp's weight in the row's merge
+  float* merge_lse;    // [row]
+  int* merge_stage;    // [warp]: where its state went
+  T* q_tile;           // [16][D], swizzled like a K tile
+  int* id_ring;        // [warp][kIdSlots][kChunk]
+  int* off_ring;       // [warp][kIdSlots][kChunk]
+  Piece* table;        // [kTable]
+  int* indptr_cache;   // [kIndptrCache + 1]
+  int* last_cache;     // [kIndptrCache]
+  __device__ __forceinline__ explicit Shared(unsigned char* smem) {
+    ring = reinterpret_cast<T*>(smem);
+    merge_m = reinterpret_cast<float*>(smem + L::kRingBytes);
+    merge_l = merge_m + L::kWarps * kRows;
+    merge_w = merge_l + L::kWarps * kRows;
+    merge_lse = merge_w + L::kWarps * kRows;
+    merge_stage = reinterpret_cast<int*>(merge_lse + kRows);
+    q_tile = reinterpret_cast<T*>(merge_stage + L::kWarps);
+    id_ring = reinterpret_cast<int*>(q_tile + kRows * D);
+    off_ring = id_ring + L::kWarps * L::kIdSlots * kChunk;
+    table = reinterpret_cast<Piece*>(off_ring + L::kWarps * L::kIdSlots * kChunk);
+    indptr_cache = reinterpret_cast<int*>(table + kTable);
+    last_cache = indptr_cache + kIndptrCache + 1;
+  }
+  // Ring stage `stage` of warp `warp`: its K tile, the V tile follows.
+  __device__ __forceinline__ T* k_tile(int warp, int stage) const {
+    return ring + ((warp * S + stage) * 2) * L::kTileElems;
+  }
+};
 
-  // The merge kernel may be scheduled now; it waits for this grid's completion before reading anything.
-  pdl_launch_dependents();
+// A warp's running softmax state for its 16 rows: in fragment layout, row g in m[0]/l[0]/o[.][0..1], row g + 8 in
+// m[1]/l[1]/o[.][2..3] (l is this lane's partial sum until reduce_l).
+template <int D>
+struct WarpState {
+  float m[2], l[2];
+  float o[D / 8][4];
+  __device__ __forceinline__ void reset() {
+    const float neg_inf = -__int_as_float(0x7f800000);
+    m[0] = m[1] = neg_inf;
+    l[0] = l[1] = 0.f;
+#pragma unroll
+    for (int j = 0; j < D / 8; ++j) o[j][0] = o[j][1] = o[j][2] = o[j][3] = 0.f;
+  }
+  // The row sums over the four lanes that hold a row's columns.
+  __device__ __forceinline__ void reduce_l() {
+    l[0] += __shfl_xor_sync(0xffffffffu, l[0], 1);
+    l[0] += __shfl_xor_sync(0xffffffffu, l[0], 2);
+    l[1] += __shfl_xor_sync(0xffffffffu, l[1], 1);
+    l[1] += __shfl_xor_sync(0xffffffffu, l[1], 2);
+  }
+};
 
-  const int seg = blockIdx.x, kvh = blockIdx.y;
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const int seg_begin = int(min((long long)seg * a.pages_per_segment, (long long)a.num_kv_indices));
-  const int seg_end = int(min((long long)seg_begin + a.pages_per_segment, (long long)a.num_kv_indices));
-  const bool last_seg = seg == a.num_segments - 1;
-  if (a.prefetch)  // the page ids this segment will fetch, into L2 while the counting pass runs
-    for (int i = seg_begin + threadIdx.x * 32; i < seg_end; i += L::kThreads * 32)
-      prefetch_l2(a.indices + i);
-
-  // Sequences touching this segment form the range [b_begin, b_end): those entirely before it are a prefix
-  // (ended by seg_begin, started before it); those starting at or after seg_end a suffix. Empty sequences are
-  // owned by the segment holding their position (the last segment owns position N). Counted in one pass of
-  // independent loads rather than a binary search of dependent ones; the first entries stay in shared memory.
+// Stage 1 of a segment: the range [b_begin, b_end) of sequences touching it. Those entirely before it are a prefix
+// (ended by seg_begin, started before it); those starting at or after seg_end a suffix. Empty sequences are owned by
+// the segment holding their position (the last segment owns position N). Counted in one pass of independent loads
+// rather than a binary search of dependent ones; the first entries stay in shared memory for the table stage.
+template <int D, int S, class T>
+__device__ __forceinline__ int2 find_sequences(const Args& a, const Shared<D, S, T>& sh, int seg_begin, int seg_end,
+                                               bool last_seg, int* counts) {
+  using L = Layout<D, S>;
+  const int lane = threadIdx.x % 32;
   if (threadIdx.x < 2) counts[threadIdx.x] = 0;
   __syncthreads();
   int before = 0, started = 0;
@@ -380,9 +411,9 @@ __global__ void __launch_bounds__((Layout<D, S>::kThreads), 1) decode_kernel(con
     before += (e <= seg_begin && s < seg_begin);
     started += s < seg_end;
     if (b < kIndptrCache) {
-      indptr_cache[b] = s;
-      last_cache[b] = last;
-      if (b + 1 == a.batch || b + 1 == kIndptrCache) indptr_cache[b + 1] = e;
+      sh.indptr_cache[b] = s;
+      sh.last_cache[b] = last;
+      if (b + 1 == a.batch || b + 1 == kIndptrCache) sh.indptr_cache[b + 1] = e;
     }
   }
 #pragma unroll
@@ -396,62 +427,298 @@ __global__ void __launch_bounds__((Layout<D, S>::kThreads), 1) decode_kernel(con
   }
   __syncthreads();
   const int b_begin = counts[0];
-  const int b_end = max(b_begin, last_seg ? a.batch : counts[1]);
+  return make_int2(b_begin, max(b_begin, last_seg ? a.batch : counts[1]));
+}
 
-  const int g = lane / 4, t4 = lane % 4;  // MMA fragment coordinates: row g (and g + 8), column pair t4
+// Stage 2, per table batch of up to kTable sequences: each one's piece of this segment (its page range, tokens, and
+// whether one warp streams it alone), and cta_mask: bit k set when piece k is a CTA piece.
+template <int D, int S, class T>
+__device__ __forceinline__ void build_table(const Args& a, const Shared<D, S, T>& sh, int tb, int n, int seg_begin,
+                                            int seg_end, int solo_tokens, int solo_alone_tokens,
+                                            unsigned* cta_mask) {
+  if (threadIdx.x >= kTable) return;
+  bool cta_piece = false;
+  if (threadIdx.x < n) {
+    const int b = tb + threadIdx.x;
+    int start, end, last;
+    if (b < kIndptrCache) {
+      start = clampi(sh.indptr_cache[b], 0, a.num_kv_indices);
+      end = clampi(sh.indptr_cache[b + 1], start, a.num_kv_indices);
+      last = sh.last_cache[b];
+    } else {
+      seq_range(a, b, start, end);
+      last = a.last_len ? __ldg(a.last_len + b) : a.page_size;
+    }
+    last = clampi(last, 1, a.page_size);
+    const int pb = max(start, seg_begin), pe = min(end, seg_end);
+    Piece p{b, pb, 0, start >= seg_begin && end <= seg_end, 0};
+    if (pe > pb) p.tokens = (pe - pb - 1) * a.page_size + (pe == end ? last : a.page_size);
+    else if (start != end) p.whole = -1;  // malformed indptr: nothing of it lies here
+    // Solo where the segment holds several pieces; alone, a piece is better streamed by all warps unless it is so
+    // short (one chunk) that one warp does all the work anyway: then solo saves the CTA merge.
+    p.solo = p.tokens > 0 && p.tokens <= (n > 1 ? solo_tokens : solo_alone_tokens) && p.whole >= 0;
+    cta_piece = !p.solo;
+    sh.table[threadIdx.x] = p;
+  }
+  const unsigned mask = __ballot_sync(0xffffffffu, cta_piece);
+  if (threadIdx.x % 32 == 0) cta_mask[threadIdx.x / 32] = mask;
+}
+
+// The Q rows of a table batch's pieces, into L2 while the ids arrive: the Q loads then hit it.
+template <int D, int S, class T>
+__device__ __forceinline__ void prefetch_q_rows(const Args& a, int tb, int n, int kvh) {
+  const int lines = (a.group * D * int(sizeof(T)) + 127) / 128;  // per piece
+  for (int i = threadIdx.x; i < n * lines; i += Layout<D, S>::kThreads) {
+    const int piece = i / lines, line = i % lines;
+    const char* row = reinterpret_cast<const char*>(static_cast<const T*>(a.q) +
+                                                    ((long long)(tb + piece) * a.num_qo_heads + kvh * a.group) * D);
+    prefetch_l2(row + line * 128);
+  }
+}
+
+// Per chunk, step 1: S += Q K^T over the chunk's 16 tokens (two n-blocks of 8; s comes in zeroed). With Q in registers, even and odd
+// k-steps accumulate separately: two short dependent MMA chains instead of one long one.
+template <int D, int S, class T>
+__device__ __forceinline__ void compute_qk(uint32_t (&qf)[Layout<D, S>::kQInRegisters ? D / 16 : 1][4],
+                                           uint32_t k_smem, uint32_t q_smem, int lane, float (&s)[2][4]) {
+  using Tr = Mma<T>;
+  const int tt = (lane >> 4) * 8 + (lane & 7), hi = (lane >> 3) & 1;
+  if constexpr (Layout<D, S>::kQInRegisters) {
+    float s2[2][4] = {{0.f, 0.f, 0.f, 0.f}, {0.f, 0.f, 0.f, 0.f}};
+#pragma unroll
+    for (int kk = 0; kk < D / 16; ++kk) {
+      uint32_t b[4];
+      ldmatrix_x4(b, k_smem + tile_offset<D>(tt, kk * 2 + hi) * 2);
+      float(&acc)[2][4] = kk % 2 ? s2 : s;
+      Tr::run(acc[0], qf[kk], b[0], b[1]);
+      Tr::run(acc[1], qf[kk], b[2], b[3]);
+    }
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      s[0][e] += s2[0][e];
+      s[1][e] += s2[1][e];
+    }
+  } else {
+#pragma unroll
+    for (int kk = 0; kk < D / 16; ++kk) {
+      uint32_t b[4];
+      ldmatrix_x4(b, k_smem + tile_offset<D>(tt, kk * 2 + hi) * 2);
+      load_q_fragment<D>(q_smem, kk, lane, qf[0]);
+      Tr::run(s[0], qf[0], b[0], b[1]);
+      Tr::run(s[1], qf[0], b[2], b[3]);
+    }
+  }
+}
+
+// Per chunk, step 2: the online softmax in log2 units (tokens at or past `valid` masked): new row maxima, O and l
+// rescaled, and P returned packed as the A fragment of P V (the S accumulator layout already is, k = token).
+template <int D, class T>
+__device__ __forceinline__ void update_local_state(WarpState<D>& st, const float (&s)[2][4], int valid,
+                                                   float scale_log2, int t4, uint32_t (&pa)[4]) {
+  using Tr = Mma<T>;
   const float neg_inf = -__int_as_float(0x7f800000);
-  const uint32_t q_smem = uint32_t(__cvta_generic_to_shared(q_tile));
+  float x[2][4];
+#pragma unroll
+  for (int nb = 0; nb < 2; ++nb)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const int tok = nb * 8 + 2 * t4 + (e & 1);
+      x[nb][e] = tok < valid ? s[nb][e] * scale_log2 : neg_inf;
+    }
+  float mx0 = fmaxf(fmaxf(x[0][0], x[0][1]), fmaxf(x[1][0], x[1][1]));
+  float mx1 = fmaxf(fmaxf(x[0][2], x[0][3]), fmaxf(x[1][2], x[1][3]));
+  mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 1));
+  mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 2));
+  mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 1));
+  mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 2));
+  const float mn0 = fmaxf(st.m[0], mx0), mn1 = fmaxf(st.m[1], mx1);  // finite: a chunk has a valid token
+  const float al0 = fast_exp2(st.m[0] - mn0), al1 = fast_exp2(st.m[1] - mn1);
+  st.m[0] = mn0;
+  st.m[1] = mn1;
+  float p[2][4];
+#pragma unroll
+  for (int nb = 0; nb < 2; ++nb) {
+    p[nb][0] = fast_exp2(x[nb][0] - mn0);
+    p[nb][1] = fast_exp2(x[nb][1] - mn0);
+    p[nb][2] = fast_exp2(x[nb][2] - mn1);
+    p[nb][3] = fast_exp2(x[nb][3] - mn1);
+  }
+  st.l[0] = st.l[0] * al0 + (p[0][0] + p[0][1] + p[1][0] + p[1][1]);
+  st.l[1] = st.l[1] * al1 + (p[0][2] + p[0][3] + p[1][2] + p[1][3]);
+#pragma unroll
+  for (int j = 0; j < D / 8; ++j) {
+    st.o[j][0] *= al0;
+    st.o[j][1] *= al0;
+    st.o[j][2] *= al1;
+    st.o[j][3] *= al1;
+  }
+  pa[0] = Tr::pack(p[0][0], p[0][1]);
+  pa[1] = Tr::pack(p[0][2], p[0][3]);
+  pa[2] = Tr::pack(p[1][0], p[1][1]);
+  pa[3] = Tr::pack(p[1][2], p[1][3]);
+}
+
+// Per chunk, step 3: O += P V (V via ldmatrix.trans).
+template <int D, class T>
+__device__ __forceinline__ void accumulate_pv(WarpState<D>& st, const uint32_t (&pa)[4], uint32_t v_smem, int lane) {
+  const int tt = ((lane >> 3) & 1) * 8 + (lane & 7), hi = lane >> 4;
+#pragma unroll
+  for (int nn = 0; nn < D / 16; ++nn) {
+    uint32_t b[4];
+    ldmatrix_x4_trans(b, v_smem + tile_offset<D>(tt, nn * 2 + hi) * 2);
+    Mma<T>::run(st.o[2 * nn], pa, b[0], b[1]);
+    Mma<T>::run(st.o[2 * nn + 1], pa, b[2], b[3]);
+  }
+}
+
+// End of a solo piece: its one warp writes the result (or the segment's partial) from its registers.
+template <int D, class T>
+__device__ __forceinline__ void write_solo_result(const Args& a, const WarpState<D>& st, const Piece& piece, int seg,
+                                                  int kvh, int g, int t4) {
+  using Tr = Mma<T>;
+  const float inv0 = 1.f / st.l[0], inv1 = 1.f / st.l[1];
+  const long long head0 = (long long)piece.b * a.num_qo_heads + kvh * a.group;
+  const long long slot_head0 = ((long long)seg + piece.b) * a.num_qo_heads + kvh * a.group;
+#pragma unroll
+  for (int j = 0; j < D / 8; ++j) {
+    const int d = j * 8 + 2 * t4;
+    if (piece.whole) {
+      if (g < a.group)
+        *reinterpret_cast<uint32_t*>(static_cast<T*>(a.out) + (head0 + g) * D + d) =
+            Tr::pack(st.o[j][0] * inv0, st.o[j][1] * inv0);
+      if (g + 8 < a.group)
+        *reinterpret_cast<uint32_t*>(static_cast<T*>(a.out) + (head0 + g + 8) * D + d) =
+            Tr::pack(st.o[j][2] * inv1, st.o[j][3] * inv1);
+    } else {
+      if (g < a.group)
+        *reinterpret_cast<float2*>(a.part_o + (slot_head0 + g) * D + d) =
+            make_float2(st.o[j][0] * inv0, st.o[j][1] * inv0);
+      if (g + 8 < a.group)
+        *reinterpret_cast<float2*>(a.part_o + (slot_head0 + g + 8) * D + d) =
+            make_float2(st.o[j][2] * inv1, st.o[j][3] * inv1);
+    }
+  }
+  if (t4 == 0) {
+    float* lse_out = piece.whole ? a.lse : a.part_lse;
+    const long long h0 = piece.whole ? head0 : slot_head0;
+    if (lse_out && g < a.group) lse_out[h0 + g] = st.m[0] + __log2f(st.l[0]);
+    if (lse_out && g + 8 < a.group) lse_out[h0 + g + 8] = st.m[1] + __log2f(st.l[1]);
+  }
+}
+
+// End of a CTA piece, step 1: the warp parks its (m, l, O) (rows < group) in the ring stage it consumed last, which
+// is free: the producer is at most S - 1 chunks ahead of the consumer.
+template <int D, int S, class T>
+__device__ __forceinline__ void publish_state(const Args& a, const Shared<D, S, T>& sh, const WarpState<D>& st,
+                                              int warp, int free_stage, int lane) {
+  const int g = lane / 4, t4 = lane % 4;
+  float* mo = reinterpret_cast<float*>(sh.k_tile(warp, free_stage));
+  __syncwarp();  // every lane's ldmatrix reads of that stage are done
+#pragma unroll
+  for (int j = 0; j < D / 8; ++j) {
+    if (g < a.group)
+      *reinterpret_cast<float2*>(mo + merge_offset<D>(g, j * 8 + 2 * t4)) = make_float2(st.o[j][0], st.o[j][1]);
+    if (g + 8 < a.group)
+      *reinterpret_cast<float2*>(mo + merge_offset<D>(g + 8, j * 8 + 2 * t4)) = make_float2(st.o[j][2], st.o[j][3]);
+  }
+  if (lane == 0) sh.merge_stage[warp] = free_stage;
+  if (t4 == 0) {
+    sh.merge_m[warp * kRows + g] = st.m[0];
+    sh.merge_l[warp * kRows + g] = st.l[0];
+    sh.merge_m[warp * kRows + g + 8] = st.m[1];
+    sh.merge_l[warp * kRows + g + 8] = st.l[1];
+  }
+}
+
+// End of a CTA piece, step 2 (after a barrier): the warps' states merged in fixed order (deterministic) into the
+// output or the segment's partial. Each row's weights first: lane group (row r, warp w) of kWarps consecutive
+// threads, reduced by shuffles.
+template <int D, int S, class T>
+__device__ __forceinline__ void merge_warps(const Args& a, const Shared<D, S, T>& sh, const Piece& piece, int seg,
+                                            int kvh) {
+  using L = Layout<D, S>;
+  const float neg_inf = -__int_as_float(0x7f800000);
+  if (threadIdx.x < kRows * L::kWarps) {
+    const int r = threadIdx.x / L::kWarps, w = threadIdx.x % L::kWarps;
+    const float mw = sh.merge_m[w * kRows + r];
+    float mm = mw;
+#pragma unroll
+    for (int o = 1; o < L::kWarps; o <<= 1) mm = fmaxf(mm, __shfl_xor_sync(0xffffffffu, mm, o));
+    const float e = piece.tokens > 0 ? fast_exp2(mw - mm) : 0.f;  // 0 for a warp without tokens
+    float sum = sh.merge_l[w * kRows + r] * e;
+#pragma unroll
+    for (int o = 1; o < L::kWarps; o <<= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
+    sh.merge_w[w * kRows + r] = piece.tokens > 0 ? e / sum : 0.f;
+    if (w == 0) sh.merge_lse[r] = piece.tokens > 0 ? mm + __log2f(sum) : neg_inf;
+  }
+  __syncthreads();
+  const int rows = a.group;
+  const long long head0 = (long long)piece.b * a.num_qo_heads + kvh * a.group;
+  const long long slot_head0 = ((long long)seg + piece.b) * a.num_qo_heads + kvh * a.group;
+  for (int i = threadIdx.x; i < rows * D; i += L::kThreads) {
+    const int r = i / D, d = i % D;
+    float acc = 0.f;
+#pragma unroll
+    for (int w = 0; w < L::kWarps; ++w) {
+      const float wt = sh.merge_w[w * kRows + r];
+      if (wt != 0.f) {
+        const float* wo = reinterpret_cast<const float*>(sh.k_tile(w, sh.merge_stage[w]));
+        acc += wo[merge_offset<D>(r, d)] * wt;
+      }
+    }
+    if (piece.whole) {
+      static_cast<T*>(a.out)[(head0 + r) * D + d] = Mma<T>::from_float(acc);
+      if (d == 0 && a.lse) a.lse[head0 + r] = sh.merge_lse[r];
+    } else {
+      a.part_o[(slot_head0 + r) * D + d] = acc;
+      if (d == 0) a.part_lse[slot_head0 + r] = sh.merge_lse[r];
+    }
+  }
+}
+
+// The kernel, stage by stage: find the segment's sequences; per table batch of them, build the piece table, start
+// the warps' copy rings and stage Q; per piece, each warp streams its chunks (compute_qk -> update_local_state ->
+// accumulate_pv, the next chunk's copies issued first), then either writes the piece alone (solo) or publishes its
+// state for merge_warps; finally, when sequences were cut over segments, merge_in_kernel.
+template <int D, int S, class T>
+__global__ void __launch_bounds__((Layout<D, S>::kThreads), 1) decode_kernel(const Args a) {
+  using L = Layout<D, S>;
+  using Dl = Deal<L::kWarps>;
+  extern __shared__ __align__(128) unsigned char smem[];
+  const Shared<D, S, T> sh(smem);
+  __shared__ int counts[2];
+  __shared__ unsigned cta_mask[2];  // per table batch: bit k = piece k is a CTA piece (not solo)
+
+  // The merge kernel may be scheduled now; it waits for this grid's completion before reading anything.
+  pdl_launch_dependents();
+
+  const int seg = blockIdx.x, kvh = blockIdx.y;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int g = lane / 4, t4 = lane % 4;  // MMA fragment coordinates: row g (and g + 8), column pair t4
+  const int seg_begin = int(min((long long)seg * a.pages_per_segment, (long long)a.num_kv_indices));
+  const int seg_end = int(min((long long)seg_begin + a.pages_per_segment, (long long)a.num_kv_indices));
+  if (a.prefetch)  // the page ids this segment will fetch, into L2 while the counting pass runs
+    for (int i = seg_begin + threadIdx.x * 32; i < seg_end; i += L::kThreads * 32)
+      prefetch_l2(a.indices + i);
+
+  const int2 range = find_sequences(a, sh, seg_begin, seg_end, seg == a.num_segments - 1, counts);
+
+  const uint32_t q_smem = uint32_t(__cvta_generic_to_shared(sh.q_tile));
   Producer<D, S, T> prod;
-  prod.ids = id_ring + warp * L::kIdSlots * kChunk;
-  prod.offs = off_ring + warp * L::kIdSlots * kChunk;
+  prod.ids = sh.id_ring + warp * L::kIdSlots * kChunk;
+  prod.offs = sh.off_ring + warp * L::kIdSlots * kChunk;
   prod.policy = l2_policy(a.evict_first != 0);
   QStage<D, S, T> qnext;
-
-  using Dl = Deal<L::kWarps>;
   // Pieces of at most this many tokens go whole to one warp when a table batch holds several pieces (Q fragments
   // from global memory, so only where Q lives in registers).
   const int solo_tokens = L::kQInRegisters ? a.solo_tokens : 0;
   const int solo_alone_tokens = L::kQInRegisters ? a.solo_alone_tokens : 0;
   int deal = 0;  // the deal counter (Deal) at the next piece, the same in every warp
-  for (int tb = b_begin; tb < b_end; tb += kTable) {
-    const int n = min(kTable, b_end - tb);
-    if (a.prefetch) {  // the Q rows of this batch's pieces, into L2: the Q loads then hit it
-      const int lines = (a.group * D * int(sizeof(T)) + 127) / 128;  // per piece
-      for (int i = threadIdx.x; i < n * lines; i += L::kThreads) {
-        const int piece = i / lines, line = i % lines;
-        const char* row = reinterpret_cast<const char*>(static_cast<const T*>(a.q) +
-                                                        ((long long)(tb + piece) * a.num_qo_heads + kvh * a.group) * D);
-        prefetch_l2(row + line * 128);
-      }
-    }
+  for (int tb = range.x; tb < range.y; tb += kTable) {
+    const int n = min(kTable, range.y - tb);
+    if (a.prefetch) prefetch_q_rows<D, S, T>(a, tb, n, kvh);
     __syncthreads();  // the previous batch's table is no longer read
-    if (threadIdx.x < kTable) {
-      bool cta_piece = false;
-      if (threadIdx.x < n) {
-        const int b = tb + threadIdx.x;
-        int start, end, last;
-        if (b < kIndptrCache) {
-          start = clampi(indptr_cache[b], 0, a.num_kv_indices);
-          end = clampi(indptr_cache[b + 1], start, a.num_kv_indices);
-          last = last_cache[b];
-        } else {
-          seq_range(a, b, start, end);
-          last = a.last_len ? __ldg(a.last_len + b) : a.page_size;
-        }
-        last = clampi(last, 1, a.page_size);
-        const int pb = max(start, seg_begin), pe = min(end, seg_end);
-        Piece p{b, pb, 0, start >= seg_begin && end <= seg_end, 0};
-        if (pe > pb) p.tokens = (pe - pb - 1) * a.page_size + (pe == end ? last : a.page_size);
-        else if (start != end) p.whole = -1;  // malformed indptr: nothing of it lies here
-        // Solo where the segment holds several pieces; alone, a piece is better streamed by all warps unless it is so
-        // short (one chunk) that one warp does all the work anyway: then solo saves the CTA merge.
-        p.solo = p.tokens > 0 && p.tokens <= (n > 1 ? solo_tokens : solo_alone_tokens) && p.whole >= 0;
-        cta_piece = !p.solo;
-        table[threadIdx.x] = p;
-      }
-      const unsigned mask = __ballot_sync(0xffffffffu, cta_piece);
-      if (lane == 0) cta_mask[warp] = mask;
-    }
+    build_table(a, sh, tb, n, seg_begin, seg_end, solo_tokens, solo_alone_tokens, cta_mask);
     __syncthreads();
     // The CTA pieces in order (the Q tile is staged for them only): next_cta(k) is the first one after piece k.
     const unsigned long long ctas = (unsigned long long)cta_mask[0] | ((unsigned long long)cta_mask[1] << 32);
@@ -460,26 +727,23 @@ __global__ void __launch_bounds__((Layout<D, S>::kThreads), 1) decode_kernel(con
       return after ? __ffsll((long long)after) - 1 : n;
     };
     const int first_cta = next_cta(-1);
-    if (first_cta < n) qnext.load(a, table[first_cta].b, kvh);  // while the ids of the first chunks arrive
+    if (first_cta < n) qnext.load(a, sh.table[first_cta].b, kvh);  // while the ids of the first chunks arrive
 
-    prod.start(a, table, n, warp, lane, deal);
+    prod.start(a, sh.table, n, warp, lane, deal);
     if (first_cta < n) {
-      qnext.store(q_tile);
+      qnext.store(sh.q_tile);
       const int second = next_cta(first_cta);
-      if (second < n) qnext.load(a, table[second].b, kvh);
+      if (second < n) qnext.load(a, sh.table[second].b, kvh);
     }
 #pragma unroll
-    for (int s = 0; s < S - 1; ++s) prod.issue(a, table, n, ring, warp, lane, kvh);
+    for (int s = 0; s < S - 1; ++s) prod.issue(a, sh.table, n, sh.ring, warp, lane, kvh);
     __syncthreads();  // the first CTA piece's Q tile is complete
 
     int consumed = 0;  // this warp's chunks consumed in this batch; chunk i sits in ring stage i % S
     for (int k = 0; k < n; ++k) {
-      const Piece piece = table[k];
-      float m[2] = {neg_inf, neg_inf}, l[2] = {0.f, 0.f};
-      float o[D / 8][4];
-#pragma unroll
-      for (int j = 0; j < D / 8; ++j) o[j][0] = o[j][1] = o[j][2] = o[j][3] = 0.f;
-
+      const Piece piece = sh.table[k];
+      WarpState<D> st;
+      st.reset();
       const int c0 = Dl::first(piece, deal, warp), step = Dl::step(piece);
       deal = Dl::advance(piece, deal, a.round_robin);
       if (piece.tokens > c0 * kChunk) {
@@ -492,212 +756,40 @@ __global__ void __launch_bounds__((Layout<D, S>::kThreads), 1) decode_kernel(con
             for (int kk = 0; kk < D / 16; ++kk) load_q_fragment<D>(q_smem, kk, lane, qf[kk]);
           }
         }
-
         for (int c = c0; c * kChunk < piece.tokens; c += step) {
-          prod.issue(a, table, n, ring, warp, lane, kvh);
+          prod.issue(a, sh.table, n, sh.ring, warp, lane, kvh);
           cp_async_wait<S - 1>();
           __syncwarp();  // this chunk's copies, made by all lanes, are visible to all lanes
-
-          const int stage = consumed++ % S;
-          const T* kt = ring + ((warp * S + stage) * 2) * L::kTileElems;
-          const T* vt = kt + L::kTileElems;
+          const T* kt = sh.k_tile(warp, consumed++ % S);
           const uint32_t k_smem = uint32_t(__cvta_generic_to_shared(kt));
-          const uint32_t v_smem = uint32_t(__cvta_generic_to_shared(vt));
-
-          // S = Q K^T over the chunk's 16 tokens (two n-blocks of 8). With Q in registers, even and odd k-steps
-          // accumulate separately: two short dependent MMA chains instead of one long one.
+          const uint32_t v_smem = uint32_t(__cvta_generic_to_shared(kt + L::kTileElems));
           float s[2][4] = {{0.f, 0.f, 0.f, 0.f}, {0.f, 0.f, 0.f, 0.f}};
-          {
-            const int tt = (lane >> 4) * 8 + (lane & 7), hi = (lane >> 3) & 1;
-            if constexpr (L::kQInRegisters) {
-              float s2[2][4] = {{0.f, 0.f, 0.f, 0.f}, {0.f, 0.f, 0.f, 0.f}};
-#pragma unroll
-              for (int kk = 0; kk < D / 16; ++kk) {
-                uint32_t b[4];
-                ldmatrix_x4(b, k_smem + tile_offset<D>(tt, kk * 2 + hi) * 2);
-                float(&acc)[2][4] = kk % 2 ? s2 : s;
-                Tr::run(acc[0], qf[kk], b[0], b[1]);
-                Tr::run(acc[1], qf[kk], b[2], b[3]);
-              }
-#pragma unroll
-              for (int e = 0; e < 4; ++e) {
-                s[0][e] += s2[0][e];
-                s[1][e] += s2[1][e];
-              }
-            } else {
-#pragma unroll
-              for (int kk = 0; kk < D / 16; ++kk) {
-                uint32_t b[4];
-                ldmatrix_x4(b, k_smem + tile_offset<D>(tt, kk * 2 + hi) * 2);
-                load_q_fragment<D>(q_smem, kk, lane, qf[0]);
-                Tr::run(s[0], qf[0], b[0], b[1]);
-                Tr::run(s[1], qf[0], b[2], b[3]);
-              }
-            }
-          }
-          // Online softmax in log2 units; tokens past the piece's end are masked.
-          const int valid = piece.tokens - c * kChunk;
-          float x[2][4];
-#pragma unroll
-          for (int nb = 0; nb < 2; ++nb)
-#pragma unroll
-            for (int e = 0; e < 4; ++e) {
-              const int tok = nb * 8 + 2 * t4 + (e & 1);
-              x[nb][e] = tok < valid ? s[nb][e] * a.scale_log2 : neg_inf;
-            }
-          float mx0 = fmaxf(fmaxf(x[0][0], x[0][1]), fmaxf(x[1][0], x[1][1]));
-          float mx1 = fmaxf(fmaxf(x[0][2], x[0][3]), fmaxf(x[1][2], x[1][3]));
-          mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 1));
-          mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 2));
-          mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 1));
-          mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 2));
-          const float mn0 = fmaxf(m[0], mx0), mn1 = fmaxf(m[1], mx1);  // finite: a chunk has a valid token
-          const float al0 = fast_exp2(m[0] - mn0), al1 = fast_exp2(m[1] - mn1);
-          m[0] = mn0;
-          m[1] = mn1;
-          float p[2][4];
-#pragma unroll
-          for (int nb = 0; nb < 2; ++nb) {
-            p[nb][0] = fast_exp2(x[nb][0] - mn0);
-            p[nb][1] = fast_exp2(x[nb][1] - mn0);
-            p[nb][2] = fast_exp2(x[nb][2] - mn1);
-            p[nb][3] = fast_exp2(x[nb][3] - mn1);
-          }
-          l[0] = l[0] * al0 + (p[0][0] + p[0][1] + p[1][0] + p[1][1]);
-          l[1] = l[1] * al1 + (p[0][2] + p[0][3] + p[1][2] + p[1][3]);
-#pragma unroll
-          for (int j = 0; j < D / 8; ++j) {
-            o[j][0] *= al0;
-            o[j][1] *= al0;
-            o[j][2] *= al1;
-            o[j][3] *= al1;
-          }
-
-          // O += P V: P from the S accumulators is already the A fragment layout (k = token).
-          const uint32_t pa[4] = {Tr::pack(p[0][0], p[0][1]), Tr::pack(p[0][2], p[0][3]),
-                                  Tr::pack(p[1][0], p[1][1]), Tr::pack(p[1][2], p[1][3])};
-          {
-            const int tt = ((lane >> 3) & 1) * 8 + (lane & 7), hi = lane >> 4;
-#pragma unroll
-            for (int nn = 0; nn < D / 16; ++nn) {
-              uint32_t b[4];
-              ldmatrix_x4_trans(b, v_smem + tile_offset<D>(tt, nn * 2 + hi) * 2);
-              Tr::run(o[2 * nn], pa, b[0], b[1]);
-              Tr::run(o[2 * nn + 1], pa, b[2], b[3]);
-            }
-          }
+          compute_qk<D, S, T>(qf, k_smem, q_smem, lane, s);
+          uint32_t pa[4];
+          update_local_state<D, T>(st, s, piece.tokens - c * kChunk, a.scale_log2, t4, pa);
+          accumulate_pv<D, T>(st, pa, v_smem, lane);
         }
       }
-
-      l[0] += __shfl_xor_sync(0xffffffffu, l[0], 1);
-      l[0] += __shfl_xor_sync(0xffffffffu, l[0], 2);
-      l[1] += __shfl_xor_sync(0xffffffffu, l[1], 1);
-      l[1] += __shfl_xor_sync(0xffffffffu, l[1], 2);
+      st.reduce_l();
       if (piece.solo) {  // the owner alone writes the result from its registers: no merge, no barrier
-        if (piece.tokens > c0 * kChunk) {
-          const float inv0 = 1.f / l[0], inv1 = 1.f / l[1];
-          const long long head0 = (long long)piece.b * a.num_qo_heads + kvh * a.group;
-          const long long slot_head0 = ((long long)seg + piece.b) * a.num_qo_heads + kvh * a.group;
-#pragma unroll
-          for (int j = 0; j < D / 8; ++j) {
-            const int d = j * 8 + 2 * t4;
-            if (piece.whole) {
-              if (g < a.group)
-                *reinterpret_cast<uint32_t*>(static_cast<T*>(a.out) + (head0 + g) * D + d) =
-                    Tr::pack(o[j][0] * inv0, o[j][1] * inv0);
-              if (g + 8 < a.group)
-                *reinterpret_cast<uint32_t*>(static_cast<T*>(a.out) + (head0 + g + 8) * D + d) =
-                    Tr::pack(o[j][2] * inv1, o[j][3] * inv1);
-            } else {
-              if (g < a.group)
-                *reinterpret_cast<float2*>(a.part_o + (slot_head0 + g) * D + d) =
-                    make_float2(o[j][0] * inv0, o[j][1] * inv0);
-              if (g + 8 < a.group)
-                *reinterpret_cast<float2*>(a.part_o + (slot_head0 + g + 8) * D + d) =
-                    make_float2(o[j][2] * inv1, o[j][3] * inv1);
-            }
-          }
-          if (t4 == 0) {
-            float* lse_out = piece.whole ? a.lse : a.part_lse;
-            const long long h0 = piece.whole ? head0 : slot_head0;
-            if (lse_out && g < a.group) lse_out[h0 + g] = m[0] + __log2f(l[0]);
-            if (lse_out && g + 8 < a.group) lse_out[h0 + g + 8] = m[1] + __log2f(l[1]);
-          }
-        }
+        if (piece.tokens > c0 * kChunk) write_solo_result<D, T>(a, st, piece, seg, kvh, g, t4);
         continue;
       }
-      // Publish this warp's state (rows < group) and merge the warps in fixed order.
-      // The stage consumed last is free: the producer is at most S - 1 chunks ahead of the consumer.
-      const int free_stage = (consumed + S - 1) % S;
-      float* mo = reinterpret_cast<float*>(ring + ((warp * S + free_stage) * 2) * L::kTileElems);
-      __syncwarp();  // every lane's ldmatrix reads of that stage are done
-#pragma unroll
-      for (int j = 0; j < D / 8; ++j) {
-        if (g < a.group)
-          *reinterpret_cast<float2*>(mo + merge_offset<D>(g, j * 8 + 2 * t4)) = make_float2(o[j][0], o[j][1]);
-        if (g + 8 < a.group)
-          *reinterpret_cast<float2*>(mo + merge_offset<D>(g + 8, j * 8 + 2 * t4)) = make_float2(o[j][2], o[j][3]);
-      }
-      if (lane == 0) merge_stage[warp] = free_stage;
-      if (t4 == 0) {
-        merge_m[warp * kRows + g] = m[0];
-        merge_l[warp * kRows + g] = l[0];
-        merge_m[warp * kRows + g + 8] = m[1];
-        merge_l[warp * kRows + g + 8] = l[1];
-      }
+      publish_state(a, sh, st, warp, (consumed + S - 1) % S, lane);
       __syncthreads();
-      if (piece.whole >= 0) {
-        // Each row's weights: lane group (row r, warp w) of kWarps consecutive threads, reduced by shuffles in
-        // a fixed order (deterministic).
-        if (threadIdx.x < kRows * L::kWarps) {
-          const int r = threadIdx.x / L::kWarps, w = threadIdx.x % L::kWarps;
-          const float mw = merge_m[w * kRows + r];
-          float mm = mw;
-#pragma unroll
-          for (int o = 1; o < L::kWarps; o <<= 1) mm = fmaxf(mm, __shfl_xor_sync(0xffffffffu, mm, o));
-          const float e = piece.tokens > 0 ? fast_exp2(mw - mm) : 0.f;  // 0 for a warp without tokens
-          float sum = merge_l[w * kRows + r] * e;
-#pragma unroll
-          for (int o = 1; o < L::kWarps; o <<= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
-          merge_w[w * kRows + r] = piece.tokens > 0 ? e / sum : 0.f;
-          if (w == 0) merge_lse[r] = piece.tokens > 0 ? mm + __log2f(sum) : neg_inf;
-        }
-        __syncthreads();
-        const int rows = a.group;
-        const long long head0 = (long long)piece.b * a.num_qo_heads + kvh * a.group;
-        const long long slot_head0 = ((long long)seg + piece.b) * a.num_qo_heads + kvh * a.group;
-        for (int i = threadIdx.x; i < rows * D; i += L::kThreads) {
-          const int r = i / D, d = i % D;
-          float acc = 0.f;
-#pragma unroll
-          for (int w = 0; w < L::kWarps; ++w) {
-            const float wt = merge_w[w * kRows + r];
-            if (wt != 0.f) {
-              const float* wo = reinterpret_cast<const float*>(ring + ((w * S + merge_stage[w]) * 2) * L::kTileElems);
-              acc += wo[merge_offset<D>(r, d)] * wt;
-            }
-          }
-          if (piece.whole) {
-            static_cast<T*>(a.out)[(head0 + r) * D + d] = Tr::from_float(acc);
-            if (d == 0 && a.lse) a.lse[head0 + r] = merge_lse[r];
-          } else {
-            a.part_o[(slot_head0 + r) * D + d] = acc;
-            if (d == 0) a.part_lse[slot_head0 + r] = merge_lse[r];
-          }
-        }
-      }
+      if (piece.whole >= 0) merge_warps(a, sh, piece, seg, kvh);
       // Every warp read this piece's Q before the barrier above: stage the next CTA piece's, fetch the one after.
       const int next = next_cta(k);
       if (next < n) {
-        qnext.store(q_tile);
+        qnext.store(sh.q_tile);
         const int after = next_cta(next);
-        if (after < n) qnext.load(a, table[after].b, kvh);
+        if (after < n) qnext.load(a, sh.table[after].b, kvh);
       }
       __syncthreads();  // the merge area is free again and the next Q tile complete
     }
     cp_async_wait<0>();  // nothing real is left in flight, but leave no group behind
   }
-  if (a.fused) merge_in_kernel<D, S, T>(a, indptr_cache);
+  if (a.fused) merge_in_kernel<D, S, T>(a, sh.indptr_cache);
 }
 
 

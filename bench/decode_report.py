@@ -9,6 +9,9 @@
       --out results/decode/paged_decode_h200.json [--select VARIANT --note TEXT] > table.md
       joins bench_decode's JSON with the baselines' (the gathered_sdpa and reference columns) into the committed
       results file.
+  python3 bench/decode_report.py --diff BEFORE.json AFTER.json [BEFORE2.json AFTER2.json]
+      per-workload medians of two bench_decode runs (two binaries, same flags) and their ratio; with a second pair
+      (the same two binaries run again, interleaved), the run-to-run spread of each binary next to the change.
 Both inputs must come from the same page tables (bench_decode --dump-tables feeds the baselines script).
 --select reports that measured variant (one run, one binary) as "kindex" (the library's shipped default when it
 was fixed after the run; --note says so in the output's "selection" field). Synthetic workloads (bench_decode
@@ -79,14 +82,51 @@ def same_process_table(doc):
     return "\n".join(lines)
 
 
+def diff_table(paths):
+    """Markdown: medians of bench_decode runs of two binaries (before, after[, before2, after2]) per workload."""
+    runs = [{w["label"]: w["kindex"]["median_us"] for w in json.load(open(p))["workloads"]} for p in paths]
+    labels = [l for l in runs[0] if all(l in r for r in runs)]
+    gm = lambda xs: statistics.geometric_mean(xs)
+    pairs = len(runs) // 2
+    head = "| workload | " + " | ".join(f"before{i or ''} us | after{i or ''} us" for i in range(pairs)) + \
+        " | after/before |" + (" before2/before | after2/after |" if pairs > 1 else "")
+    lines = [head, "|---|" + "---:|" * (2 * pairs + 1 + (2 if pairs > 1 else 0))]
+    change, noise = [], []
+    for l in labels:
+        b = [runs[2 * i][l] for i in range(pairs)]
+        a = [runs[2 * i + 1][l] for i in range(pairs)]
+        r = gm(a) / gm(b)
+        change.append(r)
+        row = f"| {l} | " + " | ".join(f"{b[i]:.2f} | {a[i]:.2f}" for i in range(pairs)) + f" | {r:.3f} |"
+        if pairs > 1:
+            nb, na = b[1] / b[0], a[1] / a[0]
+            noise += [nb, na]
+            row += f" {nb:.3f} | {na:.3f} |"
+        lines.append(row)
+    lines.append("")
+    lines.append(f"- after/before over {len(labels)} workloads: geomean {gm(change):.4f}, "
+                 f"range {min(change):.3f}-{max(change):.3f}")
+    if noise:
+        lines.append(f"- the same binary run twice: geomean {gm(noise):.4f}, range {min(noise):.3f}-{max(noise):.3f}")
+    return "\n".join(lines)
+
+
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("bench")
+    ap.add_argument("--diff", nargs="+", metavar="JSON", help="before.json after.json [before2.json after2.json]")
+    ap.add_argument("bench", nargs="?")
     ap.add_argument("baselines", nargs="?")
     ap.add_argument("--out")
     ap.add_argument("--select")
     ap.add_argument("--note")
     args = ap.parse_args()
+    if args.diff:
+        if len(args.diff) not in (2, 4):
+            ap.error("--diff takes two or four bench_decode JSON files")
+        print(diff_table(args.diff))
+        return
+    if not args.bench:
+        ap.error("the bench_decode or torch_decode_baselines JSON is required")
     bench = json.load(open(args.bench))
     if bench.get("benchmark") == "torch_decode_baselines":
         print(same_process_table(bench))

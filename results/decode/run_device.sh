@@ -2,7 +2,9 @@
 # What the decode results in this folder are produced with, on the lent H200 (run from the repository root; binaries
 # built here by `scripts/device-build.sh decode test_gpu bench_decode kindex_shared` and carried in
 # .devcarry/decode/{bin,lib}; logs and JSON written to $OUT).
-#   results/decode/run_device.sh [tests] [tests_ptx] [sanitize] [bench] [peers] [ncu]
+#   results/decode/run_device.sh [tests] [tests_ptx] [sanitize] [bench] [ab] [peers] [ncu]
+# ab:        a restructuring's check: bench_decode of the previous binary (.devcarry/before/bin) and of this one,
+#            interleaved twice with the same flags (bench/decode_report.py --diff joins the four JSON files).
 # tests_ptx: the GPU decode tests on a build that carries only compute_80 PTX (.devcarry/decode-ptx), JIT-compiled
 #            by the driver (CUDA_FORCE_PTX_JIT=1): the portable path, on this GPU.
 # peers:     bench/torch_decode_baselines.py: kindex (libkindex.so through its C ABI), FlashInfer's tensor-core and
@@ -33,6 +35,14 @@ for step in "$@"; do
       timeout 300 $bin/bench_decode --json "$out/bench_decode.json" --dump-tables /tmp/decode-tables \
         --variants "${DECODE_VARIANTS:-m0p1}" --synthetic "${DECODE_SYNTHETIC:-}" > "$out/bench_decode.txt" 2>&1
       echo "bench_decode exit $?"; tail -5 "$out/bench_decode.txt" ;;
+    ab)
+      for i in 1 2; do
+        for v in before decode; do
+          timeout 150 .devcarry/$v/bin/bench_decode --json "$out/ab_${v}_$i.json" --variants m0p1 \
+            > "$out/ab_${v}_$i.txt" 2>&1
+          echo "ab $v $i exit $?"
+        done
+      done ;;
     peers)
       [ -d /tmp/fisite ] || bash .devcarry/flashinfer/install.sh > "$out/flashinfer_setup.log" 2>&1
       # shellcheck disable=SC1091

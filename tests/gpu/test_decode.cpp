@@ -462,6 +462,29 @@ TEST_F(Decode, BitIdenticalRunToRun) {
   EXPECT_EQ(0, std::memcmp(l1.data(), l2.data(), l1.size() * 4));
 }
 
+// The K/V copies' cache hints (evict-first or evict-normal policy) move the same bytes: the results are
+// bit-identical to the default's.
+TEST_F(Decode, CopyCacheHintsGiveIdenticalBits) {
+  const Case c = split_case();
+  const HostInputs in = make_inputs(c);
+  ASSERT_EQ("", dev.upload(c, in));
+  std::vector<uint16_t> o_default, o;
+  std::vector<float> l_default, l;
+  ASSERT_EQ(KINDEX_STATUS_OK, dev.run()) << kindex_last_error();
+  CUDA_OK(cudaDeviceSynchronize());
+  dev.download(o_default, l_default);
+  for (int hint = 0; hint < 2; ++hint) {
+    dev.tuning = kindex::decode::Tuning{};
+    dev.tuning->evict_first = hint == 1;
+    ASSERT_EQ(KINDEX_STATUS_OK, dev.run()) << dev.tuned_error;
+    CUDA_OK(cudaDeviceSynchronize());
+    dev.download(o, l);
+    EXPECT_EQ(0, std::memcmp(o_default.data(), o.data(), o.size() * 2)) << "hint " << hint;
+    EXPECT_EQ(0, std::memcmp(l_default.data(), l.data(), l.size() * 4)) << "hint " << hint;
+    dev.tuning.reset();
+  }
+}
+
 // The split paths the tuning knobs select (a second merge kernel instead of the fused merge, with and without
 // programmatic dependent launch) compute the same function.
 TEST_F(Decode, MergeKernelFallbackPasses) {

@@ -15,7 +15,7 @@
 //               default): m<min_segment_tokens> p<0|1 programmatic merge kernel> f<merge: 1 fused,
 //               0 merge kernel, 2 none (diagnostic)> r<0|1 round-robin chunk dealing> x<0|1 page-id prefetch>
 //               t<solo piece tokens, 0 = none> a<solo tokens of a piece alone in its batch, 0 = none>
-//               e<0|1 L2 evict-first K/V copies>;
+//               e<0|1 L2 evict-first K/V copies>; c<-1 shipped rule, 0 hinted, 1 plain K/V copies>;
 //               e.g. m0p1,m256f0; the first is the one reported as "kindex".
 //   --synthetic: extra workloads (h32/kv4/d128, generated page tables): batch B, N page ids, page size PS.
 //   --flush: cold L2 by zeroing a 2 x L2 buffer (the protocol, default), by reading one, or not at all
@@ -106,6 +106,7 @@ Variant parse_variant(const std::string& s) {
       case 't': t.solo_tokens = value; break;
       case 'a': t.solo_alone_tokens = value; break;
       case 'e': t.evict_first = value != 0; break;
+      case 'c': t.plain_copies = value; break;
       default:
         std::fprintf(stderr, "bad variant '%s': unknown knob '%c'\n", s.c_str(), key);
         std::exit(2);
@@ -410,7 +411,7 @@ int main(int argc, char** argv) {
                                  {"ratio_to_floor", s.median_us / floor_us},
                                  {"num_segments", plan.num_segments}, {"pages_per_segment", plan.pages_per_segment},
                                  {"stages", plan.stages}, {"workspace_bytes", plan.workspace_bytes()},
-                                 {"fused_merge", plan.fused_merge}};
+                                 {"fused_merge", plan.fused_merge}, {"plain_copies", plan.plain_copies}};
       }
       row["kindex"] = per_variant[variants[0].name];
       row["kindex_cuda_events"] = {{"median_us", event_stats.median_us}, {"min_us", event_stats.min_us},

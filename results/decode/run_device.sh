@@ -4,7 +4,8 @@
 # .devcarry/decode/{bin,lib}; logs and JSON written to $OUT).
 #   results/decode/run_device.sh [tests] [tests_ptx] [sanitize] [bench] [ab] [peers] [ncu]
 # ab:        a restructuring's check: bench_decode of the previous binary (.devcarry/before/bin) and of this one,
-#            interleaved twice with the same flags (bench/decode_report.py --diff joins the four JSON files).
+#            interleaved twice with the same flags (bench/decode_report.py --diff joins the four JSON files);
+#            AB_BINARIES names other .devcarry/<tag> folders to interleave (e.g. "before decode plain").
 # tests_ptx: the GPU decode tests on a build that carries only compute_80 PTX (.devcarry/decode-ptx), JIT-compiled
 #            by the driver (CUDA_FORCE_PTX_JIT=1): the portable path, on this GPU.
 # peers:     bench/torch_decode_baselines.py: kindex (libkindex.so through its C ABI), FlashInfer's tensor-core and
@@ -37,7 +38,7 @@ for step in "$@"; do
       echo "bench_decode exit $?"; tail -5 "$out/bench_decode.txt" ;;
     ab)
       for i in 1 2; do
-        for v in before decode; do
+        for v in ${AB_BINARIES:-before decode}; do
           timeout 150 .devcarry/$v/bin/bench_decode --json "$out/ab_${v}_$i.json" --variants m0p1 \
             > "$out/ab_${v}_$i.txt" 2>&1
           echo "ab $v $i exit $?"

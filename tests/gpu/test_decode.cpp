@@ -462,20 +462,32 @@ TEST_F(Decode, BitIdenticalRunToRun) {
   EXPECT_EQ(0, std::memcmp(l1.data(), l2.data(), l1.size() * 4));
 }
 
-// The K/V copies' cache hints (evict-first or evict-normal policy) move the same bytes: the results are
-// bit-identical to the default's.
+// The K/V copies' cache hints (evict-first or evict-normal policy, or plain copies without a policy operand) move
+// the same bytes: the results are bit-identical to the default's.
 TEST_F(Decode, CopyCacheHintsGiveIdenticalBits) {
   const Case c = split_case();
   const HostInputs in = make_inputs(c);
   ASSERT_EQ("", dev.upload(c, in));
+  // The shipped rule: plain copies from kPlainCopiesL2Multiple L2 sizes of K/V up, hinted below.
+  int l2 = 0;
+  CUDA_OK(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, 0));
+  kindex_paged_decode_params big = dev.p;
+  big.page_size = 64;
+  big.num_pages = 1 << 20;
+  const int64_t row_bytes = int64_t(big.page_size) * big.num_kv_heads * big.head_dim * 2 * 2;
+  big.num_kv_indices = kindex::decode::kPlainCopiesL2Multiple * l2 / row_bytes + 1;
+  EXPECT_TRUE(kindex::decode::make_plan(big).plain_copies) << big.num_kv_indices << " pages of 64";
+  big.num_kv_indices = kindex::decode::kPlainCopiesL2Multiple * l2 / row_bytes - 1;
+  EXPECT_FALSE(kindex::decode::make_plan(big).plain_copies) << big.num_kv_indices << " pages of 64";
   std::vector<uint16_t> o_default, o;
   std::vector<float> l_default, l;
   ASSERT_EQ(KINDEX_STATUS_OK, dev.run()) << kindex_last_error();
   CUDA_OK(cudaDeviceSynchronize());
   dev.download(o_default, l_default);
-  for (int hint = 0; hint < 2; ++hint) {
+  for (int hint = 0; hint < 3; ++hint) {
     dev.tuning = kindex::decode::Tuning{};
     dev.tuning->evict_first = hint == 1;
+    dev.tuning->plain_copies = hint == 2 ? 1 : 0;
     ASSERT_EQ(KINDEX_STATUS_OK, dev.run()) << dev.tuned_error;
     CUDA_OK(cudaDeviceSynchronize());
     dev.download(o, l);

@@ -29,11 +29,12 @@ void check_cuda(cudaError_t err, const char* what) {
     throw Failure(KINDEX_STATUS_CUDA_ERROR, std::string(kWhere) + ": " + what + ": " + cudaGetErrorString(err));
 }
 
-// What a plan needs to know of the current device, cached per device: SM count and opt-in shared memory per CTA.
+// What a plan needs to know of the current device, cached per device: SM count, opt-in shared memory per CTA, L2.
 struct DeviceLimits {
   int device = 0;
   int sms = 1;
   size_t smem_optin = 0;
+  int64_t l2_bytes = 0;
 };
 DeviceLimits device_limits() {
   static std::mutex mutex;
@@ -49,6 +50,8 @@ DeviceLimits device_limits() {
   d.sms = std::max(1, v);
   check_cuda(cudaDeviceGetAttribute(&v, cudaDevAttrMaxSharedMemoryPerBlockOptin, device), "cudaDeviceGetAttribute");
   d.smem_optin = size_t(v);
+  check_cuda(cudaDeviceGetAttribute(&v, cudaDevAttrL2CacheSize, device), "cudaDeviceGetAttribute");
+  d.l2_bytes = v;
   cache[device] = d;
   return d;
 }
@@ -147,6 +150,10 @@ Plan make_plan(const kindex_paged_decode_params& p, const Tuning& tune) {
                                  "needs " + std::to_string(detail::ring_smem_bytes(p.head_dim, 2)) +
                                      " bytes of shared memory per CTA; this device allows " + std::to_string(limit)));
     slots = resident_ctas(device, p.dtype, p.head_dim, plan.stages);
+    // Long streams go faster without the cache-policy operand, shorter ones with evict-first (kPlainCopiesL2Multiple).
+    const int64_t kv_bytes = p.num_kv_indices * p.page_size * p.num_kv_heads * p.head_dim * 2 * 2;
+    plan.plain_copies = tune.plain_copies < 0 ? kv_bytes >= kPlainCopiesL2Multiple * device.l2_bytes
+                                              : tune.plain_copies > 0;
   }
   if (n > 0 && p.batch_size > 0) {
     // One wave of equal segments: num_segments * num_kv_heads CTAs fill the resident slots of all SMs. A single

@@ -55,7 +55,7 @@ struct Args {
   int solo_alone_tokens;  // ...and so does a piece alone in its table batch of 1..solo_alone_tokens tokens
   int fused;            // cooperative launch: merge split sequences in this kernel after a grid-wide barrier
   int prefetch;         // prefetch the segment's page ids into L2 first
-  int evict_first;      // K/V copies carry the L2 evict-first policy (read once: recycle their own lines)
+  int evict_first;      // hinted K/V copies carry the L2 evict-first policy (read once: recycle their own lines)
 };
 
 struct Piece {
@@ -144,7 +144,7 @@ __device__ __forceinline__ void seq_range(const Args& a, int b, int& start, int&
 // copies the chunks' page ids (and stores the in-page offsets) into a small shared ring S chunks ahead, the other
 // issues the K/V copies of a chunk from ids that have long arrived. So a warp keeps S - 1 chunks in flight and
 // never waits on a page id, even at page_size 1 where every token has its own.
-template <int D, int S, class T>
+template <int D, int S, class T, bool kPlain>
 struct Producer {
   using L = Layout<D, S>;
   using Dl = Deal<L::kWarps>;
@@ -152,7 +152,7 @@ struct Producer {
   int fk, fc, fseq, fdk;  // next chunk whose ids to fetch
   int* ids;          // this warp's [kIdSlots][kChunk] page ids
   int* offs;         // this warp's [kIdSlots][kChunk] in-page offsets, -1 past the piece's end
-  uint64_t policy;   // L2 policy of the K/V copies
+  uint64_t policy;   // L2 policy of the K/V copies (unused when kPlain: copies without a cache-policy operand)
 
   static __device__ __forceinline__ void next(const Args& a, const Piece* table, int n, int warp, int& k, int& c,
                                               int& d) {
@@ -216,8 +216,13 @@ struct Producer {
         const long long row = page * a.page_size + max(toff, 0);
         const long long elem = (row * a.num_kv_heads + kvh) * D + chunk * 8;
         const int so = tile_offset<D>(t, chunk) * 2;
-        cp_async16(k_smem + so, static_cast<const T*>(a.k) + elem, toff >= 0, policy);
-        cp_async16(v_smem + so, static_cast<const T*>(a.v) + elem, toff >= 0, policy);
+        if constexpr (kPlain) {
+          cp_async16(k_smem + so, static_cast<const T*>(a.k) + elem, toff >= 0);
+          cp_async16(v_smem + so, static_cast<const T*>(a.v) + elem, toff >= 0);
+        } else {
+          cp_async16(k_smem + so, static_cast<const T*>(a.k) + elem, toff >= 0, policy);
+          cp_async16(v_smem + so, static_cast<const T*>(a.v) + elem, toff >= 0, policy);
+        }
       }
       ++seq;
       c += Dl::step(table[k]);
@@ -680,7 +685,7 @@ __device__ __forceinline__ void merge_warps(const Args& a, const Shared<D, S, T>
 // the warps' copy rings and stage Q; per piece, each warp streams its chunks (compute_qk -> update_local_state ->
 // accumulate_pv, the next chunk's copies issued first), then either writes the piece alone (solo) or publishes its
 // state for merge_warps; finally, when sequences were cut over segments, merge_in_kernel.
-template <int D, int S, class T>
+template <int D, int S, class T, bool kPlain>
 __global__ void __launch_bounds__((Layout<D, S>::kThreads), 1) decode_kernel(const Args a) {
   using L = Layout<D, S>;
   using Dl = Deal<L::kWarps>;
@@ -704,7 +709,7 @@ __global__ void __launch_bounds__((Layout<D, S>::kThreads), 1) decode_kernel(con
   const int2 range = find_sequences(a, sh, seg_begin, seg_end, seg == a.num_segments - 1, counts);
 
   const uint32_t q_smem = uint32_t(__cvta_generic_to_shared(sh.q_tile));
-  Producer<D, S, T> prod;
+  Producer<D, S, T, kPlain> prod;
   prod.ids = sh.id_ring + warp * L::kIdSlots * kChunk;
   prod.offs = sh.off_ring + warp * L::kIdSlots * kChunk;
   prod.policy = l2_policy(a.evict_first != 0);
@@ -879,7 +884,7 @@ Args make_args(const kindex_paged_decode_params& p, const Plan& plan, void* work
   return a;
 }
 
-template <int D, int S, class T>
+template <int D, int S, class T, bool kPlain>
 cudaError_t run(const Args& a, const Tuning& tune, cudaStream_t stream) {
   // The shared-memory limit was raised when the plan asked for this kernel's occupancy (ctas_per_sm).
   constexpr int smem = Layout<D, S>::kSmemBytes;
@@ -894,9 +899,9 @@ cudaError_t run(const Args& a, const Tuning& tune, cudaStream_t stream) {
     attr.val.cooperative = 1;
     cfg.attrs = &attr;
     cfg.numAttrs = 1;
-    return cudaLaunchKernelEx(&cfg, decode_kernel<D, S, T>, a);
+    return cudaLaunchKernelEx(&cfg, decode_kernel<D, S, T, kPlain>, a);
   }
-  decode_kernel<D, S, T><<<dim3(a.num_segments, a.num_kv_heads), Layout<D, S>::kThreads, smem, stream>>>(a);
+  decode_kernel<D, S, T, kPlain><<<dim3(a.num_segments, a.num_kv_heads), Layout<D, S>::kThreads, smem, stream>>>(a);
   cudaError_t err = cudaGetLastError();
   if (err != cudaSuccess || a.num_segments == 1 || tune.merge == 2) return err;
 
@@ -913,22 +918,28 @@ cudaError_t run(const Args& a, const Tuning& tune, cudaStream_t stream) {
 }
 
 template <int D, int S>
-cudaError_t run_dtype(const kindex_paged_decode_params& p, const Args& a, const Tuning& tune, cudaStream_t stream) {
-  return p.dtype == KINDEX_DTYPE_BF16 ? run<D, S, __nv_bfloat16>(a, tune, stream)
-                                      : run<D, S, __half>(a, tune, stream);
+cudaError_t run_dtype(const kindex_paged_decode_params& p, const Args& a, const Plan& plan, cudaStream_t stream) {
+  const bool bf = p.dtype == KINDEX_DTYPE_BF16;
+  if (plan.plain_copies)
+    return bf ? run<D, S, __nv_bfloat16, true>(a, plan.tuning, stream) : run<D, S, __half, true>(a, plan.tuning, stream);
+  return bf ? run<D, S, __nv_bfloat16, false>(a, plan.tuning, stream) : run<D, S, __half, false>(a, plan.tuning, stream);
 }
 
+// Raises both copy variants' shared-memory limit (launches rely on it) and returns the resident CTAs per SM of the
+// fewer (they differ only in the copy instruction).
 template <int D, int S, class T>
 int occupancy() {
   constexpr int smem = Layout<D, S>::kSmemBytes;
-  if (cudaFuncSetAttribute(decode_kernel<D, S, T>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem) !=
-      cudaSuccess)
-    return 1;
-  int blocks = 0;
-  if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, decode_kernel<D, S, T>, Layout<D, S>::kThreads, smem) !=
-      cudaSuccess)
-    return 1;
-  return blocks > 0 ? blocks : 1;
+  int fewest = 1 << 20;
+  for (const void* kernel : {reinterpret_cast<const void*>(decode_kernel<D, S, T, false>),
+                             reinterpret_cast<const void*>(decode_kernel<D, S, T, true>)}) {
+    int blocks = 0;
+    if (cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem) != cudaSuccess ||
+        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, kernel, Layout<D, S>::kThreads, smem) != cudaSuccess)
+      return 1;
+    fewest = std::min(fewest, blocks);
+  }
+  return fewest > 0 ? fewest : 1;
 }
 
 }  // namespace
@@ -983,8 +994,7 @@ int launch_validate(const kindex_paged_decode_params& p, unsigned long long* fir
 
 template <int D>
 cudaError_t launch_d(const kindex_paged_decode_params& p, const Args& a, const Plan& plan, cudaStream_t stream) {
-  return plan.stages == 2 ? run_dtype<D, 2>(p, a, plan.tuning, stream)
-                          : run_dtype<D, kStages<D>>(p, a, plan.tuning, stream);
+  return plan.stages == 2 ? run_dtype<D, 2>(p, a, plan, stream) : run_dtype<D, kStages<D>>(p, a, plan, stream);
 }
 
 int launch_decode(const kindex_paged_decode_params& p, const Plan& plan, void* workspace, cudaStream_t stream) {

@@ -56,15 +56,24 @@ struct Tuning {
   // K/V copies carry the L2 evict-first policy: rows read once replace each other rather than other lines
   // (in the cold-L2 protocol, the flush's dirty lines, whose write-back would share DRAM with the reads).
   bool evict_first = true;
+  // K/V copies without any cache-policy operand (plain cp.async.cg): -1 = the shipped rule (when the call streams at
+  // least kPlainCopiesL2Multiple x the device's L2 of K/V), 0 = never (hinted copies, evict_first's policy),
+  // 1 = always.
+  int plain_copies = -1;
   // Shared memory per CTA to plan for: 0 = the device's opt-in limit; less runs the configuration of a device
   // with that much (tests run the A100's 2-stage ring on a Hopper).
   size_t smem_limit = 0;
 };
 
+// Measured on the H200 (2026-12-03, docs/perf/decode.md): plain copies are 1-4% faster from 416 MB of K/V up, the
+// hinted ones 2-11% faster up to 284 MB; the crossover lies between 4.7 and 6.9 L2 sizes (60 MB).
+constexpr int64_t kPlainCopiesL2Multiple = 6;
+
 struct Plan {
   int64_t pages_per_segment = 1;
   int64_t num_segments = 1;
   int stages = 0;  // the cp.async ring depth the device's shared memory allows (detail::ring_stages)
+  bool plain_copies = false;  // K/V copies without a cache-policy operand (Tuning::plain_copies)
   Tuning tuning;
   bool fused_merge = false;   // several segments merged inside the main kernel (cooperative launch)
   size_t validate_bytes = 0;  // first bytes of the workspace: validation mode's first-bad-entry slot

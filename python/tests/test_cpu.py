@@ -505,3 +505,18 @@ def test_the_backward_solution_is_valid_for_sol_execbench(tmp_path):
 
     path = solutions.export_sol_execbench(REPO / solutions.SOL_DEFINITION, tmp_path, "0.1.0")
     assert Solution(**json.loads(path.read_text())).spec.destination_passing_style is False
+
+
+@needs_torch
+def test_the_registered_ops_pass_torch_opcheck_on_meta_tensors():
+    import torch
+
+    import kindex.ops  # noqa: F401 -- registers torch.ops.kindex.*
+
+    meta = lambda s, d: torch_factory(s, d, "meta")  # noqa: E731
+    args = tuple(decode_args(meta).values()) + (0.125,)
+    torch.library.opcheck(torch.ops.kindex.paged_decode.default, args)
+    torch.library.opcheck(torch.ops.kindex.paged_decode_out.default,
+                          args + (meta((3, 32, 128), "bfloat16"), meta((3, 32), "float32"), None))
+    torch.library.opcheck(torch.ops.kindex.gqa_rope_backward.default,
+                          tuple(backward_args(meta, batch=1, seq=4).values()) + (0.1,))

@@ -23,5 +23,5 @@ fi
 # The Python package's test runner and build backend (python/tests under ctest: pytest, and `pip install .` with
 # scikit-build-core), from PyPI, for the python3 that CMake finds first on PATH.
 if ! python3 -c "import pytest, scikit_build_core" 2>/dev/null; then
-  python3 -m pip install -q --disable-pip-version-check "pytest>=7" "scikit-build-core>=0.10"
+  python3 -m pip install -q --disable-pip-version-check --root-user-action=ignore "pytest>=7" "scikit-build-core>=0.10"
 fi

@@ -4,6 +4,8 @@ graph capture records their kernels.
 Each op validates its arguments (kindex._checks, also run by the fake implementation at trace time), enqueues
 the kernel on the current CUDA stream of the tensors' device through libkindex's C ABI and returns: no host
 synchronisation, no device-to-host copy. Scratch memory comes from a workspace cached per (device, stream).
+The public paged decode functions take a shorter path for plain eager calls (_eager): same checks, same launch,
+without the dispatcher.
 """
 
 import math
@@ -49,13 +51,14 @@ workspaces = _Workspaces()
 
 
 def _eager(*tensors) -> bool:
-    """Plain tensors outside tracing: the public functions call the kernel directly instead of through the
-    dispatcher (tens of microseconds of host time per call, which a decode of a few microseconds would show).
-    Under torch.compile, torch.export, fake or meta tensors and tensor subclasses the registered ops run."""
+    """Plain tensors outside tracing: the public decode functions then launch directly instead of through the
+    dispatcher, whose Python custom-op path costs host time per call that a decode of microseconds would show
+    wherever it is timed from the host (as FlashInfer-Bench does). Under torch.compile, torch.export, fake or meta
+    tensors and tensor subclasses the registered ops run."""
     if torch.compiler.is_compiling() or getattr(tensors[0], "is_meta", False):
         return False
-    for t in tensors:
-        if t is not None and type(t) is not torch.Tensor:
+    for t in tensors:  # (a non-tensor stays here: the direct path's checks name it)
+        if isinstance(t, torch.Tensor) and type(t) is not torch.Tensor:
             return False
     return True
 
@@ -138,11 +141,18 @@ def _decode_sizes_fast(q, k_cache, v_cache, kv_indptr, kv_indices, kv_last_page_
                 page_size=page_size, num_pages=num_pages, num_kv_indices=num_indices)
 
 
-def _launch_paged_decode(q, k_cache, v_cache, kv_indptr, kv_indices, kv_last_page_len, sm_scale, out, lse,
-                         workspace=None, fn="kindex.paged_decode"):
+def _decode_sizes(q, k_cache, v_cache, kv_indptr, kv_indices, kv_last_page_len, out, lse, fn):
     sizes = _decode_sizes_fast(q, k_cache, v_cache, kv_indptr, kv_indices, kv_last_page_len, out, lse)
     if sizes is None:  # raises, naming the argument
         sizes = check_paged_decode(q, k_cache, v_cache, kv_indptr, kv_indices, kv_last_page_len, out, lse, fn=fn)
+    return sizes
+
+
+def _launch_paged_decode(q, k_cache, v_cache, kv_indptr, kv_indices, kv_last_page_len, sm_scale, out, lse,
+                         workspace=None, fn="kindex.paged_decode", sizes=None):
+    """Checks (unless the caller did: `sizes`), then launches; out and lse must exist."""
+    if sizes is None:
+        sizes = _decode_sizes(q, k_cache, v_cache, kv_indptr, kv_indices, kv_last_page_len, out, lse, fn)
     _ensure_cuda_library(fn)
     dtype = _DTYPES[q.dtype]
     params = _capi.PagedDecodeParams(
@@ -212,23 +222,30 @@ def paged_decode(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, 
     log-sum-exp of sm_scale * q.k (the definitions' and FlashInfer's convention). `out` / `lse`, when given,
     are written in place and returned. All tensors on one CUDA device, contiguous.
     """
-    if sm_scale is None:
+    if sm_scale is None:  # (a q without a head_dim is reported by the checks, not here)
         sm_scale = 1.0 / math.sqrt(q.shape[-1]) if hasattr(q, "shape") and len(q.shape) else 1.0
     if type(sm_scale) is float and math.isfinite(sm_scale):
         scale = sm_scale
     else:
         scale = check_scale("kindex.paged_decode", "sm_scale", sm_scale)
-    eager = _eager(q, k_cache, v_cache, kv_indptr, kv_indices, kv_last_page_len, out, lse)
-    if out is None and lse is None and not eager:
+    if _eager(q, k_cache, v_cache, kv_indptr, kv_indices, kv_last_page_len, out, lse):
+        # Checked before anything is allocated, so a bad argument is reported as such.
+        sizes = _decode_sizes(q, k_cache, v_cache, kv_indptr, kv_indices, kv_last_page_len, out, lse,
+                              "kindex.paged_decode")
+        if out is None:
+            out = torch.empty_like(q)
+        if lse is None:
+            lse = torch.empty((sizes["batch_size"], sizes["num_qo_heads"]), dtype=torch.float32, device=q.device)
+        _launch_paged_decode(q, k_cache, v_cache, kv_indptr, kv_indices, kv_last_page_len, scale, out, lse,
+                             sizes=sizes)
+        return out, lse
+    if out is None and lse is None:
         return _paged_decode(q, k_cache, v_cache, kv_indptr, kv_indices, kv_last_page_len, scale)
     if out is None:
         out = torch.empty_like(q)
     if lse is None:
         lse = torch.empty(tuple(q.shape[:2]), dtype=torch.float32, device=q.device)
-    if eager:
-        _launch_paged_decode(q, k_cache, v_cache, kv_indptr, kv_indices, kv_last_page_len, scale, out, lse)
-    else:
-        _paged_decode_out(q, k_cache, v_cache, kv_indptr, kv_indices, kv_last_page_len, scale, out, lse, None)
+    _paged_decode_out(q, k_cache, v_cache, kv_indptr, kv_indices, kv_last_page_len, scale, out, lse, None)
     return out, lse
 
 

@@ -170,6 +170,21 @@ def test_paged_decode_makes_no_host_sync():
         torch.cuda.set_sync_debug_mode("default")
 
 
+def test_argument_errors_on_cuda_tensors_name_the_argument_and_skip_the_fast_path():
+    # The eager path's one-pass check (ops._decode_sizes_fast) must refuse everything the full check refuses.
+    from fake_tensor import torch_factory
+    from test_cpu import DECODE_CASES, decode_args
+
+    make = lambda shape, dtype, contiguous=True: torch_factory(shape, dtype, DEVICE, contiguous)  # noqa: E731
+    for case, change, message in DECODE_CASES:
+        args = decode_args(make, **change(make))
+        assert kindex.ops._decode_sizes_fast(**args, out=None, lse=None) is None, case
+        with pytest.raises(ValueError, match=message):
+            kindex.paged_decode(**args)
+    valid = decode_args(make)
+    assert kindex.ops._decode_sizes_fast(**valid, out=None, lse=None) == kindex._checks.check_paged_decode(**valid)
+
+
 def test_library_errors_arrive_as_kindex_errors_naming_the_field():
     problem = make_problem(13, [10], page_size=1)
     indptr, indices, last = to_device(*problem["host"])

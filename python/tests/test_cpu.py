@@ -520,3 +520,14 @@ def test_the_registered_ops_pass_torch_opcheck_on_meta_tensors():
                           args + (meta((3, 32, 128), "bfloat16"), meta((3, 32), "float32"), None))
     torch.library.opcheck(torch.ops.kindex.gqa_rope_backward.default,
                           tuple(backward_args(meta, batch=1, seq=4).values()) + (0.1,))
+
+
+@needs_torch
+@pytest.mark.skipif(_capi.library_path().is_file() and kindex.has_cuda(), reason="a CUDA build of libkindex")
+def test_the_ops_refuse_a_library_built_without_cuda_naming_it():
+    import kindex.ops
+
+    with pytest.raises(_capi.KindexError, match=r"kindex.paged_decode: this libkindex \(.*libkindex.so\) was built "
+                                                r"without CUDA \(version 0.1.0\+nocuda\)") as info:
+        kindex.ops._ensure_cuda_library("kindex.paged_decode")
+    assert info.value.status == "KINDEX_STATUS_NOT_SUPPORTED"

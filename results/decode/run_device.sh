@@ -3,6 +3,8 @@
 # built here by `scripts/device-build.sh decode test_gpu bench_decode kindex_shared` and carried in
 # .devcarry/decode/{bin,lib}; logs and JSON written to $OUT).
 #   results/decode/run_device.sh [tests] [tests_ptx] [sanitize] [bench] [bench_ptx] [ab] [peers] [ncu]
+# ncu:       NCU_WORKLOADS (default ps1#0 ps1#36 ps64#0), NCU_SECTIONS (default: speed of light, launch, occupancy,
+#            warp states, scheduler; e.g. "--section WarpStateStats --section SourceCounters" for stall sites).
 # bench_ptx: bench_decode of that compute_80-PTX-only build, JIT-compiled for this GPU: the portable path's speed.
 # ab:        a restructuring's check: bench_decode of the previous binary (.devcarry/before/bin) and of this one,
 #            interleaved twice with the same flags (bench/decode_report.py --diff joins the four JSON files);
@@ -59,8 +61,8 @@ for step in "$@"; do
     ncu)
       for w in ${NCU_WORKLOADS:-ps1#0 ps1#36 ps64#0}; do
         timeout 120 ncu --clock-control none --kernel-name regex:decode_kernel --launch-skip 20 --launch-count 1 \
-          --section SpeedOfLight --section LaunchStats --section Occupancy --section WarpStateStats \
-          --section SchedulerStats $bin/bench_decode --filter "$w" --iters 25 > "$out/ncu_${w//#/_}.txt" 2>&1
+          ${NCU_SECTIONS:---section SpeedOfLight --section LaunchStats --section Occupancy --section WarpStateStats \
+          --section SchedulerStats} $bin/bench_decode --filter "$w" --iters 25 > "$out/ncu_${w//#/_}.txt" 2>&1
         echo "ncu $w exit $?"
       done ;;
   esac

@@ -11,6 +11,7 @@
 #include "bench/device.hpp"
 #include "bench/implementation.hpp"
 #include "bench/input_cache.hpp"
+#include "bench/libraries.hpp"
 #include "bench/json_number.hpp"
 #include "bench/problem.hpp"
 #include "catalog/inputs.hpp"
@@ -29,19 +30,64 @@ std::map<std::string, Tensor> allocate_outputs(const catalog::Definition& def, c
   return out;
 }
 
-// The inputs of one round on the device, copied once and shared by the implementations that run there.
+kindex_dtype abi_dtype(DType t) {
+  switch (t) {
+    case DType::bf16: return KINDEX_DTYPE_BF16;
+    case DType::f16: return KINDEX_DTYPE_FP16;
+    case DType::f32: return KINDEX_DTYPE_FP32;
+    default: throw RunFailure(RunStatus::runtime_error, "no device generator for dtype " + std::string(dtype_name(t)));
+  }
+}
+
+// The inputs of one round on the device, shared by the implementations that run there: the host tensors copied,
+// the random float tensors `random` describes drawn there directly (device_generator()).
 struct DeviceInputs {
   std::vector<device::DeviceTensor> owned;
   TensorMap views;
-  DeviceInputs(const TensorMap& host, bool needed, void* stream) {
+  DeviceInputs(const catalog::Inputs& host, bool needed, uint64_t seed, void* stream) {
     if (!needed) return;
-    owned.reserve(host.size());
-    for (const auto& [name, view] : host) {
-      auto& d = owned.emplace_back(device::allocate_like(view));
-      device::copy_to_device(view, d.view, stream);
+    owned.reserve(host.tensors.size() + host.random.size());
+    for (const auto& [name, t] : host.tensors) {
+      auto& d = owned.emplace_back(device::allocate_like(t.view()));
+      device::copy_to_device(t.view(), d.view, stream);
+      views[name] = d.view;
+    }
+    for (const auto& [name, fill] : host.random) {
+      auto& d = owned.emplace_back(device::allocate_like(shape_only(fill)));
+      draw_on_device(fill, seed, d.view.data, stream);
       views[name] = d.view;
     }
     device::synchronize(stream);
+  }
+  // A host view with the tensor's dtype and shape and no data (the tensor exists only on the device).
+  static TensorView shape_only(const catalog::RandomFill& fill) {
+    TensorView v;
+    v.dtype = fill.dtype;
+    v.shape = fill.shape;
+    v.strides = contiguous_strides(fill.shape);
+    return v;
+  }
+  static void draw_on_device(const catalog::RandomFill& f, uint64_t seed, void* out, void* stream) {
+    const DeviceGenerator* gen = device_generator();
+    if (!gen) throw RunFailure(RunStatus::runtime_error, "no device generator (libkindex_gpu_reference.so)");
+    kindex_random_fill abi{};
+    abi.kind = f.kind == catalog::RandomFill::Kind::normal         ? KINDEX_RANDOM_NORMAL
+               : f.kind == catalog::RandomFill::Kind::cos_of_angle ? KINDEX_RANDOM_COS_OF_ANGLE
+               : f.kind == catalog::RandomFill::Kind::sin_of_angle ? KINDEX_RANDOM_SIN_OF_ANGLE
+                                                                   : KINDEX_RANDOM_SOFTMAX_ROWS;
+    abi.dtype = abi_dtype(f.dtype);
+    abi.numel = shape_numel(f.shape);
+    abi.seed = seed;
+    abi.stream = f.stream;
+    abi.scale = f.scale;
+    abi.row = f.row;
+    abi.pages_used = f.pages_used.empty() ? nullptr : f.pages_used.data();
+    abi.num_pages = int64_t(f.pages_used.size());
+    abi.page_elems = f.page_elems;
+    if (kindex_status s = gen->fill_random(&abi, out, stream); s != KINDEX_STATUS_OK) {
+      device::device_synchronize();  // a sticky error surfaces as such
+      throw RunFailure(RunStatus::runtime_error, std::string("kindex_gpu_reference_fill_random: ") + gen->last_error());
+    }
   }
 };
 
@@ -241,6 +287,10 @@ RunResult execute_run(const WorkItem& item, const std::string& impl_spec, const 
     const bool any_device =
         impl->memory() == Where::device || ref->memory() == Where::device || timing_ref->memory() == Where::device;
     StreamGuard stream(any_device);
+    // With no host implementation in the run, the random inputs are drawn on the device (the same bits as the host
+    // generator's): only the page tables and other small inputs are made on the host and copied.
+    const bool draw_on_device = gpu && impl->memory() == Where::device && ref->memory() == Where::device &&
+                                timing_ref->memory() == Where::device && device_generator() != nullptr;
 
     compare::FibTolerance fib_tol;
     compare::SolTolerance sol_tol;
@@ -254,17 +304,20 @@ RunResult execute_run(const WorkItem& item, const std::string& impl_spec, const 
       // be shared with the next implementation on this workload; a host implementation gets them to itself.
       const uint64_t seed = r.seed + uint64_t(round);
       const std::shared_ptr<const catalog::Inputs> inputs =
-          impl->memory() == Where::device
+          draw_on_device ? std::make_shared<const catalog::Inputs>(catalog::generate_inputs(
+                               def, w, seed, catalog::GenerateOptions{.plan_random_floats = true}))
+          : impl->memory() == Where::device
               ? worker_input_cache().get(def, w, seed)
               : std::make_shared<const catalog::Inputs>(catalog::generate_inputs(def, w, seed));
       CallArgs host;
       for (const auto& [name, t] : inputs->tensors) host.inputs[name] = t.view();
+      for (const auto& [name, fill] : inputs->random) host.inputs[name] = DeviceInputs::shape_only(fill);
       host.scalars = inputs->scalars;
       auto host_outputs = allocate_outputs(def, w);
       for (auto& [name, t] : host_outputs) host.outputs[name] = t.view();
       if (round == 0) r.work = count_work(*kind, host);
 
-      DeviceInputs on_device(host.inputs, any_device, stream.stream);
+      DeviceInputs on_device(*inputs, any_device, seed, stream.stream);
       PreparedCall ref_call(*ref, *kind, host, on_device.views, def, w, stream.stream);
       ref_call.run_and_wait();
       auto& expected = ref_call.outputs();

@@ -313,8 +313,15 @@ RunResult execute_run(const WorkItem& item, const std::string& impl_spec, const 
       for (const auto& [name, t] : inputs->tensors) host.inputs[name] = t.view();
       for (const auto& [name, fill] : inputs->random) host.inputs[name] = DeviceInputs::shape_only(fill);
       host.scalars = inputs->scalars;
-      auto host_outputs = allocate_outputs(def, w);
-      for (auto& [name, t] : host_outputs) host.outputs[name] = t.view();
+      // Shapes only: every implementation gets outputs of its own (PreparedCall); count_work reads their sizes.
+      const auto axes = catalog::resolve_axes(def, w);
+      for (const auto& spec : def.outputs) {
+        TensorView v;
+        v.dtype = spec.dtype;
+        v.shape = catalog::concrete_shape(spec, axes);
+        v.strides = contiguous_strides(v.shape);
+        host.outputs[spec.name] = v;
+      }
       if (round == 0) r.work = count_work(*kind, host);
 
       DeviceInputs on_device(*inputs, any_device, seed, stream.stream);

@@ -8,37 +8,6 @@
 
 namespace kindex::bench {
 
-std::string_view status_name(RunStatus s) {
-  switch (s) {
-    case RunStatus::passed:
-      return "passed";
-    case RunStatus::incorrect_numerical:
-      return "incorrect_numerical";
-    case RunStatus::runtime_error:
-      return "runtime_error";
-    case RunStatus::timeout:
-      return "timeout";
-    case RunStatus::resource_exceeded:
-      return "resource_exceeded";
-  }
-  return "runtime_error";
-}
-
-std::string_view trace_status_name(RunStatus s) {
-  switch (s) {
-    case RunStatus::passed:
-      return "PASSED";
-    case RunStatus::incorrect_numerical:
-      return "INCORRECT_NUMERICAL";
-    case RunStatus::timeout:
-      return "TIMEOUT";
-    case RunStatus::runtime_error:
-    case RunStatus::resource_exceeded:
-      return "RUNTIME_ERROR";
-  }
-  return "RUNTIME_ERROR";
-}
-
 namespace device {
 
 #ifdef KINDEX_HAVE_CUDA

@@ -5,28 +5,12 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
-#include <stdexcept>
 #include <string>
 
+#include "bench/run_result.hpp"
 #include "core/tensor.hpp"
 
 namespace kindex::bench {
-
-// How a run ended, in KernelIndex's BenchmarkRun status vocabulary.
-enum class RunStatus { passed, incorrect_numerical, runtime_error, timeout, resource_exceeded };
-std::string_view status_name(RunStatus s);  // "passed", "incorrect_numerical", ...
-// FlashInfer-Bench / SOL-ExecBench trace spelling ("PASSED", "RUNTIME_ERROR", ...; resource_exceeded is a
-// RUNTIME_ERROR there, its log says why).
-std::string_view trace_status_name(RunStatus s);
-
-// A failure that ends one (implementation, workload) run with a status. `sticky` marks a CUDA error that
-// poisons the context (illegal address, launch failure, ...): the worker process must be replaced.
-struct RunFailure : std::runtime_error {
-  RunFailure(RunStatus status, const std::string& message, bool sticky = false)
-      : std::runtime_error(message), status(status), sticky(sticky) {}
-  RunStatus status;
-  bool sticky;
-};
 
 namespace device {
 

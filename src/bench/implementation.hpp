@@ -7,26 +7,18 @@
 #include <vector>
 
 #include "bench/problem.hpp"
+#include "bench/run_result.hpp"
 #include "catalog/definition.hpp"
 #include "core/tensor.hpp"
 
 namespace kindex::bench {
-
-struct ImplementationInfo {
-  std::string name;         // "kindex", "gpu-reference", "cpu-reference", "external:<path>"
-  std::string language;     // "cuda", "cpp", or "c_abi" for an external library (KernelIndex spelling)
-  std::string version;      // kindex_version() or the external library's
-  std::string path;         // the shared library (external)
-  std::string symbol;       // entry point(s)
-  std::string description;  // one line for humans
-};
 
 class Implementation {
  public:
   virtual ~Implementation() = default;
   virtual const ImplementationInfo& info() const = 0;
   // Where run() expects its tensors (scalars are always host values).
-  virtual Where memory() const = 0;
+  Where memory() const { return info().on_device ? Where::device : Where::host; }
   // Empty when the definition is supported, else the reason it is not.
   virtual std::string unsupported_reason(const catalog::Definition& def) const;
   virtual size_t workspace_bytes(ProblemKind kind, const CallArgs& args) const = 0;

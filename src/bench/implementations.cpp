@@ -31,10 +31,8 @@ namespace {
 
 class CAbiImplementation final : public Implementation {
  public:
-  CAbiImplementation(ImplementationInfo info, CAbi abi, Where memory)
-      : info_(std::move(info)), abi_(abi), memory_(memory) {}
+  CAbiImplementation(ImplementationInfo info, CAbi abi) : info_(std::move(info)), abi_(abi) {}
   const ImplementationInfo& info() const override { return info_; }
-  Where memory() const override { return memory_; }
   std::string unsupported_reason(const catalog::Definition& def) const override {
     auto kind = problem_kind(def);
     if (!kind) return Implementation::unsupported_reason(def);
@@ -50,11 +48,11 @@ class CAbiImplementation final : public Implementation {
     if (kind == ProblemKind::paged_decode) {
       auto p = decode_params(args);
       s = abi_.decode_workspace(&p, &bytes);
-      if (s != KINDEX_STATUS_OK) abi_failure(s, "kindex_paged_decode_workspace_size", abi_.last_error(), memory_);
+      if (s != KINDEX_STATUS_OK) abi_failure(s, "kindex_paged_decode_workspace_size", abi_.last_error(), memory());
     } else {
       auto p = backward_params(args);
       s = abi_.backward_workspace(&p, &bytes);
-      if (s != KINDEX_STATUS_OK) abi_failure(s, "kindex_gqa_rope_backward_workspace_size", abi_.last_error(), memory_);
+      if (s != KINDEX_STATUS_OK) abi_failure(s, "kindex_gqa_rope_backward_workspace_size", abi_.last_error(), memory());
     }
     return bytes;
   }
@@ -62,18 +60,17 @@ class CAbiImplementation final : public Implementation {
     if (kind == ProblemKind::paged_decode) {
       auto p = decode_params(args);
       kindex_status s = abi_.decode(&p, workspace, workspace_bytes, stream);
-      if (s != KINDEX_STATUS_OK) abi_failure(s, "kindex_paged_decode", abi_.last_error(), memory_);
+      if (s != KINDEX_STATUS_OK) abi_failure(s, "kindex_paged_decode", abi_.last_error(), memory());
     } else {
       auto p = backward_params(args);
       kindex_status s = abi_.backward(&p, workspace, workspace_bytes, stream);
-      if (s != KINDEX_STATUS_OK) abi_failure(s, "kindex_gqa_rope_backward", abi_.last_error(), memory_);
+      if (s != KINDEX_STATUS_OK) abi_failure(s, "kindex_gqa_rope_backward", abi_.last_error(), memory());
     }
   }
 
  private:
   ImplementationInfo info_;
   CAbi abi_;
-  Where memory_;
 };
 
 class CpuReference final : public Implementation {
@@ -84,10 +81,10 @@ class CpuReference final : public Implementation {
              KINDEX_VERSION,
              "",
              "kindex::reference::paged_decode / gqa_rope_backward",
-             "kindex's multithreaded CPU reference (decode in fp64; L2/003 with the upstream bf16 rounding points)"};
+             "kindex's multithreaded CPU reference (decode in fp64; L2/003 with the upstream bf16 rounding points)",
+             false};
   }
   const ImplementationInfo& info() const override { return info_; }
-  Where memory() const override { return Where::host; }
   size_t workspace_bytes(ProblemKind, const CallArgs&) const override { return 0; }
   void run(ProblemKind kind, const CallArgs& args, void*, size_t, void*) override {
     try {
@@ -112,7 +109,6 @@ class Unavailable final : public Implementation {
  public:
   Unavailable(ImplementationInfo info, std::string why) : info_(std::move(info)), why_(std::move(why)) {}
   const ImplementationInfo& info() const override { return info_; }
-  Where memory() const override { return Where::device; }
   size_t workspace_bytes(ProblemKind, const CallArgs&) const override { return 0; }
   void run(ProblemKind, const CallArgs&, void*, size_t, void*) override {
     throw RunFailure(RunStatus::runtime_error, info_.name + ": " + why_);
@@ -132,7 +128,7 @@ std::unique_ptr<Implementation> make_own_library(ImplementationInfo info, const 
   CAbi abi = load_c_abi(path, "kindex bench", "--impl", info.name);
   info.version = abi.version ? abi.version() : "";
   info.path = path;
-  return std::make_unique<CAbiImplementation>(std::move(info), abi, Where::device);
+  return std::make_unique<CAbiImplementation>(std::move(info), abi);
 }
 
 std::unique_ptr<Implementation> make_kindex() {
@@ -164,8 +160,8 @@ std::unique_ptr<Implementation> make_external(const std::string& spec) {
   info.path = std::filesystem::absolute(path, ec).string();
   info.symbol = "kindex_paged_decode / kindex_gqa_rope_backward";
   info.description = "external library exporting kindex's C ABI: " + path;
-  const Where memory = abi.host_pointers && abi.host_pointers() != 0 ? Where::host : Where::device;
-  return std::make_unique<CAbiImplementation>(std::move(info), abi, memory);
+  info.on_device = !(abi.host_pointers && abi.host_pointers() != 0);
+  return std::make_unique<CAbiImplementation>(std::move(info), abi);
 }
 
 }  // namespace

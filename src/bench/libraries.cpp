@@ -40,10 +40,19 @@ CAbi load_c_abi(const std::string& path, const std::string& where, const std::st
   return abi;
 }
 
+namespace {
+
+// libkindex_gpu_reference.so, loaded once (nullptr where this build has none).
+void* gpu_reference_handle() {
+  static void* handle = dlopen((library_dir() + "/libkindex_gpu_reference.so").c_str(), RTLD_NOW | RTLD_LOCAL);
+  return handle;
+}
+
+}  // namespace
+
 const Calibration* calibration() {
   static const Calibration* loaded = []() -> const Calibration* {
-    const std::string path = library_dir() + "/libkindex_gpu_reference.so";
-    void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+    void* handle = gpu_reference_handle();
     if (!handle) return nullptr;
     static Calibration c;
     c.measure_rates = reinterpret_cast<decltype(c.measure_rates)>(dlsym(handle, "kindex_gpu_reference_measure_rates"));
@@ -51,6 +60,18 @@ const Calibration* calibration() {
     c.cublaslt_version =
         reinterpret_cast<decltype(c.cublaslt_version)>(dlsym(handle, "kindex_gpu_reference_cublaslt_version"));
     return c.measure_rates && c.nvcc_version && c.cublaslt_version ? &c : nullptr;
+  }();
+  return loaded;
+}
+
+const DeviceGenerator* device_generator() {
+  static const DeviceGenerator* loaded = []() -> const DeviceGenerator* {
+    void* handle = gpu_reference_handle();
+    if (!handle) return nullptr;
+    static DeviceGenerator g;
+    g.fill_random = reinterpret_cast<decltype(g.fill_random)>(dlsym(handle, "kindex_gpu_reference_fill_random"));
+    g.last_error = reinterpret_cast<decltype(g.last_error)>(dlsym(handle, "kindex_last_error"));
+    return g.fill_random && g.last_error ? &g : nullptr;
   }();
   return loaded;
 }

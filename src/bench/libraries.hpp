@@ -6,6 +6,7 @@
 #include <string>
 
 #include "core/error.hpp"
+#include "gpu_reference/c_abi.h"
 #include "kindex/kindex.h"
 
 namespace kindex::bench {
@@ -40,5 +41,12 @@ struct Calibration {
   const char* (*cublaslt_version)() = nullptr;
 };
 const Calibration* calibration();
+
+// libkindex_gpu_reference.so's input generator (gpu_reference/c_abi.h), or nullptr where there is none.
+struct DeviceGenerator {
+  kindex_status (*fill_random)(const kindex_random_fill* fill, void* out, void* stream) = nullptr;
+  const char* (*last_error)() = nullptr;
+};
+const DeviceGenerator* device_generator();
 
 }  // namespace kindex::bench

@@ -3,11 +3,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <filesystem>
-#include <fstream>
 #include <iostream>
 
 #include "bench/device.hpp"
+#include "bench/sinks.hpp"
 #include "catalog/builtin.hpp"
 #include "core/error.hpp"
 
@@ -63,41 +62,14 @@ int run_session(const SessionOptions& options, std::ostream& out, std::ostream& 
     err << "kindex bench: no workloads selected (--workloads " << options.workloads << ")\n";
     return 0;
   }
-  // Each run is appended to <out>/runs.jsonl the moment it ends, so a bench that is killed keeps what it did.
-  std::ofstream progress_log;
-  if (!options.output.out_dir.empty()) {
-    std::filesystem::create_directories(options.output.out_dir);
-    progress_log.open(std::filesystem::path(options.output.out_dir) / "runs.jsonl", std::ios::app);
-    if (!progress_log) throw Error("kindex bench", "--out", options.output.out_dir, "cannot write runs.jsonl there");
-  }
-  // Traces, manifests and store rows are written per run too (RecordWriter).
+  // Every run goes to the sinks the moment it ends (runs.jsonl, traces, manifests, store row); the terminal gets
+  // the table or the JSON report at the end.
   RecordWriter writer(items, options.output);
+  writer.add_sink(make_console_sink(out, options.json, options.output, writer.summary()));
   BenchReport report = run_bench(items, options.bench, [&](const RunResult& r, const Environment& env) {
-    if (progress_log)
-      progress_log << r.to_json().dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << std::endl;
     writer.add(r, env);
   });
   writer.finish(report);
-  const OutputSummary& written = writer.summary();
-  if (options.json) {
-    nlohmann::json j = report.to_json();
-    j["outputs"] = {{"files", written.files},
-                    {"runs_recorded", written.runs_recorded},
-                    {"runs_already_stored", written.runs_already_stored}};
-    out << j.dump(2) << "\n";
-  } else {
-    const Environment& env = report.environment;
-    out << "kindex bench on "
-        << (env.has_gpu ? env.gpu_name + " (" + env.architecture + ")" : env.cpu_model + " (no GPU: CPU path)")
-        << ", kindex " << env.kindex_version << "\n\n";
-    out << results_table(report);
-    if (!options.output.out_dir.empty())
-      out << "\nwrote " << written.files.size() << " files under " << options.output.out_dir << "/";
-    if (!options.output.store_uri.empty())
-      out << "; store " << options.output.store_uri << ": " << written.runs_recorded << " runs recorded, "
-          << written.runs_already_stored << " already there";
-    out << "\n";
-  }
   return report.any_correctness_failure() ? 1 : 0;
 }
 

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "bench/runner.hpp"
+#include "bench/sinks.hpp"
 
 namespace kindex::bench {
 

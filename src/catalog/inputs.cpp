@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <numbers>
 
 #include "catalog/loader.hpp"
 #include "catalog/page_table.hpp"
@@ -10,6 +9,7 @@
 #include "core/error.hpp"
 #include "core/parallel.hpp"
 #include "core/random.hpp"
+#include "core/random_math.hpp"
 
 namespace kindex::catalog {
 
@@ -36,71 +36,87 @@ bool is_paged_cache(const std::string& name, const std::vector<int64_t>& shape,
          !shape.empty() && shape[0] == axes.at("num_pages");
 }
 
+// SOL-ExecBench's rules for L2/003's named inputs (see inputs.hpp), applied to any SOL definition by name.
+RandomFill sol_fill(const std::string& name, const std::vector<int64_t>& shape) {
+  RandomFill f;
+  f.stream = stream_id(name.c_str());
+  if (name.size() > 7 && name.ends_with("_weight") && shape.size() == 2 && shape[1] > 0) {
+    f.scale = 1.0 / std::sqrt(double(shape[1]));
+  } else if (name == "cos" || name == "sin") {
+    // One tensor of angles drives both, so cos^2 + sin^2 = 1 elementwise (up to bf16 rounding).
+    f.kind = name == "cos" ? RandomFill::Kind::cos_of_angle : RandomFill::Kind::sin_of_angle;
+    f.stream = stream_id("rope_angle");
+  } else if (name == "attn_weights" && !shape.empty() && shape.back() > 0) {
+    f.kind = RandomFill::Kind::softmax_rows;  // softmax over the last axis of fp32 normal rows
+    f.row = shape.back();
+  }
+  return f;
+}
+
 // The pages some sequence references get the random values FlashInfer-Bench's rule gives them (element i of the
 // cache always gets the same value); pages no sequence references are zeros. No kernel may read them, and
 // drawing them cost most of the generation time (the ps64 workloads allocate ~3x the pages they use).
-void fill_referenced_pages(Tensor& t, const std::string& name, uint64_t seed, const PageTable& pt) {
-  const int64_t pages = t.shape()[0], page_elems = pages ? t.numel() / pages : 0;
-  std::vector<char> used(size_t(pages), 0);
+void mark_referenced_pages(RandomFill& f, const PageTable& pt) {
+  const int64_t pages = f.shape.empty() ? 0 : f.shape[0];
+  int64_t numel = 1;
+  for (int64_t d : f.shape) numel *= d;
+  f.page_elems = pages ? numel / pages : 0;
+  f.pages_used.assign(size_t(pages), 0);
   for (int32_t id : pt.kv_indices)
-    if (id >= 0 && id < pages) used[size_t(id)] = 1;
-  const uint64_t stream = stream_id(name.c_str());
-  // The tensor starts zeroed; each used page gets its values.
-  parallel_for(pages, [&](int64_t b, int64_t e) {
-    for (int64_t p = b; p < e; ++p)
-      if (used[size_t(p)]) fill_normal_range(t, seed, stream, p * page_elems, (p + 1) * page_elems);
-  }, std::max<int64_t>(1, (1 << 15) / std::max<int64_t>(1, page_elems)));
-}
-
-// SOL-ExecBench's rules for L2/003's named inputs (see inputs.hpp), applied to any SOL definition by name.
-void fill_sol_tensor(Tensor& t, const std::string& name, uint64_t seed, Inputs& inputs) {
-  if (name.size() > 7 && name.ends_with("_weight") && t.shape().size() == 2 && t.shape()[1] > 0) {
-    fill_normal(t, seed, stream_id(name.c_str()), 1.0 / std::sqrt(double(t.shape()[1])));
-    return;
-  }
-  if (name == "cos" || name == "sin") {
-    // One tensor of angles drives both, so cos^2 + sin^2 = 1 elementwise (up to bf16 rounding).
-    const bool is_cos = name == "cos";
-    TensorView v = t.view();
-    const uint64_t stream = stream_id("rope_angle");
-    parallel_for(
-        t.numel(),
-        [&](int64_t b, int64_t e) {
-          for (int64_t i = b; i < e; ++i) {
-            float angle = std::clamp(float(standard_normal(seed, stream, uint64_t(i))), -std::numbers::pi_v<float>,
-                                     std::numbers::pi_v<float>);
-            v.set(i, is_cos ? std::cos(angle) : std::sin(angle));
-          }
-        },
-        1 << 14);
-    return;
-  }
-  if (name == "attn_weights" && !t.shape().empty() && t.shape().back() > 0) {
-    // softmax over the last axis of fp32 standard normal rows, then cast to the tensor's dtype.
-    const int64_t cols = t.shape().back(), rows = t.numel() / cols;
-    TensorView v = t.view();
-    const uint64_t stream = stream_id(name.c_str());
-    parallel_for(
-        rows,
-        [&](int64_t b, int64_t e) {
-          std::vector<float> x(static_cast<size_t>(cols));
-          for (int64_t r = b; r < e; ++r) {
-            normal_values(seed, stream, r * cols, (r + 1) * cols, x.data());
-            float m = -INFINITY;
-            for (float xi : x) m = std::max(m, xi);
-            float sum = 0.f;
-            for (float& xi : x) sum += (xi = std::exp(xi - m));
-            for (int64_t c = 0; c < cols; ++c) v.set(r * cols + c, x[size_t(c)] / sum);
-          }
-        },
-        std::max<int64_t>(1, (1 << 14) / cols));
-    return;
-  }
-  (void)inputs;
-  fill_normal(t, seed, stream_id(name.c_str()));
+    if (id >= 0 && id < pages) f.pages_used[size_t(id)] = 1;
 }
 
 }  // namespace
+
+void fill_random(Tensor& t, const RandomFill& f, uint64_t seed) {
+  namespace rm = random_math;
+  TensorView v = t.view();
+  switch (f.kind) {
+    case RandomFill::Kind::normal:
+      if (f.pages_used.empty()) {
+        fill_normal(t, seed, f.stream, f.scale);
+        return;
+      }
+      // The tensor starts zeroed; each used page gets its values.
+      parallel_for(int64_t(f.pages_used.size()), [&](int64_t b, int64_t e) {
+        for (int64_t p = b; p < e; ++p)
+          if (f.pages_used[size_t(p)])
+            fill_normal_range(t, seed, f.stream, p * f.page_elems, (p + 1) * f.page_elems, f.scale);
+      }, std::max<int64_t>(1, (1 << 15) / std::max<int64_t>(1, f.page_elems)));
+      return;
+    case RandomFill::Kind::cos_of_angle:
+    case RandomFill::Kind::sin_of_angle: {
+      const bool cosine = f.kind == RandomFill::Kind::cos_of_angle;
+      parallel_for(
+          t.numel(),
+          [&](int64_t b, int64_t e) {
+            for (int64_t i = b; i < e; ++i)
+              v.set(i, rm::trig_of_angle(rm::clamped_angle(standard_normal(seed, f.stream, uint64_t(i))), cosine));
+          },
+          1 << 14);
+      return;
+    }
+    case RandomFill::Kind::softmax_rows: {
+      // In fp32 as the source does: max, then a sequential sum of the exponentials, then each over the sum.
+      const int64_t cols = f.row, rows = t.numel() / cols;
+      parallel_for(
+          rows,
+          [&](int64_t b, int64_t e) {
+            std::vector<float> x(static_cast<size_t>(cols));
+            for (int64_t r = b; r < e; ++r) {
+              normal_values(seed, f.stream, r * cols, (r + 1) * cols, x.data());
+              float m = -INFINITY;
+              for (float xi : x) m = std::max(m, xi);
+              float sum = 0.f;
+              for (float& xi : x) sum += (xi = float(rm::exp_nonpositive(double(xi - m))));
+              for (int64_t c = 0; c < cols; ++c) v.set(r * cols + c, x[size_t(c)] / sum);
+            }
+          },
+          std::max<int64_t>(1, (1 << 14) / cols));
+      return;
+    }
+  }
+}
 
 Inputs generate_inputs(const Definition& def, const Workload& workload, uint64_t seed, const GenerateOptions& options) {
   const std::string where = "workload " + workload.definition + "/" + workload.uuid;
@@ -156,14 +172,12 @@ Inputs generate_inputs(const Definition& def, const Workload& workload, uint64_t
       continue;
     }
     if (options.skip_random_floats) continue;
-    Tensor t(spec.dtype, shape);
-    if (is_paged_cache(spec.name, shape, axes)) {
-      paged_caches.push_back(spec.name);  // filled once the page table is known
-    } else if (def.source == Source::sol_execbench)
-      fill_sol_tensor(t, spec.name, seed, in);
-    else
-      fill_normal(t, seed, stream_id(spec.name.c_str()));
-    in.tensors[spec.name] = std::move(t);
+    RandomFill fill = def.source == Source::sol_execbench ? sol_fill(spec.name, shape) : RandomFill{};
+    if (def.source != Source::sol_execbench) fill.stream = stream_id(spec.name.c_str());
+    fill.dtype = spec.dtype;
+    fill.shape = shape;
+    if (is_paged_cache(spec.name, shape, axes)) paged_caches.push_back(spec.name);  // its pages once the table is known
+    in.random[spec.name] = std::move(fill);
   }
 
   if (!page_table_inputs.empty()) {
@@ -183,10 +197,15 @@ Inputs generate_inputs(const Definition& def, const Workload& workload, uint64_t
       for (size_t i = 0; i < values.size(); ++i) v.set(int64_t(i), values[i]);
       in.tensors[spec->name] = std::move(t);
     }
-    for (const std::string& name : paged_caches) fill_referenced_pages(in.tensors[name], name, seed, pt);
-  } else {
-    for (const std::string& name : paged_caches) fill_normal(in.tensors[name], seed, stream_id(name.c_str()));
+    for (const std::string& name : paged_caches) mark_referenced_pages(in.random[name], pt);
   }
+  if (options.plan_random_floats) return in;
+  for (auto& [name, fill] : in.random) {
+    Tensor t(fill.dtype, fill.shape);
+    fill_random(t, fill, seed);
+    in.tensors[name] = std::move(t);
+  }
+  in.random.clear();
   return in;
 }
 

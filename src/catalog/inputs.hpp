@@ -12,16 +12,38 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <vector>
 
 #include "catalog/definition.hpp"
 #include "core/tensor.hpp"
 
 namespace kindex::catalog {
 
+// How one random floating-point tensor is drawn: every element a pure function of (seed, index), so the host
+// (fill_random) and the device (libkindex_gpu_reference.so's kindex_gpu_reference_fill_random) give the same bits.
+struct RandomFill {
+  enum class Kind { normal, cos_of_angle, sin_of_angle, softmax_rows };
+  Kind kind = Kind::normal;
+  DType dtype = DType::f32;
+  std::vector<int64_t> shape;
+  uint64_t stream = 0;  // stream_id of the tensor's name ("rope_angle" for cos and sin)
+  double scale = 1.0;   // normal: times this
+  int64_t row = 0;      // softmax_rows: the row length (last axis)
+  // normal over a paged KV cache: only pages some sequence references are drawn (page_elems elements each);
+  // the others are zeros. Empty: every element.
+  std::vector<uint8_t> pages_used;
+  int64_t page_elems = 0;
+};
+
 struct Inputs {
   std::map<std::string, kindex::Tensor> tensors;  // by input name; dense host tensors in the declared dtype
   std::map<std::string, double> scalars;          // scalar inputs (sm_scale, scaling)
+  // With GenerateOptions::plan_random_floats: how each random float tensor is drawn (not in `tensors`).
+  std::map<std::string, RandomFill> random;
 };
+
+// Fills `t` (dtype and shape as `fill` says) on the host.
+void fill_random(kindex::Tensor& t, const RandomFill& fill, uint64_t seed);
 
 // SOL-ExecBench's harness seeds its generator with 200; FlashInfer-Bench trials just need distinct seeds.
 constexpr uint64_t kSolDefaultSeed = 200;
@@ -32,6 +54,9 @@ struct GenerateOptions {
   // Produce only what is not drawn at random as floating point data (index tensors, safetensors inputs,
   // scalars): enough to check a workload's constraints without allocating the caches.
   bool skip_random_floats = false;
+  // Describe the random floating point tensors in Inputs::random instead of drawing them (for a generator on the
+  // device); everything else as usual.
+  bool plan_random_floats = false;
 };
 
 // Builds every input of the workload. Throws kindex::Error for a safetensors input that is missing or does not

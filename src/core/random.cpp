@@ -1,45 +1,27 @@
 #include "core/random.hpp"
 
-#include <cmath>
-#include <numbers>
+#include <algorithm>
 
 #include "core/parallel.hpp"
+#include "core/random_math.hpp"
 
 namespace kindex {
 
-uint64_t mix64(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ull;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
-}
+uint64_t mix64(uint64_t x) { return random_math::mix64(x); }
 
 namespace {
 
-// The key of (seed, stream), so one draw costs one mix64.
-uint64_t stream_key(uint64_t seed, uint64_t stream) { return mix64(mix64(seed) ^ stream); }
-uint64_t draw(uint64_t key, uint64_t i) { return mix64(key ^ i); }
-double unit(uint64_t bits) { return (double(bits >> 11) + 0.5) * (1.0 / 9007199254740992.0); }
-
-// Box-Muller on the pair (2p, 2p + 1) of draws: elements 2p and 2p + 1 are its cosine and sine halves, so one
-// log, one sqrt and one sincos serve two elements.
-void normal_pair(uint64_t key, uint64_t pair, double& even, double& odd) {
-  const double u1 = unit(draw(key, 2 * pair)), u2 = unit(draw(key, 2 * pair + 1));
-  const double r = std::sqrt(-2.0 * std::log(u1));
-  double s = 0, c = 0;
-  ::sincos(2.0 * std::numbers::pi * u2, &s, &c);
-  even = r * c;
-  odd = r * s;
-}
+using random_math::draw;
+using random_math::normal_pair;
+using random_math::stream_key;
+using random_math::unit;
 
 }  // namespace
 
 double uniform01(uint64_t seed, uint64_t stream, uint64_t i) { return unit(draw(stream_key(seed, stream), i)); }
 
 double standard_normal(uint64_t seed, uint64_t stream, uint64_t i) {
-  double even = 0, odd = 0;
-  normal_pair(stream_key(seed, stream), i / 2, even, odd);
-  return i % 2 ? odd : even;
+  return random_math::normal(stream_key(seed, stream), i);
 }
 
 namespace {
@@ -60,7 +42,7 @@ void for_each_normal(uint64_t key, int64_t begin, int64_t end, Emit&& emit) {
 }
 
 void fill_range(TensorView v, uint64_t key, int64_t begin, int64_t end, double scale) {
-  for_each_normal(key, begin, end, [&](int64_t i, double x) { v.set(i, scale * x); });
+  for_each_normal(key, begin, end, [&](int64_t i, double x) { v.set(i, random_math::mul(scale, x)); });
 }
 
 }  // namespace
@@ -87,7 +69,7 @@ void fill_uniform(Tensor& t, uint64_t seed, uint64_t stream, double lo, double h
   TensorView v = t.view();
   const uint64_t key = stream_key(seed, stream);
   parallel_for(t.numel(), [&](int64_t b, int64_t e) {
-    for (int64_t i = b; i < e; ++i) v.set(i, lo + (hi - lo) * unit(draw(key, uint64_t(i))));
+    for (int64_t i = b; i < e; ++i) v.set(i, lo + (hi - lo) * unit(draw(key, uint64_t(i))));  // host only
   }, 1 << 16);
 }
 

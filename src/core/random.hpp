@@ -1,6 +1,7 @@
 #pragma once
 // Counter-based random numbers: element i of stream s under seed k is a pure function of (k, s, i), so
-// inputs are reproducible, identical across thread counts, and generated in parallel.
+// inputs are reproducible, identical across thread counts, and generated in parallel; the arithmetic is
+// core/random_math.hpp's, which the device generator (libkindex_gpu_reference.so) shares bit for bit.
 #include <cstdint>
 
 #include "core/tensor.hpp"

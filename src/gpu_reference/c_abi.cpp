@@ -58,4 +58,10 @@ kindex_status kindex_gpu_reference_measure_rates(double* copy_bytes_per_s, doubl
 const char* kindex_gpu_reference_nvcc_version(void) { return kindex::gpu_reference::nvcc_version(); }
 const char* kindex_gpu_reference_cublaslt_version(void) { return kindex::gpu_reference::cublaslt_version(); }
 
+kindex_status kindex_gpu_reference_fill_random(const kindex_random_fill* fill, void* out, void* stream) {
+  kindex::capi::clear_error();
+  if (!fill) return kindex::capi::fail(KINDEX_STATUS_INVALID_ARGUMENT, "kindex_gpu_reference_fill_random: fill = NULL");
+  return kindex::gpu_reference::fill_random(*fill, out, stream);
+}
+
 }  // extern "C"

@@ -11,7 +11,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "kindex/kindex.h"
+#include "gpu_reference/c_abi.h"
 
 namespace kindex::gpu_reference {
 
@@ -28,6 +28,9 @@ kindex_status spin(uint64_t nanoseconds, unsigned long long* observed_device, vo
 // Rates of this device, measured now: device-to-device copy (bytes read + written per second, 1 GiB copied)
 // and a 8192^3 bf16 cuBLASLt GEMM on random data (FLOP/s); each the median of 10 timed repetitions (events).
 kindex_status measure_rates(double* copy_bytes_per_s, double* gemm_flops_per_s);
+
+// The runner's input generator on the device (c_abi.h: kindex_random_fill): the host generator's values, bit for bit.
+kindex_status fill_random(const kindex_random_fill& fill, void* out, void* stream);
 
 const char* nvcc_version();      // "13.0.48" (baked at build)
 const char* cublaslt_version();  // "13.0.0" from cublasLtGetVersion at run time

@@ -2,8 +2,12 @@
 // runtime_error / incorrect_numerical / timeout, and the bench goes on with the next one.
 #include <gtest/gtest.h>
 
+#include <fstream>
+#include <sstream>
+
 #include "bench/implementation.hpp"
 #include "bench/runner.hpp"
+#include "bench/sinks.hpp"
 #include "bench/support.hpp"
 #include "catalog/builtin.hpp"
 #include "core/error.hpp"
@@ -109,6 +113,52 @@ TEST(Faults, LibkindexLoadsAsAnExternalImplementation) {
   } else {
     EXPECT_EQ(report.results[0].status, RunStatus::passed) << report.results[0].message;
   }
+}
+
+// Only workers load an implementation: after a bench of an external library (one run that crashes its worker,
+// one that passes) the runner process has never mapped the library, yet every result, the crashed one included,
+// carries the library's description for its records.
+TEST(Faults, OnlyWorkersLoadTheLibraryAndEveryResultDescribesIt) {
+  Fixture f;
+  const std::string crash_lib = test::fake_decode_library(1), correct_lib = test::fake_decode_library(0);
+  BenchReport report = run_bench(f.items(), options({"external:" + crash_lib, "external:" + correct_lib}));
+  ASSERT_EQ(report.results.size(), 2u);
+  EXPECT_EQ(report.results[0].status, RunStatus::runtime_error);
+  EXPECT_EQ(report.results[1].status, RunStatus::passed) << report.results[1].message;
+  for (size_t i = 0; i < 2; ++i) {
+    const ImplementationInfo& info = report.results[i].implementation_info;
+    EXPECT_EQ(info.name, report.results[i].implementation);
+    EXPECT_EQ(info.language, "c_abi");
+    EXPECT_EQ(info.version, "fake-decode-" + std::to_string(i == 0 ? 1 : 0));
+    EXPECT_EQ(info.path, i == 0 ? crash_lib : correct_lib);
+    EXPECT_FALSE(info.on_device);  // kindex_abi_host_pointers
+  }
+  std::ifstream maps("/proc/self/maps");
+  std::stringstream text;
+  text << maps.rdbuf();
+  EXPECT_EQ(text.str().find("libfake_decode_"), std::string::npos) << "the runner process loaded the library";
+}
+
+// A sink added to a RecordWriter sees every run once, as it ends, with its work item, then the report.
+TEST(Faults, ASinkSeesEachRunWithItsWorkItem) {
+  struct Recorder final : RunSink {
+    std::vector<std::string>* seen;
+    explicit Recorder(std::vector<std::string>* s) : seen(s) {}
+    void add(const RunResult& r, const WorkItem& item, const Environment&) override {
+      seen->push_back(r.implementation + "@" + item.workload->uuid);
+    }
+    void finish(const BenchReport& report) override { seen->push_back("end " + std::to_string(report.results.size())); }
+  };
+  Fixture f;
+  std::vector<std::string> seen;
+  RecordWriter writer(f.items(), {});
+  writer.add_sink(std::make_unique<Recorder>(&seen));
+  BenchReport report = run_bench(f.items(), options({"cpu-reference"}),
+                                 [&](const RunResult& r, const Environment& env) { writer.add(r, env); });
+  writer.finish(report);
+  const std::string uuid = f.problem.workloads.at(0).uuid;
+  EXPECT_EQ(seen, (std::vector<std::string>{"cpu-reference@" + uuid, "end 1"}));
+  EXPECT_TRUE(writer.summary().files.empty());  // no --out, no store: nothing written
 }
 
 }  // namespace kindex::bench

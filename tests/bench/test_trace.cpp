@@ -3,7 +3,7 @@
 #include <cmath>
 #include <limits>
 
-#include "bench/runner.hpp"
+#include "bench/sinks.hpp"
 #include "catalog/builtin.hpp"
 
 namespace kindex::bench {

@@ -75,6 +75,37 @@ TEST(Inputs, OnlyReferencedPagesAreDrawnAndTheirValuesDoNotDependOnWhichAre) {
   EXPECT_GT(unused, 0);
 }
 
+// The plan the runner hands to the device generator (plan_random_floats) describes every random float tensor and
+// nothing else; drawing it with fill_random gives generate_inputs' tensors, byte for byte.
+TEST(Inputs, APlanDrawnLaterGivesTheSameTensors) {
+  for (const std::string& name : {kPs1, kPs64, std::string(kSolGqaRopeBackward)}) {
+    Problem problem = builtin_problem(name);
+    const Workload& w = problem.workloads.at(2);
+    const uint64_t seed = default_seed(problem.definition) + 2;
+    Inputs drawn = generate_inputs(problem.definition, w, seed);
+    Inputs plan = generate_inputs(problem.definition, w, seed, {.plan_random_floats = true});
+    ASSERT_FALSE(plan.random.empty()) << name;
+    EXPECT_EQ(plan.tensors.size() + plan.random.size(), drawn.tensors.size()) << name;
+    for (const auto& [input, fill] : plan.random) {
+      EXPECT_EQ(plan.tensors.count(input), 0u) << input;
+      Tensor t(fill.dtype, fill.shape);
+      fill_random(t, fill, seed);
+      EXPECT_TRUE(same_bytes(t, drawn.tensors.at(input))) << name << " " << input;
+    }
+    for (const auto& [input, t] : plan.tensors) EXPECT_TRUE(same_bytes(t, drawn.tensors.at(input))) << input;
+    EXPECT_TRUE(drawn.random.empty());
+  }
+  // A paged cache's plan marks exactly the pages the page table references.
+  Problem ps64 = builtin_problem(kPs64);
+  Inputs plan = generate_inputs(ps64.definition, ps64.workloads.at(3), 1, {.plan_random_floats = true});
+  const RandomFill& k = plan.random.at("k_cache");
+  std::vector<uint8_t> expected(k.pages_used.size(), 0);
+  for (int64_t i = 0; i < plan.tensors.at("kv_indices").numel(); ++i)
+    expected[size_t(plan.tensors.at("kv_indices").get(i))] = 1;
+  EXPECT_EQ(k.pages_used, expected);
+  EXPECT_EQ(k.page_elems, 64 * 4 * 128);
+}
+
 TEST(Inputs, ReproducibleSeedsAndFixedPageTables) {
   Definition def = *find_builtin(kPs1);
   Workload w = builtin_workloads(kPs1)[1];

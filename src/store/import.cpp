@@ -113,11 +113,16 @@ class ExportImporter {
  private:
   // A manifest's digest, validated once per distinct document (protocols and environments repeat).
   std::string digest_of(const json& manifest, const std::string& where) {
+    // Most runs repeat one of a few protocols and environments: comparing with those is cheaper than serializing.
+    for (const auto& [doc, digest] : recent_) {
+      if (doc == manifest) return digest;
+    }
     std::string key = manifest.dump();
     auto it = cache_.find(key);
     if (it != cache_.end()) return it->second;
     std::string d = evidence::make_manifest(manifest, where).digest;
     if (cache_.size() < 10000) cache_.emplace(std::move(key), d);
+    if (recent_.size() < 8) recent_.emplace_back(manifest, d);
     return d;
   }
 
@@ -257,8 +262,10 @@ class ExportImporter {
         throw Error(where, column, stated.dump(), "disagrees with the run manifest it carries, which gives " + computed.dump());
     }
     measurements_[row.at("id")] = evidence::run_measurements(run.document);
-    insert_row(db_, "protocols", {{"digest", protocol}, {"manifest", m["protocol"]}}, where);
-    insert_row(db_, "environments", {{"digest", environment}, {"manifest", m["environment"]}}, where);
+    // Protocols and environments repeat across runs: each is written once per import.
+    if (written_.insert(protocol).second) insert_row(db_, "protocols", {{"digest", protocol}, {"manifest", m["protocol"]}}, where);
+    if (written_.insert(environment).second)
+      insert_row(db_, "environments", {{"digest", environment}, {"manifest", m["environment"]}}, where);
     row["origin"] = "kernelindex-export";
     cohorts_.insert(ck);
   }
@@ -348,6 +355,8 @@ class ExportImporter {
   std::map<std::string, std::string> source_ids_, project_ids_;  // export id -> stored id (adopt_existing)
   std::set<std::string> adopted_runs_;  // export run ids whose run is stored under another id
   std::set<std::string> cohorts_;
+  std::set<std::string> written_;  // protocol and environment digests inserted by this import
+  std::vector<std::pair<json, std::string>> recent_;  // the last documents digest_of saw, with their digests
 };
 
 std::vector<std::string> expand(const std::vector<std::string>& paths, const std::set<std::string>& extensions,

@@ -1,11 +1,9 @@
 #include "store/query.hpp"
 
-#include <zstd.h>
-
 #include <algorithm>
 #include <cmath>
-#include <fstream>
 #include <set>
+#include <tuple>
 
 #include "core/error.hpp"
 #include "evidence/manifest.hpp"
@@ -345,61 +343,75 @@ json operation_view(Store& store, const std::string& operation, const std::strin
     }
     std::stable_sort(cohorts.begin(), cohorts.end(), [](const json& a, const json& b) { return a["members"] > b["members"]; });
   }
-  // Eligible runs of the operation across all its workloads (what KernelIndex's operation page counts).
-  auto all_eligible = store.db().query(
-      "SELECT COUNT(*) FROM benchmark_runs r JOIN workloads w ON w.id = r.workload_id WHERE w.operation_id = ? AND "
-      "r.status = 'passed' AND r.retracted_at IS NULL AND r.primary_value IS NOT NULL AND NOT EXISTS "
-      "(SELECT 1 FROM benchmark_runs s WHERE s.supersedes_id = r.id)",
-      {op.id});
-  // Implementations: best valid latency on the selected workload and how many workloads they ran.
-  auto impl_rows = store.db().query(
-      "SELECT i.id, i.slug, i.title, p.name, i.language, i.license_expression, i.source_available, i.installable, "
-      "(SELECT MIN(r.primary_value) FROM benchmark_runs r WHERE r.implementation_id = i.id AND r.workload_id = ? "
-      " AND r.status = 'passed' AND r.retracted_at IS NULL), "
-      "(SELECT COUNT(DISTINCT r.workload_id) FROM benchmark_runs r WHERE r.implementation_id = i.id), "
-      "(SELECT MAX(r.reproduced_by_kernelindex) FROM benchmark_runs r WHERE r.implementation_id = i.id), "
-      "(SELECT MAX(r.independent_replication_count) FROM benchmark_runs r WHERE r.implementation_id = i.id), "
-      "(SELECT MAX(r.source_available * r.has_raw_evidence) FROM benchmark_runs r WHERE r.implementation_id = i.id) "
-      "FROM implementations i LEFT JOIN projects p ON p.id = i.project_id WHERE i.operation_id = ? ORDER BY i.slug",
-      {selected >= 0 ? workloads[selected]["id"].get<std::string>() : std::string(), op.id});
-  double best = 0;
-  for (const auto& r : impl_rows) {
-    if (!r.is_null(8) && (best == 0 || r.real(8) < best)) best = r.real(8);
-  }
-  for (const auto& r : impl_rows) {
-    // The strongest evidence across the implementation's runs (KernelIndex's bestEvidence).
-    EvidenceLevel level = evidence_level({r.integer(10) != 0, r.integer(11), r.integer(12) != 0, r.integer(12) != 0});
-    impls.push_back({{"id", r.text(0)}, {"slug", r.text(1)}, {"title", r.is_null(2) ? r.text(1) : r.text(2)},
-                     {"project", opt_text(r, 3)}, {"language", opt_text(r, 4)}, {"license", opt_text(r, 5)},
-                     {"bestLatencyNs", opt(r, 8)}, {"xOfBest", r.is_null(8) || best == 0 ? json() : json(r.real(8) / best)},
-                     {"workloadsRun", r.integer(9)}, {"evidence", to_string(level)}});
-  }
-  std::stable_sort(impls.begin(), impls.end(), [](const json& a, const json& b) {
-    if (a["bestLatencyNs"].is_null() != b["bestLatencyNs"].is_null()) return b["bestLatencyNs"].is_null();
-    return !a["bestLatencyNs"].is_null() && a["bestLatencyNs"].get<double>() < b["bestLatencyNs"].get<double>();
-  });
-  // Plot data: best valid latency per (implementation, workload), and each workload's record against its floor.
-  // Plot data from one pass over the operation's valid runs: the best latency per (implementation, workload, GPU)
-  // gives each implementation's line and each workload's record per GPU for the floor plot.
-  std::map<std::string, const json*> wl_by_id;
-  for (const auto& w : workloads) wl_by_id[w["id"]] = &w;
-  json latency_points = json::array();
+  // One pass over the operation's runs (covered by ix_runs_workload, no run rows read) gives the eligible count,
+  // each implementation's best on the selected workload, workloads run and strongest evidence, and the plot data.
+  struct ImplStats {
+    std::optional<double> best_on_selected;
+    std::set<std::string> workloads;
+    bool reproduced = false, source_and_raw = false;
+    int64_t replications = 0;
+  };
+  std::map<std::string, ImplStats> stats;
+  int64_t all_eligible = 0;
+  const std::string selected_id = selected >= 0 ? workloads[selected]["id"].get<std::string>() : std::string();
   std::map<std::pair<std::string, std::string>, double> best_per_workload_gpu;
   std::map<std::pair<std::string, std::string>, double> best_per_impl_workload;
   for (const auto& r : store.db().query(
-           "SELECT r.implementation_id, r.workload_id, r.hardware_model, MIN(r.primary_value) FROM benchmark_runs r "
-           "JOIN workloads w ON w.id = r.workload_id WHERE w.operation_id = ? AND r.status = 'passed' AND "
-           "r.retracted_at IS NULL AND r.primary_value IS NOT NULL GROUP BY r.implementation_id, r.workload_id, "
-           "r.hardware_model",
+           "SELECT r.implementation_id, r.workload_id, r.hardware_model, r.status, r.retracted_at IS NULL, r.primary_value, "
+           "r.reproduced_by_kernelindex, r.independent_replication_count, r.source_available * r.has_raw_evidence "
+           "FROM benchmark_runs r JOIN workloads w ON w.id = r.workload_id WHERE w.operation_id = ?",
            {op.id})) {
-    double v = r.real(3);
-    auto key = std::make_pair(r.text(1), r.text(2));
+    ImplStats& st = stats[r.text(0)];
+    st.workloads.insert(r.text(1));
+    st.reproduced = st.reproduced || r.integer(6) != 0;
+    st.replications = std::max(st.replications, r.integer(7));
+    st.source_and_raw = st.source_and_raw || r.integer(8) != 0;
+    if (r.text(3) != "passed" || r.integer(4) == 0 || r.is_null(5)) continue;
+    const double v = r.real(5);
+    ++all_eligible;
+    if (r.text(1) == selected_id && (!st.best_on_selected || v < *st.best_on_selected)) st.best_on_selected = v;
+    auto key = std::make_pair(r.text(1), r.is_null(2) ? std::string() : r.text(2));
     auto it = best_per_workload_gpu.find(key);
     if (it == best_per_workload_gpu.end() || v < it->second) best_per_workload_gpu[key] = v;
     auto ik = std::make_pair(r.text(0), r.text(1));
     auto jt = best_per_impl_workload.find(ik);
     if (jt == best_per_impl_workload.end() || v < jt->second) best_per_impl_workload[ik] = v;
   }
+  // Eligible runs across all workloads (what KernelIndex's operation page counts): valid runs no run supersedes.
+  auto superseded = store.db().query(
+      // From the few superseding runs (ix_runs_supersedes) to what they supersede; CROSS JOIN keeps SQLite in that order.
+      "SELECT COUNT(DISTINCT s.supersedes_id) FROM benchmark_runs s CROSS JOIN benchmark_runs r CROSS JOIN workloads w "
+      "WHERE s.supersedes_id IS NOT NULL AND r.id = s.supersedes_id AND w.id = r.workload_id AND w.operation_id = ? AND "
+      "r.status = 'passed' AND r.retracted_at IS NULL AND r.primary_value IS NOT NULL",
+      {op.id});
+  if (!superseded.empty()) all_eligible -= superseded[0].integer(0);
+  auto impl_rows = store.db().query(
+      "SELECT i.id, i.slug, i.title, p.name, i.language, i.license_expression FROM implementations i "
+      "LEFT JOIN projects p ON p.id = i.project_id WHERE i.operation_id = ? ORDER BY i.slug",
+      {op.id});
+  double best = 0;
+  for (const auto& [id, st] : stats) {
+    if (st.best_on_selected && (best == 0 || *st.best_on_selected < best)) best = *st.best_on_selected;
+  }
+  for (const auto& r : impl_rows) {
+    const ImplStats& st = stats[r.text(0)];
+    // The strongest evidence across the implementation's runs (KernelIndex's bestEvidence).
+    EvidenceLevel level = evidence_level({st.reproduced, st.replications, st.source_and_raw, st.source_and_raw});
+    json best_ns = st.best_on_selected ? json(*st.best_on_selected) : json();
+    impls.push_back({{"id", r.text(0)}, {"slug", r.text(1)}, {"title", r.is_null(2) ? r.text(1) : r.text(2)},
+                     {"project", opt_text(r, 3)}, {"language", opt_text(r, 4)}, {"license", opt_text(r, 5)},
+                     {"bestLatencyNs", best_ns}, {"xOfBest", best_ns.is_null() || best == 0 ? json() : json(*st.best_on_selected / best)},
+                     {"workloadsRun", st.workloads.size()}, {"evidence", to_string(level)}});
+  }
+  std::stable_sort(impls.begin(), impls.end(), [](const json& a, const json& b) {
+    if (a["bestLatencyNs"].is_null() != b["bestLatencyNs"].is_null()) return b["bestLatencyNs"].is_null();
+    return !a["bestLatencyNs"].is_null() && a["bestLatencyNs"].get<double>() < b["bestLatencyNs"].get<double>();
+  });
+  // Plot data: the best latency per (implementation, workload) gives each implementation's line, and each
+  // workload's record per GPU the floor plot.
+  std::map<std::string, const json*> wl_by_id;
+  for (const auto& w : workloads) wl_by_id[w["id"]] = &w;
+  json latency_points = json::array();
   for (const auto& [k, v] : best_per_impl_workload) {
     latency_points.push_back({{"implementationId", k.first}, {"workloadId", k.second}, {"latencyNs", v}});
   }
@@ -427,7 +439,7 @@ json operation_view(Store& store, const std::string& operation, const std::strin
           {"workloads", workload_list},
           {"selectedWorkload", selected >= 0 ? workload_list[selected] : json()},
           {"eligibleRuns", eligible},
-          {"eligibleRunsAllWorkloads", all_eligible.empty() ? 0 : all_eligible[0].integer(0)},
+          {"eligibleRunsAllWorkloads", all_eligible},
           {"cohorts", cohorts},
           {"implementations", impls},
           {"semantics", semantics_of(op.manifest)},
@@ -726,19 +738,197 @@ json resolve(Store& store, const ResolveQuery& q, int near_limit) {
           {"near", std::move(near)}};
 }
 
+namespace {
+
+std::string lowercase(std::string s) {
+  for (auto& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return s;
+}
+bool contains_folded(const std::string& text, const std::string& needle) {
+  return needle.empty() || lowercase(text).find(lowercase(needle)) != std::string::npos;
+}
+
+// Minimum, quartiles (linear interpolation between order statistics) and maximum.
+json distribution(std::vector<double> v) {
+  if (v.empty()) return {{"count", 0}};
+  std::sort(v.begin(), v.end());
+  auto at = [&](double q) {
+    double pos = q * static_cast<double>(v.size() - 1);
+    size_t i = static_cast<size_t>(pos);
+    double frac = pos - static_cast<double>(i);
+    return i + 1 < v.size() ? v[i] + frac * (v[i + 1] - v[i]) : v[i];
+  };
+  return {{"count", v.size()}, {"minNs", v.front()}, {"q1Ns", at(0.25)}, {"medianNs", at(0.5)},
+          {"q3Ns", at(0.75)}, {"maxNs", v.back()}, {"valuesNs", v}};
+}
+
+}  // namespace
+
+json leaderboard(Store& store, const LeaderboardQuery& q) {
+  OperationRow op = find_operation(store, q.operation);
+  struct Entry {
+    std::string id, slug, title;
+    json project, authors = json::array();
+    bool shown = true;
+    int64_t runs = 0, passed = 0;
+    std::set<std::string> workloads;
+    std::map<std::string, double> best_per_cohort;  // comparison key -> fastest passed value
+    std::map<std::pair<std::string, std::string>, double> latency_per_workload_gpu;  // ns
+  };
+  std::vector<Entry> entries;
+  std::map<std::string, size_t> index;
+  std::set<std::string> authors, devices;
+  for (const auto& r : store.db().query(
+           "SELECT i.id, i.slug, i.title, p.name, i.manifest FROM implementations i LEFT JOIN projects p ON "
+           "p.id = i.project_id WHERE i.operation_id = ? ORDER BY i.slug, i.id",
+           {op.id})) {
+    Entry en;
+    en.id = r.text(0);
+    en.slug = r.text(1);
+    en.title = r.is_null(2) ? en.slug : r.text(2);
+    en.project = opt_text(r, 3);
+    // FlashInfer-Bench's solution author is the implementation manifest's metadata.authors (KernelIndex keeps it
+    // there); the project stands in when no author is named.
+    json m = json::parse(r.text(4));
+    for (const auto& a : m.value("metadata", json::object()).value("authors", json::array())) {
+      if (!a.is_object()) continue;
+      for (const char* field : {"name", "github"}) {  // KernelIndex names an author, or gives their GitHub handle
+        if (a.value(field, json()).is_string()) {
+          en.authors.push_back(a[field]);
+          break;
+        }
+      }
+    }
+    if (en.authors.empty() && en.project.is_string()) en.authors.push_back(en.project);
+    if (!q.author.empty()) {
+      en.shown = false;
+      for (const auto& a : en.authors) en.shown = en.shown || contains_folded(a.get<std::string>(), q.author);
+    }
+    for (const auto& a : en.authors) authors.insert(a.get<std::string>());
+    index[en.id] = entries.size();
+    entries.push_back(std::move(en));
+  }
+  for (const auto& r : store.db().query(
+           "SELECT r.implementation_id, r.workload_id, r.hardware_model, r.status, r.primary_value, r.comparison_key, "
+           "r.primary_metric, r.primary_unit FROM benchmark_runs r JOIN workloads w ON w.id = r.workload_id "
+           "WHERE w.operation_id = ? AND r.retracted_at IS NULL AND NOT EXISTS "
+           "(SELECT 1 FROM benchmark_runs s WHERE s.supersedes_id = r.id)",
+           {op.id})) {
+    const std::string gpu = r.is_null(2) ? "" : r.text(2);
+    if (!gpu.empty()) devices.insert(gpu);
+    auto it = index.find(r.text(0));
+    if (it == index.end() || !contains_folded(gpu, q.device)) continue;
+    Entry& en = entries[it->second];
+    ++en.runs;
+    en.workloads.insert(r.text(1));
+    if (r.text(3) != "passed" || r.is_null(4)) continue;
+    ++en.passed;
+    const double v = r.real(4);
+    auto [c, fresh] = en.best_per_cohort.emplace(r.text(5), v);
+    if (!fresh) c->second = std::min(c->second, v);
+    if (!r.is_null(6) && r.text(6) == "latency" && !r.is_null(7) && r.text(7) == "ns") {
+      auto [l, first] = en.latency_per_workload_gpu.emplace(std::make_pair(r.text(1), gpu), v);
+      if (!first) l->second = std::min(l->second, v);
+    }
+  }
+  // The baseline: asked for by id, id prefix or slug; else the implementation with passed runs in the most cohorts.
+  const Entry* baseline = nullptr;
+  if (!q.baseline.empty()) {
+    for (const auto& en : entries) {
+      if (en.id == q.baseline || en.slug == q.baseline || (q.baseline.size() >= 8 && en.id.rfind(q.baseline, 0) == 0)) {
+        baseline = &en;
+        break;
+      }
+    }
+    if (!baseline) throw Error("index", "baseline", q.baseline, "no such implementation of " + op.name);
+  } else {
+    for (const auto& en : entries) {
+      if (!en.best_per_cohort.empty() && (!baseline || en.best_per_cohort.size() > baseline->best_per_cohort.size()))
+        baseline = &en;
+    }
+  }
+  json rows = json::array();
+  for (const auto& en : entries) {
+    if (!en.shown || en.runs == 0) continue;
+    std::vector<double> speedups;
+    if (baseline) {
+      for (const auto& [ck, v] : en.best_per_cohort) {
+        auto b = baseline->best_per_cohort.find(ck);
+        if (b != baseline->best_per_cohort.end() && v > 0) speedups.push_back(b->second / v);
+      }
+    }
+    json avg, geomean, lo, hi;
+    if (!speedups.empty()) {
+      double sum = 0, logs = 0;
+      for (double x : speedups) sum += x, logs += std::log(x);
+      avg = sum / static_cast<double>(speedups.size());
+      geomean = std::exp(logs / static_cast<double>(speedups.size()));
+      lo = *std::min_element(speedups.begin(), speedups.end());
+      hi = *std::max_element(speedups.begin(), speedups.end());
+    }
+    std::vector<double> latencies;
+    for (const auto& [k, v] : en.latency_per_workload_gpu) latencies.push_back(v);
+    rows.push_back({{"id", en.id}, {"slug", en.slug}, {"title", en.title}, {"project", en.project}, {"authors", en.authors},
+                    {"baseline", baseline == &en}, {"runs", en.runs}, {"passed", en.passed},
+                    {"passRate", static_cast<double>(en.passed) / static_cast<double>(en.runs)},
+                    {"workloads", en.workloads.size()}, {"cohortsCompared", speedups.size()}, {"avgSpeedup", avg},
+                    {"geomeanSpeedup", geomean}, {"minSpeedup", lo}, {"maxSpeedup", hi},
+                    {"latency", distribution(std::move(latencies))}});
+  }
+  // Highest average speedup first (implementations with no comparable cohort last), then pass rate, then slug.
+  std::stable_sort(rows.begin(), rows.end(), [](const json& a, const json& b) {
+    if (a["avgSpeedup"].is_null() != b["avgSpeedup"].is_null()) return b["avgSpeedup"].is_null();
+    if (!a["avgSpeedup"].is_null() && a["avgSpeedup"] != b["avgSpeedup"]) return a["avgSpeedup"].get<double>() > b["avgSpeedup"].get<double>();
+    return a["passRate"].get<double>() > b["passRate"].get<double>();
+  });
+  for (size_t i = 0; i < rows.size(); ++i) rows[i]["position"] = i + 1;
+  const json meta = op.manifest.value("metadata", json::object());
+  return {{"operation", {{"id", op.id}, {"slug", op.slug}, {"name", op.name}, {"title", meta.value("title", op.name)}}},
+          {"filters", {{"device", q.device}, {"author", q.author}, {"baseline", q.baseline}}},
+          {"devices", devices},
+          {"authors", authors},
+          {"baseline", baseline ? json{{"id", baseline->id}, {"slug", baseline->slug}, {"title", baseline->title},
+                                       {"chosenBy", q.baseline.empty() ? "most cohorts with a passed run" : "asked"}}
+                                : json()},
+          {"entries", std::move(rows)}};
+}
+
 json records(Store& store, const std::string& operation) {
   std::vector<Value> params;
-  std::string sql =
-      "SELECT DISTINCT r.comparison_key, o.slug, o.name, w.id, w.manifest FROM benchmark_runs r JOIN workloads w ON "
-      "w.id = r.workload_id JOIN operations o ON o.id = w.operation_id";
+  // The distinct (workload, cohort) pairs come from the runs index alone; each workload's operation and label are
+  // read once, not once per run.
+  std::string filter;
   if (!operation.empty()) {
-    sql += " WHERE o.id = ?";
+    filter = " WHERE w.operation_id = ?";
     params.push_back(find_operation(store, operation).id);
   }
-  sql += " ORDER BY o.slug, w.id, r.comparison_key";
+  struct WorkloadInfo {
+    std::string op_slug, op_name, label;
+  };
+  std::map<std::string, WorkloadInfo> workload_info;
+  for (const auto& r : store.db().query(
+           "SELECT w.id, o.slug, o.name, w.manifest FROM workloads w JOIN operations o ON o.id = w.operation_id" + filter, params)) {
+    workload_info[r.text(0)] = {r.text(1), r.text(2), workload_label(json::parse(r.text(3)))};
+  }
+  struct Group {
+    std::string op_slug, workload_id, comparison_key;
+    const WorkloadInfo* info;
+  };
+  std::vector<Group> groups;
+  for (const auto& r : store.db().query(
+           "SELECT DISTINCT r.workload_id, r.comparison_key FROM benchmark_runs r" +
+               std::string(operation.empty() ? "" : " JOIN workloads w ON w.id = r.workload_id") + filter,
+           params)) {
+    auto it = workload_info.find(r.text(0));
+    if (it == workload_info.end()) continue;
+    groups.push_back({it->second.op_slug, r.text(0), r.text(1), &it->second});
+  }
+  std::sort(groups.begin(), groups.end(), [](const Group& a, const Group& b) {
+    return std::tie(a.op_slug, a.workload_id, a.comparison_key) < std::tie(b.op_slug, b.workload_id, b.comparison_key);
+  });
   json out = json::array();
-  for (const auto& r : store.db().query(sql, params)) {
-    auto members = store.cohort(r.text(0));
+  for (const Group& g : groups) {
+    auto members = store.cohort(g.comparison_key);
     json holder;
     if (!members.empty()) {
       // The holder is the fastest run (the earliest of equals), whatever order its tie chain is listed in.
@@ -752,13 +942,13 @@ json records(Store& store, const std::string& operation) {
     for (const auto& e : store.db().query(
              "SELECT id, run_id, previous_run_id, policy_version, cause, at, created_at FROM record_events WHERE "
              "comparison_key = ? ORDER BY created_at, at, id",
-             {r.text(0)})) {
+             {g.comparison_key})) {
       history.push_back({{"id", e.text(0)}, {"runId", opt_text(e, 1)}, {"previousRunId", opt_text(e, 2)},
                          {"policyVersion", e.text(3)}, {"cause", e.text(4)}, {"at", e.text(5)},
                          {"createdAt", opt_text(e, 6)}});
     }
-    out.push_back({{"comparisonKey", r.text(0)}, {"operation", r.text(1)}, {"operationName", r.text(2)},
-                   {"workloadId", r.text(3)}, {"workload", workload_label(json::parse(r.text(4)))},
+    out.push_back({{"comparisonKey", g.comparison_key}, {"operation", g.op_slug}, {"operationName", g.info->op_name},
+                   {"workloadId", g.workload_id}, {"workload", g.info->label},
                    {"record", holder}, {"members", members.size()}, {"history", history}});
   }
   return out;
@@ -788,63 +978,6 @@ json compare(Store& store, const std::string& a, const std::string& b) {
   ra.erase("samplesNs");
   rb.erase("samplesNs");
   return {{"a", ra}, {"b", rb}, {"sameCohort", comparable}, {"differs", differs}, {"ratioBOverA", ratio}};
-}
-
-json export_store(Store& store, const std::string& path) {
-  static const std::set<std::string> json_columns = {"policy", "manifest", "tags", "dtypes", "layoutKeys",
-                                                     "targetArchitectures"};
-  static const std::set<std::string> bool_columns = {"sourceAvailable", "installable", "reported",
-                                                     "reproducedByKernelindex", "hasRawEvidence", "sourceNative"};
-  static const std::set<std::string> kindex_only = {"origin", "realGpu", "kindexFloorNs"};
-  std::string text;
-  json counts = json::object();
-  for (const std::string table : {"sources", "projects", "operations", "operation_aliases", "workloads",
-                                  "implementations", "benchmark_runs", "measurements", "record_events",
-                                  "artifacts"}) {
-    const auto& keys = table_keys(table);
-    std::string cols;
-    for (const auto& k : keys) cols += (cols.empty() ? "" : ", ") + snake_case(k);
-    int64_t n = 0;
-    for (const auto& r : store.db().query("SELECT " + cols + " FROM " + table + " ORDER BY " + snake_case(keys[0]) +
-                                          (table == "operation_aliases" ? ", alias" : ""))) {
-      json row = json::object();
-      for (size_t i = 0; i < keys.size(); ++i) {
-        const std::string& k = keys[i];
-        if (kindex_only.count(k) || (k == "kind" && table == "workloads")) continue;
-        if (r.is_null(i)) {
-          row[k] = nullptr;
-        } else if (json_columns.count(k)) {
-          row[k] = json::parse(r.text(i));
-        } else if (bool_columns.count(k)) {
-          row[k] = r.integer(i) != 0;
-        } else if (auto s = std::get_if<std::string>(&r.cells[i])) {
-          row[k] = *s;
-        } else if (auto d = std::get_if<double>(&r.cells[i])) {
-          double v = *d;
-          row[k] = v == std::floor(v) && std::fabs(v) < 9e15 ? json(static_cast<int64_t>(v)) : json(v);
-        } else {
-          row[k] = r.integer(i);
-        }
-      }
-      if (table == "benchmark_runs") {
-        row["manifest"] = json::parse(store.db().query("SELECT manifest FROM run_manifests WHERE run_id = ?", {row["id"].get<std::string>()})[0].text(0));
-      }
-      text += json{{"table", table}, {"row", row}}.dump() + "\n";
-      ++n;
-    }
-    counts[table] = n;
-  }
-  std::ofstream out(path, std::ios::binary);
-  if (!out) throw Error(path, "path", path, "cannot write the export");
-  if (path.size() > 4 && path.substr(path.size() - 4) == ".zst") {
-    std::string buf(ZSTD_compressBound(text.size()), '\0');
-    size_t n = ZSTD_compress(buf.data(), buf.size(), text.data(), text.size(), 9);
-    if (ZSTD_isError(n)) throw Error(path, "zstd", "", ZSTD_getErrorName(n));
-    out.write(buf.data(), static_cast<std::streamsize>(n));
-  } else {
-    out << text;
-  }
-  return counts;
 }
 
 }  // namespace kindex::store

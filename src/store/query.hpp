@@ -36,14 +36,23 @@ struct ResolveQuery {
 // rank); then near matches (other workloads / GPUs of the operation), each with the facets that differ.
 nlohmann::json resolve(Store& store, const ResolveQuery& query, int near_limit = 10);
 
+struct LeaderboardQuery {
+  std::string operation;  // operation or definition name / alias / slug
+  std::string device;     // optional: substring of the hardware model, e.g. "H200" (case-insensitive)
+  std::string author;     // optional: substring of an author or project name (case-insensitive)
+  std::string baseline;   // optional: the implementation speedups are measured against (id, id prefix or slug)
+};
+// FlashInfer-Bench's leaderboard for one operation: per implementation across all its workloads, the average
+// speedup over the baseline (baseline latency / its latency, averaged over every cohort - workload, GPU,
+// protocol, environment - where both have a passed run), the pass rate of its runs, and the distribution of its
+// best latency per workload and GPU. The baseline is the one asked for, else the implementation with passed
+// runs in the most cohorts. Filters apply to runs (device) and implementations (author).
+nlohmann::json leaderboard(Store& store, const LeaderboardQuery& query);
+
 // Current records and their append-only history, per cohort (optionally of one operation).
 nlohmann::json records(Store& store, const std::string& operation = "");
 // Two runs side by side with the facets that differ and the latency ratio.
 nlohmann::json compare(Store& store, const std::string& run_a, const std::string& run_b);
-
-// Writes the store in the KernelIndex export shape (.jsonl.zst when the path ends in .zst, else .jsonl);
-// returns row counts per table.
-nlohmann::json export_store(Store& store, const std::string& path);
 
 // "num_pages = 425 · batch_size = 1 · ... · bf16" for a workload manifest (variable axes first as stored).
 std::string workload_label(const nlohmann::json& workload_manifest);

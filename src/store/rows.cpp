@@ -114,17 +114,11 @@ const std::vector<std::string>& table_keys(const std::string& table) {
 bool insert_row(Db& db, const std::string& table, const nlohmann::json& row, const std::string& where) {
   if (!row.is_object()) throw Error(where, table, row.dump().substr(0, 80), "a row must be a JSON object");
   // A run's manifest is kept in run_manifests (see schema.hpp); the export shape carries it on the run row.
-  if (table == "benchmark_runs" && row.contains("manifest")) {
-    nlohmann::json slim = row;
-    slim.erase("manifest");
-    bool inserted = insert_row(db, table, slim, where);
-    if (inserted) insert_row(db, "run_manifests", {{"runId", row.at("id")}, {"manifest", row["manifest"]}}, where);
-    return inserted;
-  }
+  const auto manifest = table == "benchmark_runs" ? row.find("manifest") : row.end();
   const auto& keys = table_keys(table);
-  for (const auto& [key, value] : row.items()) {
-    if (std::find(keys.begin(), keys.end(), key) == keys.end()) {
-      throw Error(where, table + "." + key, value.dump().substr(0, 80), "unknown column for table " + table);
+  for (auto it = row.begin(); it != row.end(); ++it) {
+    if (it != manifest && std::find(keys.begin(), keys.end(), it.key()) == keys.end()) {
+      throw Error(where, table + "." + it.key(), it->dump().substr(0, 80), "unknown column for table " + table);
     }
   }
   const Prepared& p = insert_sql(table);
@@ -144,7 +138,11 @@ bool insert_row(Db& db, const std::string& table, const nlohmann::json& row, con
       params.push_back(to_value(*it));
     }
   }
-  return db.execute(p.sql, params) > 0;
+  const bool inserted = db.execute(p.sql, params) > 0;
+  if (inserted && manifest != row.end()) {
+    db.execute(insert_sql("run_manifests").sql, {to_value(row.at("id")), manifest->dump()});
+  }
+  return inserted;
 }
 
 }  // namespace kindex::store

@@ -64,9 +64,13 @@ CREATE TABLE IF NOT EXISTS artifacts (
 CREATE INDEX IF NOT EXISTS ix_alias ON operation_aliases(alias);
 CREATE INDEX IF NOT EXISTS ix_workloads_op ON workloads(operation_id);
 CREATE INDEX IF NOT EXISTS ix_impl_op ON implementations(operation_id);
--- Covers the per-workload questions (ranked lists, best per implementation, plots) without reading run rows.
-CREATE INDEX IF NOT EXISTS ix_runs_by_workload ON benchmark_runs(workload_id, status, primary_value, implementation_id,
-  hardware_model, retracted_at, comparison_key);
+-- Covers the per-workload questions (ranked lists, best per implementation, plots, the operation page's pass over
+-- its runs with their evidence flags) without reading run rows. (ix_runs_by_workload, its earlier form, had no
+-- evidence flags.)
+DROP INDEX IF EXISTS ix_runs_by_workload;
+CREATE INDEX IF NOT EXISTS ix_runs_workload ON benchmark_runs(workload_id, status, primary_value, implementation_id,
+  hardware_model, retracted_at, comparison_key, reproduced_by_kernelindex, independent_replication_count,
+  source_available, has_raw_evidence);
 -- Covers ranking a cohort (Store::cohort) without reading run rows.
 -- (ix_runs_ranking, its earlier form, covered installable instead of has_raw_evidence.)
 DROP INDEX IF EXISTS ix_runs_ranking;

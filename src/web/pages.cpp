@@ -122,9 +122,61 @@ namespace {
 std::string times(double x) { return format_ratio(x); }
 }  // namespace
 
+const std::string& search_script() {
+  // Replaces the operations table with /api/search's answer as the user types; rows are built with textContent,
+  // so nothing from data is parsed as HTML. Only the newest answer is shown.
+  static const std::string script = R"JS("use strict";
+(function () {
+  var form = document.getElementById("search");
+  var input = document.getElementById("q");
+  var table = document.getElementById("operations");
+  if (!form || !input || !table || !window.fetch) return;
+  var latest = 0, timer = null;
+  function cell(row, text, className) {
+    var td = row.insertCell();
+    td.textContent = text;
+    if (className) td.className = className;
+    return td;
+  }
+  function render(operations) {
+    while (table.rows.length > 1) table.deleteRow(1);
+    operations.forEach(function (op) {
+      var row = table.insertRow();
+      var a = document.createElement("a");
+      a.href = "/operations/" + encodeURIComponent(op.slug);
+      a.textContent = op.name;
+      row.insertCell().appendChild(a);
+      cell(row, op.family);
+      cell(row, String(op.workloads), "num");
+      cell(row, String(op.runs), "num");
+    });
+    var status = document.getElementById("search-status");
+    if (status) status.textContent = operations.length + " operations";
+  }
+  function search() {
+    var q = input.value, mine = ++latest;
+    fetch("/api/search?q=" + encodeURIComponent(q), {headers: {Accept: "application/json"}})
+      .then(function (r) { return r.ok ? r.json() : Promise.reject(r.status); })
+      .then(function (ops) {
+        if (mine !== latest) return;
+        render(ops);
+        history.replaceState(null, "", q ? "/?q=" + encodeURIComponent(q) : "/");
+      })
+      .catch(function () {});
+  }
+  input.addEventListener("input", function () {
+    clearTimeout(timer);
+    timer = setTimeout(search, 120);
+  });
+})();
+)JS";
+  return script;
+}
+
 std::string home_page(const json& operations, const std::string& query) {
-  std::string body = "<h1>Operations</h1><form method=\"get\" action=\"/\"><input name=\"q\" value=\"" +
-                     html_escape(query) + "\" placeholder=\"search operations\"> <button>Search</button></form>";
+  std::string body = "<h1>Operations</h1><form method=\"get\" action=\"/\" id=\"search\" role=\"search\"><input name=\"q\" id=\"q\" "
+                     "autocomplete=\"off\" value=\"" + html_escape(query) + "\" placeholder=\"search operations\"> <button>Search</button>"
+                     " <span class=\"muted\" id=\"search-status\">" + std::to_string(operations.size()) + " operations</span></form>";
   body += "<table id=\"operations\"><tr><th>Operation</th><th>Family</th><th>Workloads</th><th>Runs</th></tr>";
   for (const auto& op : operations) {
     body += "<tr><td><a href=\"/operations/" + url(op["slug"]) + "\">" + e(op["name"]) + "</a></td><td>" +
@@ -133,7 +185,7 @@ std::string home_page(const json& operations, const std::string& query) {
   }
   body += "</table><h2>Resolve a workload</h2><form method=\"get\" action=\"/resolve\">operation <input name=\"operation\">"
           " axes <input name=\"axes\" placeholder=\"batch_size=1,num_pages=425\"> gpu <input name=\"gpu\" size=\"8\"> "
-          "<button>Resolve</button></form>";
+          "<button>Resolve</button></form><script src=\"/assets/search.js\" defer></script>";
   return page("kindex", body);
 }
 
@@ -267,7 +319,8 @@ std::string operation_page(const json& v) {
   for (const auto& a : op["aliases"]) aliases += e(a) + " ";
   body += dl({{"alias", aliases}, {"digest", e(op["digest"])}, {"family", e(op["family"])}});
   body += "<p class=\"muted\"><a href=\"/api/operations/" + url(slug) + (sel.is_null() ? "" : "?workload=" + url(sel["id"])) +
-          "\">JSON</a> · <a href=\"/records?operation=" + url(slug) + "\">Record history</a></p>";
+          "\">JSON</a> · <a href=\"/records?operation=" + url(slug) + "\">Record history</a> · <a href=\"/operations/" + url(slug) +
+          "/leaderboard\" id=\"leaderboard-link\">Leaderboard</a></p>";
   return page(op["title"].get<std::string>() + " · kindex", body);
 }
 
@@ -422,6 +475,60 @@ std::string resolve_page(const json& v) {
   return page("Resolve · kindex", body + "</table>");
 }
 
+std::string leaderboard_page(const json& v) {
+  const json& op = v["operation"];
+  const std::string slug = op["slug"];
+  const json& f = v["filters"];
+  std::string query;
+  for (const char* k : {"device", "author", "baseline"}) {
+    if (!f.value(k, std::string()).empty()) query += std::string(query.empty() ? "?" : "&") + k + "=" + url(f[k]);
+  }
+  std::string body = "<h1 id=\"title\">Leaderboard · " + e(op["title"]) + "</h1><p class=\"muted\"><a href=\"/operations/" +
+                     url(slug) + "\">operation page</a> · <a href=\"/api/operations/" + url(slug) + "/leaderboard" + query +
+                     "\">JSON</a></p>";
+  // Filters: a plain GET form (no script needed).
+  body += "<form method=\"get\" action=\"/operations/" + url(slug) + "/leaderboard\" id=\"filters\">device <select name=\"device\">"
+          "<option value=\"\">all</option>";
+  for (const auto& d : v["devices"]) {
+    body += "<option value=\"" + e(d) + "\"" + (d == f["device"] ? " selected" : "") + ">" + e(d) + "</option>";
+  }
+  body += "</select> author <input name=\"author\" value=\"" + e(f["author"]) + "\" list=\"authors\"><datalist id=\"authors\">";
+  for (const auto& a : v["authors"]) body += "<option value=\"" + e(a) + "\">";
+  body += "</datalist> baseline <select name=\"baseline\"><option value=\"\">default</option>";
+  for (const auto& en : v["entries"]) {
+    body += "<option value=\"" + e(en["slug"]) + "\"" + (en["slug"] == f["baseline"] ? " selected" : "") + ">" + e(en["title"]) + "</option>";
+  }
+  body += "</select> <button>Apply</button></form>";
+  const json& b = v["baseline"];
+  body += "<p id=\"baseline\">" +
+          (b.is_null() ? std::string("No baseline: no implementation has a passed run.")
+                       : "Speedup over <b>" + e(b["title"]) + "</b> (" + e(b["chosenBy"]) +
+                             "): its latency divided by each implementation's, averaged over every workload, GPU and "
+                             "protocol where both have a passed run.") +
+          "</p>";
+  body += "<table id=\"leaderboard\"><tr><th>#</th><th>Implementation</th><th>Author</th><th>Avg speedup</th><th>Geomean</th>"
+          "<th>Compared</th><th>Pass rate</th><th>Workloads</th><th>Median latency</th></tr>";
+  for (const auto& en : v["entries"]) {
+    std::string authors;
+    for (const auto& a : en["authors"]) authors += (authors.empty() ? "" : ", ") + e(a);
+    const json& lat = en["latency"];
+    body += std::string("<tr class=\"entry") + (en["baseline"].get<bool>() ? " baseline" : "") + "\"><td class=\"num\">" +
+            e(en["position"]) + "</td><td><a href=\"/implementations/" + url(en["id"]) + "\">" + e(en["title"]) + "</a></td><td>" +
+            authors + "</td><td class=\"num speedup\">" +
+            (en["avgSpeedup"].is_number() ? html_escape(times(en["avgSpeedup"])) : "—") + "</td><td class=\"num\">" +
+            (en["geomeanSpeedup"].is_number() ? html_escape(times(en["geomeanSpeedup"])) : "—") + "</td><td class=\"num\">" +
+            e(en["cohortsCompared"]) + "</td><td class=\"num pass-rate\">" +
+            html_escape(fmt("%.0f%%", 100 * en["passRate"].get<double>())) + " <span class=\"muted\">(" + e(en["passed"]) + "/" +
+            e(en["runs"]) + ")</span></td><td class=\"num\">" + e(en["workloads"]) + "</td><td class=\"num\">" +
+            (lat.value("count", 0) > 0 ? latency(lat["medianNs"]) : "—") + "</td></tr>";
+  }
+  body += "</table>";
+  if (v["entries"].empty()) body += "<p>No implementation matches these filters.</p>";
+  body += "<h2>Latency distribution</h2><p class=\"muted\">Best latency per workload and GPU: whiskers from the fastest to the "
+          "slowest, box from the first to the third quartile, the bar at the median.</p>" + leaderboard_plot_svg(v);
+  return page("Leaderboard · " + op["title"].get<std::string>() + " · kindex", body);
+}
+
 std::string records_page(const json& records, const std::string& operation) {
   std::string body = "<h1>Records" + (operation.empty() ? std::string() : " · " + html_escape(operation)) + "</h1>";
   body += "<table><tr><th>Operation</th><th>Workload</th><th>Record</th><th>Latency</th><th>History</th></tr>";
@@ -574,6 +681,58 @@ std::string floor_plot_svg(const json& v) {
            "\" height=\"10\" fill=\"#4c78a8\"><title>" + html_escape(format_ns(p["recordNs"]) + " record vs " + format_ns(p["floorNs"]) + " floor") +
            "</title></rect><text x=\"" + fmt("%.1f", x + 4) + "\" y=\"" + std::to_string(y + 12) + "\" font-size=\"10\">" +
            html_escape(fmt("%.1f×", ratio)) + "</text>";
+  }
+  return svg + "</svg>";
+}
+
+std::string leaderboard_plot_svg(const json& v) {
+  std::vector<const json*> rows;
+  double lo = 1e300, hi = 0;
+  for (const auto& en : v["entries"]) {
+    const json& lat = en["latency"];
+    if (lat.value("count", 0) == 0 || rows.size() >= 40) continue;
+    rows.push_back(&en);
+    lo = std::min(lo, lat["minNs"].get<double>());
+    hi = std::max(hi, lat["maxNs"].get<double>());
+  }
+  const int row = 22, left = 260, width = 900, top = 10, right = 30;
+  std::string svg = "<svg xmlns=\"http://www.w3.org/2000/svg\" class=\"plot\" id=\"leaderboard-plot\" width=\"" +
+                    std::to_string(width) + "\" height=\"" + std::to_string(top + 40 + row * std::max<size_t>(rows.size(), 1)) +
+                    "\" role=\"img\" aria-label=\"latency distribution per implementation\">";
+  if (rows.empty() || lo <= 0) return svg + "<text x=\"10\" y=\"20\">No passed latency runs to plot.</text></svg>";
+  lo /= 1.5;
+  hi *= 1.5;
+  const double x0 = left, x1 = width - right;
+  const int bottom = top + row * static_cast<int>(rows.size());
+  auto x = [&](double ns) { return fmt("%.1f", log_position(ns, lo, hi, x0, x1)); };
+  for (double tick = std::pow(10, std::floor(std::log10(lo))); tick <= hi; tick *= 10) {
+    if (tick < lo) continue;
+    svg += "<line x1=\"" + x(tick) + "\" x2=\"" + x(tick) + "\" y1=\"" + std::to_string(top) + "\" y2=\"" + std::to_string(bottom) +
+           "\" stroke=\"#eee\"/><text x=\"" + x(tick) + "\" y=\"" + std::to_string(bottom + 14) +
+           "\" font-size=\"11\" text-anchor=\"middle\">" + html_escape(format_ns(tick)) + "</text>";
+  }
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const json& en = *rows[i];
+    const json& lat = en["latency"];
+    const int y = top + row * static_cast<int>(i), mid = y + row / 2;
+    const std::string c = kPalette[i % 8];
+    svg += "<text x=\"" + fmt("%.1f", x0 - 6) + "\" y=\"" + std::to_string(mid + 4) + "\" font-size=\"11\" text-anchor=\"end\">" +
+           html_escape(en["title"].get<std::string>().substr(0, 40)) + "</text>";
+    svg += "<line x1=\"" + x(lat["minNs"]) + "\" x2=\"" + x(lat["maxNs"]) + "\" y1=\"" + std::to_string(mid) + "\" y2=\"" +
+           std::to_string(mid) + "\" stroke=\"" + c + "\"/>";
+    svg += "<rect x=\"" + x(lat["q1Ns"]) + "\" y=\"" + std::to_string(y + 4) + "\" width=\"" +
+           fmt("%.1f", std::max(1.0, log_position(lat["q3Ns"], lo, hi, x0, x1) - log_position(lat["q1Ns"], lo, hi, x0, x1))) +
+           "\" height=\"" + std::to_string(row - 8) + "\" fill=\"" + c + "\" fill-opacity=\"0.25\" stroke=\"" + c + "\"><title>" +
+           html_escape(en["title"].get<std::string>() + ": median " + format_ns(lat["medianNs"]) + ", quartiles " +
+                       format_ns(lat["q1Ns"]) + " to " + format_ns(lat["q3Ns"]) + ", " + std::to_string(lat["count"].get<int64_t>()) +
+                       " workload results") +
+           "</title></rect><line x1=\"" + x(lat["medianNs"]) + "\" x2=\"" + x(lat["medianNs"]) + "\" y1=\"" + std::to_string(y + 3) +
+           "\" y2=\"" + std::to_string(y + row - 3) + "\" stroke=\"" + c + "\" stroke-width=\"2\"/>";
+    size_t n = 0;
+    for (const auto& ns : lat["valuesNs"]) {
+      if (n++ >= 200) break;
+      svg += "<circle cx=\"" + x(ns) + "\" cy=\"" + std::to_string(mid) + "\" r=\"1.5\" fill=\"" + c + "\"/>";
+    }
   }
   return svg + "</svg>";
 }

@@ -13,6 +13,8 @@ std::string format_ns(double ns);
 // "3.44×", "36.4×", "364×": three significant digits.
 std::string format_ratio(double x);
 
+// The home page's search as you type (served as /assets/search.js; the page works without it: the form submits).
+const std::string& search_script();
 std::string home_page(const nlohmann::json& operations, const std::string& query);
 std::string operation_page(const nlohmann::json& view);
 std::string run_page(const nlohmann::json& view);
@@ -20,6 +22,8 @@ std::string workload_page(const nlohmann::json& view);
 std::string implementation_page(const nlohmann::json& view);
 std::string compare_page(const nlohmann::json& view);
 std::string resolve_page(const nlohmann::json& view);
+// FlashInfer-Bench's leaderboard for one operation (store::leaderboard's JSON) with its filter form.
+std::string leaderboard_page(const nlohmann::json& view);
 std::string records_page(const nlohmann::json& records, const std::string& operation);
 std::string error_page(int status, const std::string& message);
 
@@ -27,5 +31,8 @@ std::string error_page(int status, const std::string& message);
 // headroom-v1 floor.
 std::string latency_plot_svg(const nlohmann::json& operation_view);
 std::string floor_plot_svg(const nlohmann::json& operation_view);
+// Each leaderboard entry's best latency per workload and GPU: box (quartiles), whiskers (min, max) and the points,
+// log scale.
+std::string leaderboard_plot_svg(const nlohmann::json& leaderboard);
 
 }  // namespace kindex::web

@@ -25,6 +25,7 @@
 #include <regex>
 #include <thread>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "core/error.hpp"
 #include "evidence/digest.hpp"
@@ -43,6 +44,7 @@ namespace {
 struct RequestControl {
   bool close_after_response = false;               // the body was left unread: the connection cannot be reused
   std::function<void(int seconds)> extend_reading;  // the head is in: allow this long for the rest
+  std::function<void()> after_response;             // run once the request is answered (or failed)
 };
 thread_local RequestControl* t_request = nullptr;
 
@@ -306,6 +308,16 @@ bool has_body(const httplib::Request& req) {
   return !length.empty() && length.find_first_not_of('0') != std::string::npos;
 }
 
+// /operations/NAME/leaderboard?device=H200&author=...&baseline=SLUG
+store::LeaderboardQuery leaderboard_query(const httplib::Request& req) {
+  store::LeaderboardQuery q;
+  q.operation = param(req, "operation");
+  q.device = param(req, "device", 99);
+  q.author = param(req, "author", 99);
+  q.baseline = param(req, "baseline", 99);
+  return q;
+}
+
 store::ResolveQuery resolve_query(const httplib::Request& req) {
   store::ResolveQuery q;
   q.operation = param(req, "operation");
@@ -377,6 +389,10 @@ class IndexServer::Http final : public httplib::Server {
         ok = process_request(strm, n + 1 == kRequestsPerConnection, connection_closed, nullptr);
       } catch (...) {
         ok = false;  // the exception handler failed too: drop this connection, keep serving the others
+      }
+      if (control.after_response) {
+        control.after_response();
+        control.after_response = nullptr;
       }
       t_request = nullptr;
       if (!ok || connection_closed || control.close_after_response) break;
@@ -467,6 +483,8 @@ struct IndexServer::ResponseCache {
   std::optional<int64_t> version;
   std::unordered_map<std::string, Entry> entries;
   size_t bytes = 0;
+  std::condition_variable computed;
+  std::unordered_set<std::string> computing;
 
   static std::optional<int64_t> store_version(store::Store& store) {
     if (store.backend() != "sqlite") return std::nullopt;
@@ -495,6 +513,20 @@ struct IndexServer::ResponseCache {
     std::lock_guard lock(mutex);
     clear_locked(version);
     version.reset();  // the next lookup re-reads the version
+  }
+  // One computation per answer: a request for an answer another thread is computing waits for it (at most
+  // 10 s) instead of computing it again, then claims it (for release() after its response) if still missing.
+  void wait_or_claim(const std::string& target) {
+    std::unique_lock lock(mutex);
+    computed.wait_for(lock, std::chrono::seconds(10), [&] { return !computing.count(target); });
+    computing.insert(target);
+  }
+  void release(const std::string& target) {
+    {
+      std::lock_guard lock(mutex);
+      computing.erase(target);
+    }
+    computed.notify_all();
   }
 
  private:
@@ -571,7 +603,8 @@ void IndexServer::routes() {
     // The head is in; an authorised upload may take longer than a head.
     if (t_request && t_request->extend_reading) t_request->extend_reading(300);
     res.set_header("X-Content-Type-Options", "nosniff");
-    res.set_header("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'; img-src 'self' data:; form-action 'self'");
+    res.set_header("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'; img-src 'self' data:; form-action 'self'; "
+                   "script-src 'self'; connect-src 'self'");
     if (!limiter_->allow(req.remote_addr, options_.requests_per_minute)) {
       refuse_unread(req, res, 429, "rate limit exceeded");
       return httplib::Server::HandlerResponse::Handled;
@@ -591,10 +624,20 @@ void IndexServer::routes() {
       return httplib::Server::HandlerResponse::Handled;
     }
     if (req.method == "GET") {
-      if (auto hit = cache_->find(store_, req.target)) {
-        res.set_content(hit->body, hit->content_type.c_str());
-        res.set_header("X-Kindex-Cache", "hit");
-        return httplib::Server::HandlerResponse::Handled;
+      for (int attempt = 0; attempt < 2; ++attempt) {
+        if (auto hit = cache_->find(store_, req.target)) {
+          if (attempt) cache_->release(req.target);
+          res.set_content(hit->body, hit->content_type.c_str());
+          res.set_header("X-Kindex-Cache", "hit");
+          return httplib::Server::HandlerResponse::Handled;
+        }
+        if (!attempt) cache_->wait_or_claim(req.target);
+      }
+      // Computed here: released once answered, whatever happens to the request.
+      if (t_request) {
+        t_request->after_response = [cache = cache_.get(), target = req.target] { cache->release(target); };
+      } else {
+        cache_->release(req.target);
       }
     }
     return httplib::Server::HandlerResponse::Unhandled;
@@ -651,6 +694,9 @@ void IndexServer::routes() {
   });
   s.Get(R"(/api/runs/([^/]+))", [this](const httplib::Request& req, httplib::Response& res) {
     send_json(res, store::run_view(store_, param(req, "run")));
+  });
+  s.Get(R"(/api/operations/([^/]+)/leaderboard)", [this](const httplib::Request& req, httplib::Response& res) {
+    send_json(res, store::leaderboard(store_, leaderboard_query(req)));
   });
   s.Get("/api/resolve", [this](const httplib::Request& req, httplib::Response& res) {
     send_json(res, store::resolve(store_, resolve_query(req)));
@@ -722,12 +768,21 @@ void IndexServer::routes() {
   });
 
   // HTML pages.
+  s.Get("/assets/search.js", [](const httplib::Request&, httplib::Response& res) {
+    res.set_content(search_script(), "text/javascript; charset=utf-8");
+  });
   s.Get("/", [this](const httplib::Request& req, httplib::Response& res) {
     std::string q = param(req, "q");
     send_html(res, home_page(store::search(store_, q, 200), q));
   });
   s.Get(R"(/operations/([^/]+))", [this](const httplib::Request& req, httplib::Response& res) {
     send_html(res, operation_page(store::operation_view(store_, param(req, "operation"), param(req, "workload", 99))));
+  });
+  s.Get(R"(/operations/([^/]+)/leaderboard)", [this](const httplib::Request& req, httplib::Response& res) {
+    send_html(res, leaderboard_page(store::leaderboard(store_, leaderboard_query(req))));
+  });
+  s.Get(R"(/plots/operations/([^/]+)/leaderboard\.svg)", [this](const httplib::Request& req, httplib::Response& res) {
+    res.set_content(leaderboard_plot_svg(store::leaderboard(store_, leaderboard_query(req))), "image/svg+xml");
   });
   s.Get(R"(/plots/operations/([^/]+)/(latency|floors)\.svg)", [this](const httplib::Request& req, httplib::Response& res) {
     json view = store::operation_view(store_, param(req, "operation"), param(req, "workload", 99));

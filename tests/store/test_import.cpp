@@ -9,6 +9,7 @@
 #include "core/error.hpp"
 #include "evidence/digest.hpp"
 #include "store/import.hpp"
+#include "store/export.hpp"
 #include "store/query.hpp"
 #include "store/store.hpp"
 #include "support/paths.hpp"

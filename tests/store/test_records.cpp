@@ -1,6 +1,9 @@
 // ranking-v1, evidence levels, records and their append-only history, floors and suite scores.
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <map>
+
 #include "core/error.hpp"
 #include "store/fixtures.hpp"
 #include "store/import.hpp"
@@ -234,6 +237,71 @@ TEST(Records, RecordRunRefusesManifestsThatDoNotMatchTheRun) {
   r.run["spec"]["protocolDigest"] = "sha256:" + std::string(64, 'a');
   EXPECT_THROW(s->record_run(r), Error);
   EXPECT_EQ(s->counts()["benchmark_runs"], 0);
+}
+
+// A run of implementation variant `impl` on the example workload with its input seed shifted by `workload`.
+OwnRun leaderboard_run(int64_t median_ns, int salt, int impl, int workload, const std::string& status = "passed") {
+  OwnRun r = test::example_run(median_ns, salt, false, {}, impl);
+  if (workload) {
+    r.workload["spec"]["tensors"]["input"]["data"]["seed"] = 230485 + workload;
+    r.run["spec"]["workloadDigest"] = evidence::manifest_digest(r.workload);
+  }
+  r.run["spec"]["status"] = status;
+  return r;
+}
+
+std::string implementation_of(Store& s, const RecordResult& r) {
+  return s.db().query("SELECT implementation_id FROM benchmark_runs WHERE id = ?", {r.run_id})[0].text(0);
+}
+
+TEST(Leaderboard, AverageSpeedupOverTheBaselinePassRateAndLatencySpread) {
+  auto s = Store::open(":memory:");
+  // Variant 1 ran three workloads (the default baseline: passed runs in the most cohorts); variant 2 is 2x and 3x
+  // faster on two of them; variant 3 failed once and matched the baseline once.
+  auto base = s->record_run(leaderboard_run(9000, 1, 1, 0));
+  s->record_run(leaderboard_run(18000, 2, 1, 1));
+  s->record_run(leaderboard_run(30000, 3, 1, 2));
+  auto fast = s->record_run(leaderboard_run(4500, 4, 2, 0));
+  s->record_run(leaderboard_run(6000, 5, 2, 1));
+  auto mixed = s->record_run(leaderboard_run(9000, 6, 3, 0));
+  s->record_run(leaderboard_run(7000, 7, 3, 1, "incorrect_numerical"));
+  const std::string v1 = implementation_of(*s, base), v2 = implementation_of(*s, fast), v3 = implementation_of(*s, mixed);
+
+  nlohmann::json lb = leaderboard(*s, {"example_rmsnorm"});
+  EXPECT_EQ(lb["baseline"]["id"], v1);
+  ASSERT_EQ(lb["entries"].size(), 3u);
+  std::map<std::string, nlohmann::json> by_id;
+  for (const auto& e : lb["entries"]) by_id[e["id"]] = e;
+  EXPECT_EQ(lb["entries"][0]["id"], v2);  // highest average speedup first
+  EXPECT_DOUBLE_EQ(by_id[v2]["avgSpeedup"].get<double>(), (2.0 + 3.0) / 2);
+  EXPECT_DOUBLE_EQ(by_id[v2]["geomeanSpeedup"].get<double>(), std::sqrt(6.0));
+  EXPECT_EQ(by_id[v2]["cohortsCompared"], 2);
+  EXPECT_DOUBLE_EQ(by_id[v2]["latency"]["medianNs"].get<double>(), 5250);
+  EXPECT_EQ(by_id[v2]["latency"]["valuesNs"], nlohmann::json::array({4500.0, 6000.0}));
+  EXPECT_TRUE(by_id[v1]["baseline"].get<bool>());
+  EXPECT_DOUBLE_EQ(by_id[v1]["avgSpeedup"].get<double>(), 1.0);
+  EXPECT_EQ(by_id[v1]["cohortsCompared"], 3);
+  EXPECT_DOUBLE_EQ(by_id[v1]["latency"]["maxNs"].get<double>(), 30000);
+  // The failed run counts against the pass rate and is not compared.
+  EXPECT_EQ(by_id[v3]["runs"], 2);
+  EXPECT_DOUBLE_EQ(by_id[v3]["passRate"].get<double>(), 0.5);
+  EXPECT_EQ(by_id[v3]["cohortsCompared"], 1);
+  EXPECT_EQ(by_id[v3]["workloads"], 2);
+
+  // Another baseline: variant 1 is now 1/2 and 1/3 as fast.
+  nlohmann::json against_v2 = leaderboard(*s, {"example_rmsnorm", "", "", v2});
+  EXPECT_EQ(against_v2["baseline"]["chosenBy"], "asked");
+  for (const auto& e : against_v2["entries"]) {
+    if (e["id"] == v1) EXPECT_DOUBLE_EQ(e["avgSpeedup"].get<double>(), (0.5 + 1.0 / 3) / 2);
+  }
+  EXPECT_THROW(leaderboard(*s, {"example_rmsnorm", "", "", "no-such-implementation"}), Error);
+
+  // Filters: the device (the examples run on a B200) and the author.
+  EXPECT_EQ(leaderboard(*s, {"example_rmsnorm", "b200"})["entries"].size(), 3u);
+  EXPECT_TRUE(leaderboard(*s, {"example_rmsnorm", "H100"})["entries"].empty());
+  EXPECT_EQ(lb["devices"], nlohmann::json::array({"NVIDIA B200 SXM"}));
+  EXPECT_EQ(leaderboard(*s, {"example_rmsnorm", "", "FICTIONAL-author"})["entries"].size(), 3u);
+  EXPECT_TRUE(leaderboard(*s, {"example_rmsnorm", "", "someone else"})["entries"].empty());
 }
 
 }  // namespace

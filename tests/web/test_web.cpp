@@ -638,5 +638,77 @@ TEST_F(Web, CachedAnswersFollowTheStore) {
   EXPECT_FALSE(c.Get("/api/runs/00000000")->has_header("X-Kindex-Cache"));
 }
 
+TEST_F(Web, LeaderboardPerImplementationWithFiltersLinkedFromTheOperationPage) {
+  const std::string op = "gqa_paged_decode_h24_kv4_d128_ps64";
+  httplib::Client c("127.0.0.1", port_);
+  json lb = get_json("/api/operations/" + op + "/leaderboard");
+  EXPECT_EQ(lb["operation"]["name"], op);
+  const std::string slug = lb["operation"]["slug"];
+  auto op_page = c.Get(("/operations/" + op).c_str());
+  EXPECT_NE(op_page->body.find("href=\"/operations/" + slug + "/leaderboard\" id=\"leaderboard-link\""), std::string::npos);
+  ASSERT_FALSE(lb["entries"].empty());
+  // ps64: one implementation on one GPU (B200), passed on its workloads: its own baseline, one latency per workload.
+  const json& first = lb["entries"][0];
+  EXPECT_EQ(lb["baseline"]["id"], first["id"]);
+  EXPECT_EQ(first["avgSpeedup"], 1.0);
+  const json view = get_json("/api/operations/" + op);
+  EXPECT_EQ(first["latency"]["count"], view["plots"]["latency"].size());
+  EXPECT_GE(first["latency"]["count"], 19);
+  EXPECT_EQ(first["passRate"], 1.0);
+  int64_t runs = 0;
+  for (const auto& e : lb["entries"]) runs += e["passed"].get<int64_t>();
+  EXPECT_EQ(runs, view["eligibleRunsAllWorkloads"]);
+  // The page: a table row per entry, the filter form (a plain GET form), and the latency distribution plot.
+  auto page = c.Get(("/operations/" + op + "/leaderboard").c_str());
+  ASSERT_EQ(page->status, 200);
+  EXPECT_EQ(count(page->body, "<tr class=\"entry"), static_cast<int>(lb["entries"].size()));
+  EXPECT_NE(page->body.find("<form method=\"get\" action=\"/operations/" + slug + "/leaderboard\" id=\"filters\">"), std::string::npos);
+  EXPECT_NE(page->body.find("id=\"leaderboard-plot\""), std::string::npos);
+  auto svg = c.Get(("/plots/operations/" + op + "/leaderboard.svg").c_str());
+  EXPECT_EQ(svg->get_header_value("Content-Type"), "image/svg+xml");
+  EXPECT_EQ(count(svg->body, "<circle"), first["latency"]["count"].get<int>());
+  // Filters narrow the entries; a value from the request comes back escaped.
+  EXPECT_TRUE(get_json("/api/operations/" + op + "/leaderboard?device=H100")["entries"].empty());
+  EXPECT_EQ(get_json("/api/operations/" + op + "/leaderboard?device=b200")["entries"].size(), lb["entries"].size());
+  auto filtered = c.Get(("/operations/" + op + "/leaderboard?author=%3Cb%3Ex%22").c_str());
+  EXPECT_NE(filtered->body.find("No implementation matches these filters."), std::string::npos);
+  EXPECT_EQ(filtered->body.find("<b>x"), std::string::npos);
+  EXPECT_NE(filtered->body.find("value=\"&lt;b&gt;x&quot;\""), std::string::npos);
+  auto unknown = c.Get(("/api/operations/" + op + "/leaderboard?baseline=nobody").c_str());
+  EXPECT_EQ(unknown->status, 404);
+  EXPECT_NE(unknown->body.find("baseline"), std::string::npos);
+  // The CLI prints the same JSON.
+  std::string cli = kindex::test::binary_dir() + "/bin/kindex";
+  ASSERT_TRUE(fs::exists(cli)) << cli << " not built (build the kindex_cli target)";
+  EXPECT_EQ(lb, json::parse(run_command(cli + " leaderboard --json --store " + db_.substr(7) + " " + op)));
+}
+
+TEST_F(Web, HomePageSearchesAsYouTypeAndWithoutTheScript) {
+  httplib::Client c("127.0.0.1", port_);
+  // Without the script: the form submits to /?q= and the server answers with the matching operations.
+  auto page = c.Get("/?q=ps64");
+  EXPECT_NE(page->body.find("<form method=\"get\" action=\"/\" id=\"search\""), std::string::npos);
+  EXPECT_EQ(count(page->body, "<a href=\"/operations/"), static_cast<int>(get_json("/api/search?q=ps64").size()));
+  // With it: the page loads /assets/search.js (the only script; the policy allows no inline script), which asks
+  // /api/search as the user types and builds rows with textContent.
+  EXPECT_NE(page->body.find("<script src=\"/assets/search.js\" defer></script>"), std::string::npos);
+  EXPECT_EQ(count(page->body, "<script"), 1);
+  std::string csp = page->get_header_value("Content-Security-Policy");
+  EXPECT_NE(csp.find("script-src 'self'"), std::string::npos);
+  EXPECT_EQ(csp.find("unsafe-inline'; script"), std::string::npos);
+  EXPECT_EQ(csp.find("script-src 'self' 'unsafe-inline'"), std::string::npos);
+  auto js = c.Get("/assets/search.js");
+  ASSERT_EQ(js->status, 200);
+  EXPECT_EQ(js->get_header_value("Content-Type"), "text/javascript; charset=utf-8");
+  EXPECT_NE(js->body.find("/api/search?q="), std::string::npos);
+  EXPECT_NE(js->body.find("textContent"), std::string::npos);
+  EXPECT_EQ(js->body.find("innerHTML"), std::string::npos);
+  // In Chromium the script runs on the page without breaking it: the table is still there after load.
+  ASSERT_FALSE(chromium().empty()) << "chromium is required (scripts/install-deps.sh installs it)";
+  std::string dom = dump_dom(base() + "/?q=ps64");
+  EXPECT_NE(dom.find("id=\"operations\""), std::string::npos);
+  EXPECT_EQ(count(dom, "<a href=\"/operations/"), count(page->body, "<a href=\"/operations/"));
+}
+
 }  // namespace
 }  // namespace kindex::web

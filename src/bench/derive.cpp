@@ -5,7 +5,8 @@
 namespace kindex::bench {
 
 // Floors, ratios, speedup and SOL score of a finished run.
-void derive(RunResult& r, const Environment& env, const std::optional<MeasuredRates>& measured) {
+void derive(RunResult& r, const Environment& env, const std::optional<MeasuredRates>& measured,
+            const std::optional<BaselineTimes>& baseline) {
   if (!r.timing.trials_ns.empty()) r.timing.summary = summarize_trials(r.timing.trials_ns);
   if (!r.reference_timing.trials_ns.empty())
     r.reference_timing.summary = summarize_trials(r.reference_timing.trials_ns);
@@ -25,7 +26,13 @@ void derive(RunResult& r, const Environment& env, const std::optional<MeasuredRa
   if (r.definition == catalog::kSolGqaRopeBackward && r.axes.count("batch_size") && r.axes.count("seq_len")) {
     const int64_t b = r.axes.at("batch_size"), s = r.axes.at("seq_len");
     r.t_sol_s = sol_t_sol_seconds(l2_003_macs(b, s), r.work.compulsory_bytes);
-    if (env.has_gpu) r.t_baseline_s = l2_003_baseline_seconds(env.gpu_name, b, s);
+    if (baseline) {
+      r.t_baseline_s = baseline->find(b, s);
+      if (r.t_baseline_s) r.t_baseline_source = "torch.compile measured on " + baseline->device + " (" + baseline->path + ")";
+    } else if (env.has_gpu) {
+      r.t_baseline_s = l2_003_baseline_seconds(env.gpu_name, b, s);
+      if (r.t_baseline_s) r.t_baseline_source = "published for " + env.gpu_name + " (docs/protocols.md section 4)";
+    }
     if (r.t_baseline_s && latency_s > 0 && r.timed_on_device)
       r.sol_score = sol_score(latency_s, *r.t_sol_s, *r.t_baseline_s);
   }

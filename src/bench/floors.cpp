@@ -2,6 +2,12 @@
 
 #include <algorithm>
 #include <array>
+#include <cmath>
+#include <fstream>
+
+#include <nlohmann/json.hpp>
+
+#include "core/error.hpp"
 
 namespace kindex::bench {
 
@@ -104,6 +110,46 @@ std::optional<double> l2_003_baseline_seconds(const std::string& name, int64_t b
   if (contains(name, "H200")) return r->h200_tb_ms * 1e-3;
   if (contains(name, "B200")) return r->b200_tb_ms * 1e-3;
   return std::nullopt;
+}
+
+std::optional<double> BaselineTimes::find(int64_t batch_size, int64_t seq_len) const {
+  auto it = seconds.find({batch_size, seq_len});
+  if (it == seconds.end()) return std::nullopt;
+  return it->second;
+}
+
+BaselineTimes load_baseline_times(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw Error("--baseline", path, "", "cannot be read");
+  nlohmann::json doc = nlohmann::json::parse(in, nullptr, false);
+  if (doc.is_discarded() || !doc.is_object()) throw Error("--baseline", path, "", "is not a JSON object");
+  BaselineTimes b;
+  b.path = path;
+  const auto& device = doc.value("device", nlohmann::json());
+  if (!device.is_object() || !device.contains("name") || !device["name"].is_string())
+    throw Error("--baseline", path + ": device.name", device.dump().substr(0, 80),
+                "must name the GPU the baselines were measured on (bench/backward_vs_torch.py writes it)");
+  b.device = device["name"].get<std::string>();
+  const auto& workloads = doc.value("workloads", nlohmann::json());
+  if (!workloads.is_array() || workloads.empty())
+    throw Error("--baseline", path + ": workloads", workloads.dump().substr(0, 80), "must be a non-empty array");
+  for (size_t i = 0; i < workloads.size(); ++i) {
+    const auto& w = workloads[i];
+    const std::string at = path + ": workloads[" + std::to_string(i) + "]";
+    auto number = [&](const char* key) {
+      if (!w.is_object() || !w.contains(key) || !w[key].is_number())
+        throw Error("--baseline", at + "." + key, w.is_object() && w.contains(key) ? w[key].dump() : "missing",
+                    "must be a number");
+      return w[key].get<double>();
+    };
+    const double bs = number("batch_size"), sl = number("seq_len"), tb = number("t_b_ms");
+    if (bs < 1 || sl < 1 || bs != std::floor(bs) || sl != std::floor(sl))
+      throw Error("--baseline", at, "batch_size " + w["batch_size"].dump() + ", seq_len " + w["seq_len"].dump(),
+                  "must be positive integers");
+    if (!(tb > 0) || !std::isfinite(tb)) throw Error("--baseline", at + ".t_b_ms", w["t_b_ms"].dump(), "must be > 0");
+    b.seconds[{int64_t(bs), int64_t(sl)}] = tb * 1e-3;
+  }
+  return b;
 }
 
 std::optional<double> l2_003_published_b200_sol_seconds(int64_t b, int64_t s) {

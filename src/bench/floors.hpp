@@ -8,6 +8,7 @@
 //   SOL score (L2/003): S = 1 / (1 + (T_k - T_SOL) / (T_b - T_SOL)), T_SOL = max(2*MACs / 989.4e12,
 //     compulsory bytes / 4.8e12), T_b the optimized-PyTorch baseline of the same GPU.
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 
@@ -63,6 +64,16 @@ double sol_score(double t_kernel, double t_sol, double t_baseline);
 // T_b of L2/003 for (B, S) on a GPU: H200 from protocols.md section 4 (torch.compile, ms), B200 from the
 // published SOL-ExecBench values; nullopt when unknown.
 std::optional<double> l2_003_baseline_seconds(const std::string& device_name, int64_t batch_size, int64_t seq_len);
+// T_b of L2/003 measured in one run on this machine: torch.compile of the definition's reference, per (B, S), from
+// the JSON bench/backward_vs_torch.py writes (its "device".name and each workload's batch_size, seq_len, t_b_ms).
+struct BaselineTimes {
+  std::string path;    // the file
+  std::string device;  // the GPU it was measured on
+  std::map<std::pair<int64_t, int64_t>, double> seconds;  // (batch_size, seq_len) -> T_b
+  std::optional<double> find(int64_t batch_size, int64_t seq_len) const;
+};
+// Reads such a file; throws kindex::Error("--baseline", path or field, value, problem) for anything else.
+BaselineTimes load_baseline_times(const std::string& path);
 // Published B200 T_SOL (SOLAR at 1.5 GHz), for context next to the H200 roofline.
 std::optional<double> l2_003_published_b200_sol_seconds(int64_t batch_size, int64_t seq_len);
 

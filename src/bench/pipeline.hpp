@@ -16,6 +16,8 @@ RunResult execute_run(const WorkItem& item, const std::string& impl_spec, const 
                       bool* sticky);
 
 // Floors, ratios, speedup and SOL score of a finished run (in the runner, from the run's environment).
-void derive(RunResult& r, const Environment& env, const std::optional<MeasuredRates>& measured);
+// T_b of L2/003 comes from `baseline` when given (times measured on this GPU), else from the published table.
+void derive(RunResult& r, const Environment& env, const std::optional<MeasuredRates>& measured,
+            const std::optional<BaselineTimes>& baseline = std::nullopt);
 
 }  // namespace kindex::bench

@@ -144,6 +144,7 @@ json RunResult::to_json() const {
   put_optional(j, "sol_score", sol_score);
   put_optional(j, "t_sol_s", t_sol_s);
   put_optional(j, "t_baseline_s", t_baseline_s);
+  if (!t_baseline_source.empty()) j["t_baseline_source"] = t_baseline_source;
   return j;
 }
 

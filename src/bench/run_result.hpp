@@ -81,6 +81,7 @@ struct RunResult {
   std::optional<Floor> headroom, kindex_floor;
   std::optional<double> headroom_ratio, kindex_ratio;  // latency / floor
   std::optional<double> sol_score, t_sol_s, t_baseline_s;
+  std::string t_baseline_source;  // where T_b came from: "published" table or the --baseline file
   uint64_t seed = 0;
   std::string observed_at;
   double wall_s = 0;

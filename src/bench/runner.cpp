@@ -112,6 +112,10 @@ BenchReport run_bench(const std::vector<WorkItem>& items, const BenchOptions& op
                                             "and a 8192^3 bf16 cuBLASLt GEMM, median of 10"};
   }
   const bool gpu = report.environment.has_gpu;
+  if (options.baseline && options.baseline->device != report.environment.gpu_name)
+    throw Error("--baseline", options.baseline->path + ": device.name", options.baseline->device,
+                "was measured on another GPU than this run's (" +
+                    (gpu ? report.environment.gpu_name : std::string("no GPU")) + ")");
 
   Progress progress(options.progress, jobs.size());
   for (size_t j = 0; j < jobs.size(); ++j) {
@@ -150,7 +154,7 @@ BenchReport run_bench(const std::vector<WorkItem>& items, const BenchOptions& op
       r.implementation_info = it->second;
     else
       r.implementation_info.name = jobs[j].impl;
-    derive(r, report.environment, report.measured_rates);
+    derive(r, report.environment, report.measured_rates, options.baseline);
     if (on_result) on_result(r, report.environment);
     report.results.push_back(std::move(r));
   }

@@ -31,6 +31,7 @@ struct BenchOptions {
   bool prefer_cupti = true;          // false: CUDA events
   bool progress = false;             // a progress bar on stderr
   bool isolate = true;               // run in worker processes (false: in this process, for debugging)
+  std::optional<BaselineTimes> baseline;  // L2/003 T_b measured on this machine (--baseline), else the published
 };
 
 // One (definition, workload) to run, with its definition.

@@ -20,6 +20,7 @@ void add_bench_command(CLI::App& app, Registry& registry) {
   auto events = std::make_shared<bool>(false);
   auto in_process = std::make_shared<bool>(false);
   auto store = std::make_shared<std::string>();
+  auto baseline = std::make_shared<std::string>();
 
   CLI::App* cmd = app.add_subcommand("bench", "Verify and time implementations on a problem's workloads");
   cmd->add_option("--problem", s->problems,
@@ -51,13 +52,16 @@ void add_bench_command(CLI::App& app, Registry& registry) {
   cmd->add_option("--store", *store,
                   std::string("Store URI: sqlite:PATH, PATH, postgresql://... or 'none' (default $KINDEX_STORE or ") +
                       kDefaultStore + ")");
+  cmd->add_option("--baseline", *baseline,
+                  "L2/003: T_b of the SOL score from this file (bench/backward_vs_torch.py's JSON: torch.compile "
+                  "measured on this GPU) instead of the published H200/B200 table");
   cmd->add_flag("--json", s->json, "Print the machine-readable report on stdout instead of the table");
   cmd->add_flag("--events", *events, "Time with CUDA events instead of the CUPTI activity API");
   cmd->add_flag("--in-process", *in_process, "Run without worker processes (no crash isolation, no timeout)");
   cmd->add_flag("--list", *list, "List the bundled problems and exit");
 
-  cmd->callback([&registry, s, list, events, in_process, store] {
-    registry.selected = [s, list, events, in_process, store] {
+  cmd->callback([&registry, s, list, events, in_process, store, baseline] {
+    registry.selected = [s, list, events, in_process, store, baseline] {
       if (*list) {
         for (const auto& name : catalog::list_builtin()) std::cout << name << "\n";
         return 0;
@@ -65,6 +69,7 @@ void add_bench_command(CLI::App& app, Registry& registry) {
       if (s->problems.empty())
         throw Error("kindex bench", "--problem", "", "is required (see --list for the bundled problems)");
       s->output.store_uri = *store == "none" ? "" : store_uri(*store);
+      if (!baseline->empty()) s->bench.baseline = bench::load_baseline_times(*baseline);
       s->bench.prefer_cupti = !*events;
       s->bench.isolate = !*in_process;
       s->bench.progress = !s->json && isatty(STDERR_FILENO);

@@ -2,9 +2,15 @@
 
 #include <cmath>
 #include <cstring>
+#include <fstream>
+#include <string>
 #include <vector>
 
+#include "bench/environment.hpp"
 #include "bench/floors.hpp"
+#include "bench/pipeline.hpp"
+#include "catalog/builtin.hpp"
+#include "core/error.hpp"
 #include "bench/problem.hpp"
 #include "core/tensor.hpp"
 
@@ -145,6 +151,90 @@ TEST(Floors, H200TSolGeomeanMatchesProtocols) {
     log_sum += std::log(sol_t_sol_seconds(l2_003_macs(c[0], c[1]), inputs + outputs));
   }
   EXPECT_NEAR(std::exp(log_sum / 16) * 1e3, 0.211, 0.0015);
+}
+
+}  // namespace kindex::bench
+
+namespace kindex::bench {
+
+namespace {
+
+std::string write_temp(const std::string& name, const std::string& text) {
+  const std::string path = ::testing::TempDir() + name;
+  std::ofstream(path) << text;
+  return path;
+}
+
+// An L2/003 run of (B, S) that took `latency_s` on the GPU, with its bytes counted.
+RunResult l2_003_run(int64_t b, int64_t s, double latency_s) {
+  RunResult r;
+  r.definition = catalog::kSolGqaRopeBackward;
+  r.axes = {{"batch_size", b}, {"seq_len", s}};
+  r.timed_on_device = true;
+  r.timing.trials_ns = {{latency_s * 1e9, latency_s * 1e9, latency_s * 1e9}};
+  r.work.compulsory_bytes = 3e8;
+  return r;
+}
+
+}  // namespace
+
+// kindex bench --baseline: T_b measured in one run on this machine (bench/backward_vs_torch.py's JSON) replaces the
+// published table in the SOL score, and the run says where its T_b came from.
+TEST(Floors, MeasuredBaselineFileGivesTheSolScoresTb) {
+  const std::string path = write_temp("baseline_ok.json", R"({"device": {"name": "NVIDIA H200"}, "workloads": [
+      {"batch_size": 4, "seq_len": 1024, "t_b_ms": 3.0, "kindex": {"median_ms": 2.2}},
+      {"batch_size": 1, "seq_len": 131, "t_b_ms": 0.5}]})");
+  const BaselineTimes b = load_baseline_times(path);
+  EXPECT_EQ("NVIDIA H200", b.device);
+  EXPECT_DOUBLE_EQ(3.0e-3, *b.find(4, 1024));
+  EXPECT_DOUBLE_EQ(0.5e-3, *b.find(1, 131));
+  EXPECT_FALSE(b.find(2, 1024));
+
+  Environment env;
+  env.has_gpu = true;
+  env.gpu_name = "NVIDIA H200";
+  RunResult published = l2_003_run(4, 1024, 2.0e-3);
+  derive(published, env, std::nullopt);
+  EXPECT_DOUBLE_EQ(2.155e-3, *published.t_baseline_s);  // protocols.md's torch.compile time
+  EXPECT_NE(std::string::npos, published.t_baseline_source.find("published"));
+  RunResult measured = l2_003_run(4, 1024, 2.0e-3);
+  derive(measured, env, std::nullopt, b);
+  EXPECT_DOUBLE_EQ(3.0e-3, *measured.t_baseline_s);
+  EXPECT_NE(std::string::npos, measured.t_baseline_source.find(path));
+  EXPECT_DOUBLE_EQ(sol_score(2.0e-3, *measured.t_sol_s, 3.0e-3), *measured.sol_score);
+  EXPECT_GT(*measured.sol_score, *published.sol_score);  // the same kernel against a slower baseline
+  RunResult absent = l2_003_run(2, 1024, 2.0e-3);  // not in the file: no score rather than a mixed one
+  derive(absent, env, std::nullopt, b);
+  EXPECT_FALSE(absent.t_baseline_s);
+  EXPECT_FALSE(absent.sol_score);
+  EXPECT_NE(std::string::npos, absent.to_json().dump().find("t_sol_s"));
+  EXPECT_NE(std::string::npos, measured.to_json().dump().find("\"t_baseline_source\""));
+}
+
+TEST(Floors, BadBaselineFilesNameTheFieldAndValue) {
+  auto error_of = [](const std::string& name, const std::string& text) {
+    try {
+      load_baseline_times(text.empty() ? ::testing::TempDir() + "no_such_baseline.json" : write_temp(name, text));
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_NE(std::string::npos, error_of("missing", "").find("cannot be read"));
+  EXPECT_NE(std::string::npos, error_of("b1.json", "[1, 2").find("is not a JSON object"));
+  EXPECT_NE(std::string::npos, error_of("b2.json", R"({"workloads": []})").find("device.name"));
+  const std::string empty = error_of("b3.json", R"({"device": {"name": "NVIDIA H200"}, "workloads": []})");
+  EXPECT_NE(std::string::npos, empty.find("workloads")) << empty;
+  const std::string negative = error_of("b4.json", R"({"device": {"name": "NVIDIA H200"}, "workloads": [
+      {"batch_size": 1, "seq_len": 128, "t_b_ms": 0.4}, {"batch_size": 1, "seq_len": 131, "t_b_ms": -1}]})");
+  EXPECT_NE(std::string::npos, negative.find("workloads[1].t_b_ms")) << negative;
+  EXPECT_NE(std::string::npos, negative.find("-1")) << negative;
+  const std::string missing = error_of("b5.json", R"({"device": {"name": "NVIDIA H200"}, "workloads": [
+      {"batch_size": 1, "t_b_ms": 0.4}]})");
+  EXPECT_NE(std::string::npos, missing.find("workloads[0].seq_len")) << missing;
+  const std::string fractional = error_of("b6.json", R"({"device": {"name": "NVIDIA H200"}, "workloads": [
+      {"batch_size": 1.5, "seq_len": 128, "t_b_ms": 0.4}]})");
+  EXPECT_NE(std::string::npos, fractional.find("positive integers")) << fractional;
 }
 
 }  // namespace kindex::bench

@@ -168,6 +168,7 @@ TEST_F(BenchCli, BadArgumentsNameTheArgumentAndTheValue) {
       {"bench " + kProblem + "--iterations -3", "--iterations"},
       {"bench " + kProblem + "--timeout 0", "--timeout"},
       {"bench " + kProblem + "--reference numpy", "--reference"},
+      {"bench " + kProblem + "--baseline /no/such/baseline.json", "--baseline: /no/such/baseline.json: cannot be read"},
   };
   for (const auto& c : cases) {
     Outcome o = run(c.args);

@@ -109,7 +109,7 @@ double l2_003_macs(int64_t b, int64_t s) {
 }
 
 double sol_t_sol_seconds(double macs, double compulsory_bytes) {
-  return std::max(2.0 * macs / 989.4e12, compulsory_bytes / 4.8e12);
+  return std::max(2.0 * macs / kSolPeakFlopsPerS, compulsory_bytes / kSolPeakBytesPerS);
 }
 
 double sol_score(double t_kernel, double t_sol, double t_baseline) {

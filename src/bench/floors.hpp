@@ -65,7 +65,9 @@ Floor kindex_floor(const WorkCount& work, const MeasuredRates& rates);
 double gemm_flops(double m, double n, double k);                             // 2MNK
 double attention_flops(double b, double h, double lq, double lk, double d);  // 4*B*H*Lq*Lk*D
 
-// SOL-ExecBench L2/003.
+// SOL-ExecBench L2/003. T_SOL's peaks: H200 dense bf16 989.4 TFLOP/s and 4.8 TB/s (docs/protocols.md).
+inline constexpr double kSolPeakFlopsPerS = 989.4e12;
+inline constexpr double kSolPeakBytesPerS = 4.8e12;
 double l2_003_macs(int64_t batch_size, int64_t seq_len);         // 104,857,600*B*S + 16,384*B*S^2
 double sol_t_sol_seconds(double macs, double compulsory_bytes);  // max(2*MACs/989.4e12, bytes/4.8e12)
 double sol_score(double t_kernel, double t_sol, double t_baseline);

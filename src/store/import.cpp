@@ -382,28 +382,19 @@ std::map<std::string, nlohmann::ordered_json> load_named(const std::vector<std::
   return out;
 }
 
-// The FlashInfer-Bench trace protocol exactly as KernelIndex publishes it (seed 000; pinned digest
-// sha256:7d44d206...), so imported FIB traces join the same cohorts as the export's.
-json fib_protocol() {
+// A harness's trace protocol exactly as KernelIndex publishes it for imported traces: FlashInfer-Bench's is seed
+// 000's (pinned digest sha256:7d44d206...), so imported FIB traces join the same cohorts as the export's.
+json trace_protocol(const std::string& harness, const std::string& display_name, const std::string& repository) {
+  std::string snake = harness;
+  std::replace(snake.begin(), snake.end(), '-', '_');
   return {{"apiVersion", evidence::kApiVersion},
           {"kind", "BenchmarkProtocol"},
-          {"metadata", {{"name", "flashinfer-bench-trace"}, {"title", "FlashInfer-Bench trace harness"}}},
+          {"metadata", {{"name", harness + "-trace"}, {"title", display_name + " trace harness"}}},
           {"spec",
-           {{"harness", {{"name", "flashinfer-bench"}, {"repository", "https://github.com/flashinfer-ai/flashinfer-bench"}}},
-            {"correctness", {{"reference", "definition reference implementation"}, {"comparator", "flashinfer_bench_eval"}}},
+           {{"harness", {{"name", harness}, {"repository", repository}}},
+            {"correctness", {{"reference", "definition reference implementation"}, {"comparator", snake + "_eval"}}},
             {"measurement", {{"timer", "harness_reported"}, {"primaryStatistic", "mean"}}},
-            {"comparability", {{"family", "flashinfer_bench_trace"}}}}}};
-}
-
-json sol_protocol() {
-  return {{"apiVersion", evidence::kApiVersion},
-          {"kind", "BenchmarkProtocol"},
-          {"metadata", {{"name", "sol-execbench-trace"}, {"title", "SOL-ExecBench trace harness"}}},
-          {"spec",
-           {{"harness", {{"name", "sol-execbench"}, {"repository", "https://github.com/NVIDIA/SOL-ExecBench"}}},
-            {"correctness", {{"reference", "definition reference implementation"}, {"comparator", "sol_execbench_eval"}}},
-            {"measurement", {{"timer", "harness_reported"}, {"primaryStatistic", "mean"}}},
-            {"comparability", {{"family", "sol_execbench_trace"}}}}}};
+            {"comparability", {{"family", snake + "_trace"}}}}}};
 }
 
 }  // namespace
@@ -572,7 +563,10 @@ ImportReport import_traces(Store& store, const std::string& path, const ImportOp
                         {"metadata", {{"name", problem_manifest::slug("trace-" + product + "-" + software.dump()).substr(0, 100)},
                                       {"title", product + " (trace-reported software)"}}},
                         {"spec", env_spec}};
-    json protocol = source == "sol-execbench" ? sol_protocol() : fib_protocol();
+    json protocol = source == "sol-execbench"
+                        ? trace_protocol("sol-execbench", "SOL-ExecBench", "https://github.com/NVIDIA/SOL-ExecBench")
+                        : trace_protocol("flashinfer-bench", "FlashInfer-Bench",
+                                         "https://github.com/flashinfer-ai/flashinfer-bench");
 
     // The run. Both harnesses write `datetime.now().isoformat()`: a time without a zone, read as UTC (as
     // KernelIndex's importers do); the harness's own text and the rule applied are kept as run labels.

@@ -27,6 +27,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "bench/floors.hpp"
+#include "catalog/builtin.hpp"
 #include "kernels/layer_backward/backward.hpp"
 #include "kindex/kindex.h"
 
@@ -40,14 +42,18 @@ struct Workload {
   double b200_sol_ms;   // published B200 SOL bound (published-b200.json), for context
   double b200_base_ms;  // published B200 scoring baseline
 };
-constexpr Workload kWorkloads[] = {
-    {1, 691, 0.845, 0.089, 0.675327},    {2, 449, 0.628, 0.1117, 0.547536},  {2, 128, 0.422, 0.0306, 0.323616},
-    {16, 256, 1.679, 0.4936, 1.27304},   {1, 1024, 0.611, 0.1379, 0.470896}, {1, 131, 0.379, 0.0212, 0.297808},
-    {1, 2048, 1.358, 0.3134, 1.0624},    {1, 293, 0.396, 0.0359, 0.364961},  {16, 128, 0.876, 0.2423, 0.675264},
-    {4, 1024, 2.155, 0.5505, 1.5683035}, {8, 384, 1.369, 0.3774, 1.020096},  {1, 128, 0.394, 0.0211, 0.29152},
-    {1, 512, 0.396, 0.0644, 0.385312},   {1, 256, 0.389, 0.0312, 0.3041765}, {2, 1024, 1.110, 0.2755, 0.8454245},
-    {4, 512, 0.967, 0.2565, 0.718352}};
-constexpr double kPeakFlops = 989.4e12, kPeakBytes = 4.8e12;
+// The 16 workloads in upstream order (the bundled workload.jsonl), with the runner's baselines (bench/floors.hpp).
+std::vector<Workload> sol_workloads() {
+  namespace bench = kindex::bench;
+  std::vector<Workload> out;
+  for (const auto& w : kindex::catalog::builtin_workloads(kindex::catalog::kSolGqaRopeBackward)) {
+    const int64_t b = w.axes.at("batch_size"), s = w.axes.at("seq_len");
+    out.push_back({int(b), int(s), *bench::l2_003_baseline_seconds("NVIDIA H200", b, s) * 1e3,
+                   *bench::l2_003_published_b200_sol_seconds(b, s) * 1e3,
+                   *bench::l2_003_baseline_seconds("NVIDIA B200", b, s) * 1e3});
+  }
+  return out;
+}
 
 #define CHECK(expr)                                                                                    \
   do {                                                                                                 \
@@ -217,10 +223,10 @@ int main(int argc, char** argv) {
   int count = 0, faster = 0;
   std::printf("%-9s %9s %9s %9s %9s %8s %7s %7s %6s | %s\n", "B x S", "T_k ms", "gemm ms", "attn ms", "T_SOL ms",
               "T_b ms", "TFLOP/s", "x T_b", "S", "other schedule: T_k ms, attn ms, S");
-  for (const Workload& w : kWorkloads) {
+  for (const Workload& w : sol_workloads()) {
     const std::string tag = std::to_string(w.b) + "x" + std::to_string(w.s);
     if (!cases.empty() && ("," + cases + ",").find("," + tag + ",") == std::string::npos) continue;
-    const int64_t B = w.b, S = w.s, N = B * S;
+    const int64_t B = w.b, S = w.s;
     // Two input copies at different addresses, alternated per iteration.
     Inputs sets[2] = {make_inputs(B, S, 1), make_inputs(B, S, 1)};
     std::vector<void*> outs;
@@ -282,17 +288,19 @@ int main(int argc, char** argv) {
       return 1;
     }
     CHECK(cudaStreamSynchronize(stream));
-    const double macs_w = 104857600.0 * double(N) + 16384.0 * double(B) * double(S) * double(S);
-    double bytes_w = 0;
-    for (size_t e : input_elems(B, S)) bytes_w += 2.0 * double(e);
-    for (size_t e : output_elems(B, S)) bytes_w += 2.0 * double(e);
-    const double t_sol_w = std::max(2 * macs_w / kPeakFlops, bytes_w / kPeakBytes) * 1e3;
+    // T_SOL and the score as the runner computes them (bench/floors.hpp).
+    const double macs = kindex::bench::l2_003_macs(B, S);
+    double bytes = 0;
+    for (size_t e : input_elems(B, S)) bytes += 2.0 * double(e);
+    for (size_t e : output_elems(B, S)) bytes += 2.0 * double(e);
+    const double t_sol = kindex::bench::sol_t_sol_seconds(macs, bytes) * 1e3;
+    auto sol_score = [&](double t_k_ms) { return kindex::bench::sol_score(t_k_ms, t_sol, w.t_b_ms); };
     if (!variants.empty()) {
       nlohmann::json per = nlohmann::json::array();
       for (size_t vi = 0; vi < variants.size(); ++vi) {
         const Timing all = time_parts(kb::Parts::all, variants[vi].options);
         const Timing attention = time_parts(kb::Parts::attention, variants[vi].options);
-        const double score = 1.0 / (1.0 + (all.median_ms - t_sol_w) / (w.t_b_ms - t_sol_w));
+        const double score = sol_score(all.median_ms);
         std::printf("%-9s %-22s T_k %8.4f ms  attn %8.4f ms  S %6.3f  x T_b %5.2f\n", tag.c_str(),
                     variants[vi].name.c_str(), all.median_ms, attention.median_ms, score, w.t_b_ms / all.median_ms);
         sweep_score[vi] += score;
@@ -303,7 +311,7 @@ int main(int argc, char** argv) {
                        {"attention_only_ms", attention.median_ms}, {"sol_score", score}});
       }
       std::fflush(stdout);
-      results.push_back({{"batch_size", B}, {"seq_len", S}, {"t_sol_ms", t_sol_w}, {"t_b_ms", w.t_b_ms},
+      results.push_back({{"batch_size", B}, {"seq_len", S}, {"t_sol_ms", t_sol}, {"t_b_ms", w.t_b_ms},
                          {"variants", per}});
       ++count;
       for (auto& set : sets)
@@ -322,15 +330,10 @@ int main(int argc, char** argv) {
     const Timing all_other = time_parts(kb::Parts::all, other_options);
     const Timing attention_other = time_parts(kb::Parts::attention, other_options);
 
-    const double macs = 104857600.0 * double(N) + 16384.0 * double(B) * double(S) * double(S);
-    double bytes = 0;
-    for (size_t e : input_elems(B, S)) bytes += 2.0 * double(e);
-    for (size_t e : output_elems(B, S)) bytes += 2.0 * double(e);
-    const double t_sol = std::max(2 * macs / kPeakFlops, bytes / kPeakBytes) * 1e3;
     const double t_k = all.median_ms;
-    const double score = 1.0 / (1.0 + (t_k - t_sol) / (w.t_b_ms - t_sol));
+    const double score = sol_score(t_k);
     const double tflops = 2 * macs / (t_k * 1e-3) / 1e12;
-    const double score_other = 1.0 / (1.0 + (all_other.median_ms - t_sol) / (w.t_b_ms - t_sol));
+    const double score_other = sol_score(all_other.median_ms);
     log_sum_latency += std::log(t_k);
     score_sum += score;
     score_other_sum += score_other;
@@ -405,7 +408,7 @@ int main(int argc, char** argv) {
                     {"cold_l2", "cudaMemsetAsync of 2 x L2 bytes before every iteration"},
                     {"inputs", "two copies at different addresses, alternated per iteration"},
                     {"warmup", warmup}, {"iterations", iters}, {"statistic", "median"}}},
-      {"floors", {{"peak_flops", kPeakFlops}, {"peak_bytes_per_s", kPeakBytes}}},
+      {"floors", {{"peak_flops", kindex::bench::kSolPeakFlopsPerS}, {"peak_bytes_per_s", kindex::bench::kSolPeakBytesPerS}}},
       {"t_b_source", "protocols.md section 4: H200 torch.compile, cold L2, median of 50 (not re-measured here)"},
       {"b200_context", "published-b200.json: NVIDIA SOL-ExecBench leaderboard per-workload SOL bound and baseline"},
       {"workloads", results},

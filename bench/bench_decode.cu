@@ -6,8 +6,8 @@
 // GPU activity to last, as FlashInfer-Bench; CUDA events only when CUPTI cannot load) and, for the first variant,
 // also with CUDA events around the call (which add the host's launch latency).
 // Prints a table and writes JSON (--json FILE): per workload latency statistics, the bytes a call
-// must move (K/V of referenced tokens + q + output + lse + index arrays), achieved TB/s and the ratio to the floor
-// bytes / 4.28 TB/s (the H200's measured device copy, docs/protocols.md section 4).
+// must move (bench::paged_decode_work, defined in docs/protocols.md "Floors"), achieved TB/s and the ratio to the
+// floor bytes / the H200's measured device copy (bench::published_measured_rates, docs/protocols.md section 4).
 //
 //   bench_decode [--json FILE] [--dump-tables DIR] [--filter SUBSTRING] [--variants LIST] [--iters N]
 //                [--synthetic B:N:PS,...] [--flush memset|read|none]
@@ -35,6 +35,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "bench/floors.hpp"
 #include "bench/timer.hpp"
 #include "catalog/builtin.hpp"
 #include "catalog/inputs.hpp"
@@ -44,7 +45,8 @@
 
 namespace {
 
-constexpr double kCopyBytesPerSecond = 4.28e12;  // H200 device-to-device copy, docs/protocols.md section 4
+// The floor's rate: the H200's measured device-to-device copy (docs/protocols.md section 4), from the runner.
+const double copy_bytes_per_s = kindex::bench::published_measured_rates("NVIDIA H200")->copy_bytes_per_s;
 
 #define CHECK_CUDA(expr)                                                                        \
   do {                                                                                          \
@@ -224,7 +226,7 @@ int main(int argc, char** argv) {
   std::vector<Case> cases;
   for (const char* def_name : {"gqa_paged_decode_h32_kv4_d128_ps1", "gqa_paged_decode_h24_kv4_d128_ps64"}) {
     const auto problem = kindex::catalog::builtin_problem(def_name);
-    const auto dp = *kindex::catalog::decode_params(problem.definition);
+    const auto dp = *kindex::catalog::decode_family_params(problem.definition);
     int index = 0;
     for (const auto& w : problem.workloads) {
       Case c;
@@ -298,18 +300,22 @@ int main(int argc, char** argv) {
         if (has_last) dump(".last", cs.last);
       }
 
-      // Bytes a call must move.
-      int64_t tokens = 0;
-      const int32_t* ip = cs.indptr.data();
-      const int32_t* last_len = has_last ? cs.last.data() : nullptr;
-      for (int b = 0; b < batch; ++b) {
-        const int64_t pages = ip[b + 1] - ip[b];
-        if (pages > 0) tokens += (pages - 1) * ps + (last_len ? last_len[b] : ps);
-      }
-      const double kv_bytes = double(tokens) * hkv * d * 2 * 2;
-      const double bytes = kv_bytes + 2.0 * batch * hq * d * 2 + batch * hq * 4.0 + (batch + 1) * 4.0 + n * 4.0 +
-                           (has_last ? batch * 4.0 : 0.0);
-      const double floor_us = bytes / kCopyBytesPerSecond * 1e6;
+      // Bytes a call must move: the runner's definition (bench/floors.hpp, docs/protocols.md "Floors").
+      kindex_paged_decode_params counted = KINDEX_PAGED_DECODE_PARAMS_INIT;
+      counted.batch_size = batch;
+      counted.num_qo_heads = hq;
+      counted.num_kv_heads = hkv;
+      counted.head_dim = d;
+      counted.page_size = ps;
+      counted.num_pages = num_pages;
+      counted.num_kv_indices = n;
+      counted.kv_indptr = cs.indptr.data();
+      counted.kv_indices = cs.indices.data();
+      counted.kv_last_page_len = has_last ? cs.last.data() : nullptr;
+      const kindex::bench::WorkCount work = kindex::bench::paged_decode_work(counted, 2.0);
+      const int64_t tokens = std::llround(work.flops / (4.0 * hq * d));  // (sequence, token) pairs read
+      const double bytes = work.referenced_bytes;
+      const double floor_us = bytes / copy_bytes_per_s * 1e6;
 
       // Device inputs.
       const size_t cache_elems = size_t(num_pages) * ps * hkv * d;
@@ -333,15 +339,8 @@ int main(int argc, char** argv) {
         CHECK_CUDA(cudaMalloc(&d_last, last.size() * 4));
         CHECK_CUDA(cudaMemcpy(d_last, last.data(), last.size() * 4, cudaMemcpyHostToDevice));
       }
-      kindex_paged_decode_params p = KINDEX_PAGED_DECODE_PARAMS_INIT;
+      kindex_paged_decode_params p = counted;  // the same sizes, with device pointers
       p.dtype = KINDEX_DTYPE_BF16;
-      p.batch_size = batch;
-      p.num_qo_heads = hq;
-      p.num_kv_heads = hkv;
-      p.head_dim = d;
-      p.page_size = ps;
-      p.num_pages = num_pages;
-      p.num_kv_indices = n;
       p.q = q;
       p.k_cache = k;
       p.v_cache = v;
@@ -441,8 +440,9 @@ int main(int argc, char** argv) {
                       {"untimed", untimed}, {"warmup", warmup},
                       {"iterations", iters}, {"statistic", "median"}, {"timer", timer},
                       {"also", "kindex_cuda_events: CUDA events around each call (first variant)"}}},
-        {"floor", {{"bytes", "K/V of referenced tokens + q + output + lse + kv_indptr + kv_indices + kv_last_page_len"},
-                   {"bandwidth_bytes_per_s", kCopyBytesPerSecond},
+        {"floor", {{"bytes", "K/V of distinct referenced tokens + q + output + lse + kv_indptr + kv_indices + "
+                             "kv_last_page_len (bench::paged_decode_work)"},
+                   {"bandwidth_bytes_per_s", copy_bytes_per_s},
                    {"bandwidth_source", "H200 device-to-device copy, docs/protocols.md section 4"}}},
         {"variants", [&] {
            nlohmann::json a = nlohmann::json::array();

@@ -4,6 +4,7 @@
 #include <array>
 #include <cmath>
 #include <fstream>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -46,20 +47,37 @@ const SolRow* sol_row(int64_t b, int64_t s) {
 }
 }  // namespace
 
-std::optional<Datasheet> datasheet_for(const std::string& name) {
-  if (contains(name, "H200")) return Datasheet{"NVIDIA H200", 4800e9, 989e12};
-  if (contains(name, "H100") && !contains(name, "PCIe") && !contains(name, "NVL"))
-    return Datasheet{"NVIDIA H100 SXM", 3350e9, 989e12};
-  if (contains(name, "B200")) return Datasheet{"NVIDIA B200", 8000e9, 2250e12};
-  return std::nullopt;
-}
-
 std::optional<MeasuredRates> published_measured_rates(const std::string& name) {
   if (contains(name, "H200"))
     return MeasuredRates{4.28e12, 784e12,
                          "protocols.md section 4: H200 device-to-device copy 4.28 TB/s, 8192^3 bf16 GEMM 784 TFLOP/s "
                          "(2026-12-02, driver 580, CUDA 13.0)"};
   return std::nullopt;
+}
+
+WorkCount paged_decode_work(const kindex_paged_decode_params& p, double element_bytes) {
+  std::vector<int32_t> used(size_t(std::max<int64_t>(p.num_pages, 0)), 0);  // tokens read of each page
+  double tokens_read = 0;  // with repeats: the attention arithmetic counts every (sequence, token)
+  for (int32_t b = 0; b < p.batch_size; ++b) {
+    const int32_t begin = p.kv_indptr[b], end = p.kv_indptr[b + 1];
+    for (int32_t i = begin; i < end; ++i) {
+      const int32_t page = p.kv_indices[i];
+      const int32_t len = i + 1 < end ? p.page_size : (p.kv_last_page_len ? p.kv_last_page_len[b] : p.page_size);
+      if (page >= 0 && page < p.num_pages) used[size_t(page)] = std::max(used[size_t(page)], len);
+      tokens_read += len;
+    }
+  }
+  double distinct_tokens = 0;
+  for (int32_t n : used) distinct_tokens += n;
+  const double batch = p.batch_size, heads = double(p.num_qo_heads) * p.head_dim;
+  const double kv_bytes = 2.0 * distinct_tokens * p.num_kv_heads * p.head_dim * element_bytes;
+  const double q_and_output = 2.0 * batch * heads * element_bytes;
+  const double lse = batch * p.num_qo_heads * 4.0;
+  const double indices = 4.0 * ((batch + 1) + double(p.num_kv_indices) + (p.kv_last_page_len ? batch : 0.0));
+  WorkCount w;
+  w.referenced_bytes = kv_bytes + q_and_output + lse + indices;
+  w.flops = 4.0 * tokens_read * heads;
+  return w;
 }
 
 static Floor make_floor(std::string method, double bytes, double flops, double bytes_per_s, double flops_per_s,
@@ -97,7 +115,7 @@ double l2_003_macs(int64_t b, int64_t s) {
 }
 
 double sol_t_sol_seconds(double macs, double compulsory_bytes) {
-  return std::max(2.0 * macs / 989.4e12, compulsory_bytes / 4.8e12);
+  return std::max(2.0 * macs / kSolPeakFlopsPerS, compulsory_bytes / kSolPeakBytesPerS);
 }
 
 double sol_score(double t_kernel, double t_sol, double t_baseline) {

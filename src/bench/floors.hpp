@@ -3,8 +3,9 @@
 //   headroom-v1 (KernelIndex, exactly): max(bytes of every declared input tensor / datasheet DRAM bandwidth,
 //     FLOPs / datasheet dense peak); FLOPs only for the GEMM (2MNK) and attention (4*B*H*Lq*Lk*D) families.
 //     The gqa-paged-attention and rope families have no arithmetic formula: bandwidth floor only.
-//   kindex floor (tighter): bytes a call must actually move (for decode only the KV tokens it reads, plus q,
-//     output, lse and the index arrays) over the MEASURED copy bandwidth, FLOPs over the MEASURED tensor rate.
+//   kindex floor (tighter): bytes a call must actually move (docs/protocols.md section 3, "Floors": for decode only
+//     the KV tokens it reads, plus q, output, lse and the index arrays) over the MEASURED copy bandwidth, FLOPs
+//     over the MEASURED tensor rate.
 //   SOL score (L2/003): S = 1 / (1 + (T_k - T_SOL) / (T_b - T_SOL)), T_SOL = max(2*MACs / 989.4e12,
 //     compulsory bytes / 4.8e12), T_b the optimized-PyTorch baseline of the same GPU.
 #include <cstdint>
@@ -12,16 +13,14 @@
 #include <optional>
 #include <string>
 
+#include "kindex/kindex.h"
+#include "store/ranking.hpp"
+
 namespace kindex::bench {
 
-// Datasheet peaks of a GPU (protocols.md section 3).
-struct Datasheet {
-  std::string product;           // "NVIDIA H200"
-  double dram_bytes_per_s = 0;   // 4.8e12
-  double dense_flops_per_s = 0;  // bf16 dense tensor peak, 989e12
-};
-// By device name ("NVIDIA H200", "NVIDIA H100 80GB HBM3", "NVIDIA B200"); nullopt for an unknown GPU.
-std::optional<Datasheet> datasheet_for(const std::string& device_name);
+// Datasheet peaks of a GPU: the store's table (store/ranking.hpp), so the runner's headroom-v1 and the pages' agree.
+using store::Datasheet;
+using store::datasheet_for;
 
 // Rates measured on a real device, with where they come from.
 struct MeasuredRates {
@@ -41,6 +40,16 @@ struct WorkCount {
   std::optional<double> headroom_flops;  // headroom-v1's formula, only for the gemm / attention families
 };
 
+// The bytes one paged-decode call must move and its FLOPs: the one definition, used by the runner (count_work),
+// bench/bench_decode.cu and, through the runs they record, the pages. `p` holds host pointers to the index arrays
+// (kv_indptr, kv_indices, kv_last_page_len); element_bytes is the size of a q / cache / output element.
+//   referenced_bytes = K and V of every distinct (page, slot) some sequence reads (a page several sequences share
+//     counts once, up to the longest prefix of it any of them reads) + q + output + lse (fp32) + kv_indptr +
+//     kv_indices (+ kv_last_page_len), the index arrays 4 B an entry;
+//   flops = 4 * num_qo_heads * head_dim per (sequence, token) read (q.k and p.v; a shared token counts per reader).
+// declared_input_bytes / compulsory_bytes are left 0: they need the whole declared tensors (count_work).
+WorkCount paged_decode_work(const kindex_paged_decode_params& p, double element_bytes);
+
 struct Floor {
   std::string method;  // "headroom-v1" | "kindex-referenced-v1"
   double bytes = 0, flops = 0;
@@ -57,7 +66,9 @@ Floor kindex_floor(const WorkCount& work, const MeasuredRates& rates);
 double gemm_flops(double m, double n, double k);                             // 2MNK
 double attention_flops(double b, double h, double lq, double lk, double d);  // 4*B*H*Lq*Lk*D
 
-// SOL-ExecBench L2/003.
+// SOL-ExecBench L2/003. T_SOL's peaks: H200 dense bf16 989.4 TFLOP/s and 4.8 TB/s (docs/protocols.md).
+inline constexpr double kSolPeakFlopsPerS = 989.4e12;
+inline constexpr double kSolPeakBytesPerS = 4.8e12;
 double l2_003_macs(int64_t batch_size, int64_t seq_len);         // 104,857,600*B*S + 16,384*B*S^2
 double sol_t_sol_seconds(double macs, double compulsory_bytes);  // max(2*MACs/989.4e12, bytes/4.8e12)
 double sol_score(double t_kernel, double t_sol, double t_baseline);

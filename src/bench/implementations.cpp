@@ -46,11 +46,11 @@ class CAbiImplementation final : public Implementation {
     size_t bytes = 0;
     kindex_status s;
     if (kind == ProblemKind::paged_decode) {
-      auto p = decode_params(args);
+      auto p = decode_abi_params(args);
       s = abi_.decode_workspace(&p, &bytes);
       if (s != KINDEX_STATUS_OK) abi_failure(s, "kindex_paged_decode_workspace_size", abi_.last_error(), memory());
     } else {
-      auto p = backward_params(args);
+      auto p = backward_abi_params(args);
       s = abi_.backward_workspace(&p, &bytes);
       if (s != KINDEX_STATUS_OK) abi_failure(s, "kindex_gqa_rope_backward_workspace_size", abi_.last_error(), memory());
     }
@@ -58,11 +58,11 @@ class CAbiImplementation final : public Implementation {
   }
   void run(ProblemKind kind, const CallArgs& args, void* workspace, size_t workspace_bytes, void* stream) override {
     if (kind == ProblemKind::paged_decode) {
-      auto p = decode_params(args);
+      auto p = decode_abi_params(args);
       kindex_status s = abi_.decode(&p, workspace, workspace_bytes, stream);
       if (s != KINDEX_STATUS_OK) abi_failure(s, "kindex_paged_decode", abi_.last_error(), memory());
     } else {
-      auto p = backward_params(args);
+      auto p = backward_abi_params(args);
       kindex_status s = abi_.backward(&p, workspace, workspace_bytes, stream);
       if (s != KINDEX_STATUS_OK) abi_failure(s, "kindex_gqa_rope_backward", abi_.last_error(), memory());
     }
@@ -89,9 +89,9 @@ class CpuReference final : public Implementation {
   void run(ProblemKind kind, const CallArgs& args, void*, size_t, void*) override {
     try {
       if (kind == ProblemKind::paged_decode)
-        reference::paged_decode(decode_params(args));
+        reference::paged_decode(decode_abi_params(args));
       else
-        reference::gqa_rope_backward(backward_params(args));
+        reference::gqa_rope_backward(backward_abi_params(args));
     } catch (const std::bad_alloc&) {
       throw RunFailure(RunStatus::resource_exceeded, "cpu-reference: out of host memory");
     } catch (const Error& e) {

@@ -9,7 +9,7 @@
 namespace kindex::bench {
 
 std::optional<ProblemKind> problem_kind(const catalog::Definition& def) {
-  if (catalog::decode_params(def)) return ProblemKind::paged_decode;
+  if (catalog::decode_family_params(def)) return ProblemKind::paged_decode;
   if (catalog::is_sol_gqa_rope_backward(def)) return ProblemKind::gqa_rope_backward;
   return std::nullopt;
 }
@@ -56,7 +56,7 @@ kindex_dtype abi_dtype(DType t, const std::string& name) {
 
 }  // namespace
 
-kindex_paged_decode_params decode_params(const CallArgs& a) {
+kindex_paged_decode_params decode_abi_params(const CallArgs& a) {
   const TensorView& q = tensor(a.inputs, "q", 3);
   const TensorView& k = tensor(a.inputs, "k_cache", 4);
   const TensorView& v = tensor(a.inputs, "v_cache", 4);
@@ -85,7 +85,7 @@ kindex_paged_decode_params decode_params(const CallArgs& a) {
   return p;
 }
 
-kindex_gqa_rope_backward_params backward_params(const CallArgs& a) {
+kindex_gqa_rope_backward_params backward_abi_params(const CallArgs& a) {
   const TensorView& hidden = tensor(a.inputs, "hidden_states", 3);
   kindex_gqa_rope_backward_params p = KINDEX_GQA_ROPE_BACKWARD_PARAMS_INIT;
   p.batch_size = int32_t(hidden.shape[0]);
@@ -124,29 +124,10 @@ WorkCount count_work(ProblemKind kind, const CallArgs& a) {
     w.referenced_bytes = w.compulsory_bytes;  // every input is read in full, every output written
     return w;
   }
-  // Decode: KV bytes of the distinct tokens read (a page shared by several sequences counts once, up to the
-  // longest prefix of it any sequence reads), plus q, output, lse and the index arrays.
-  kindex_paged_decode_params p = decode_params(a);
-  std::vector<int32_t> used(size_t(std::max<int64_t>(p.num_pages, 0)), 0);
-  double tokens_read = 0;  // with repeats: the attention arithmetic counts every (sequence, token)
-  for (int32_t b = 0; b < p.batch_size; ++b) {
-    const int32_t begin = p.kv_indptr[b], end = p.kv_indptr[b + 1];
-    for (int32_t i = begin; i < end; ++i) {
-      const int32_t page = p.kv_indices[i];
-      const int32_t len = i + 1 < end ? p.page_size : (p.kv_last_page_len ? p.kv_last_page_len[b] : p.page_size);
-      if (page >= 0 && page < p.num_pages) used[size_t(page)] = std::max(used[size_t(page)], len);
-      tokens_read += len;
-    }
-  }
-  double distinct_tokens = 0;
-  for (int32_t n : used) distinct_tokens += n;
-  const double elt = double(dtype_size(a.inputs.at("q").dtype));
-  const double kv_bytes = 2.0 * distinct_tokens * p.num_kv_heads * p.head_dim * elt;
-  double small = out_bytes;
-  for (const char* name : {"q", "kv_indptr", "kv_indices", "kv_last_page_len"})
-    if (auto it = a.inputs.find(name); it != a.inputs.end()) small += double(it->second.nbytes());
-  w.referenced_bytes = kv_bytes + small;
-  w.flops = 4.0 * tokens_read * p.num_qo_heads * p.head_dim;  // q.k and p.v per (query head, token)
+  // Decode: what a call must move (floors.hpp, paged_decode_work), from the page table it is given.
+  const WorkCount moved = paged_decode_work(decode_abi_params(a), double(dtype_size(a.inputs.at("q").dtype)));
+  w.referenced_bytes = moved.referenced_bytes;
+  w.flops = moved.flops;
   return w;
 }
 

@@ -25,9 +25,10 @@ struct CallArgs {
   TensorMap outputs;
 };
 
-// Throw kindex::Error("call", name, ...) when a tensor the problem needs is missing or has the wrong rank/dtype.
-kindex_paged_decode_params decode_params(const CallArgs& args);
-kindex_gqa_rope_backward_params backward_params(const CallArgs& args);
+// One call's C ABI params struct, pointing at its tensors. Throw kindex::Error("call", name, ...) when a tensor
+// the problem needs is missing or has the wrong rank/dtype.
+kindex_paged_decode_params decode_abi_params(const CallArgs& args);
+kindex_gqa_rope_backward_params backward_abi_params(const CallArgs& args);
 
 // The work of one call, from the host copies of its inputs and outputs (decode reads the page table to count
 // the KV tokens actually referenced: every distinct (page, slot) that some sequence reads, once).

@@ -13,6 +13,7 @@
 #include "catalog/builtin.hpp"
 #include "catalog/inputs.hpp"
 #include "evidence/digest.hpp"
+#include "problem_manifest/problem_manifest.hpp"
 
 namespace kindex::bench {
 
@@ -36,122 +37,8 @@ std::string manifest_name(std::string s) {
   return out.substr(0, 200);
 }
 
-std::string short_dtype(DType t) {
-  switch (t) {
-    case DType::bf16:
-      return "bf16";
-    case DType::f16:
-      return "fp16";
-    case DType::f32:
-      return "fp32";
-    case DType::f64:
-      return "fp64";
-    case DType::i32:
-      return "int32";
-    case DType::i64:
-      return "int64";
-    case DType::u8:
-      return "uint8";
-    case DType::boolean:
-      return "bool";
-  }
-  return "unknown";
-}
-
 bool is_hex40(const std::string& s) {
   return s.size() == 40 && std::all_of(s.begin(), s.end(), [](char c) { return std::isxdigit(c) && !std::isupper(c); });
-}
-
-std::string operation_family(const catalog::Definition& def) {
-  if (catalog::decode_params(def)) return "gqa-paged";
-  if (catalog::is_sol_gqa_rope_backward(def)) return "rope";
-  return manifest_name(def.op_type.empty() ? "operation" : def.op_type);
-}
-
-evidence::Manifest operation_manifest(const catalog::Definition& def) {
-  evidence::OperationSpecModel m;
-  m.metadata.name = manifest_name(def.name);
-  m.metadata.title = def.name;
-  if (!def.description.empty()) m.metadata.description = def.description.substr(0, 2000);
-  m.family = operation_family(def);
-  for (const auto& [name, axis] : def.axes) {
-    evidence::OperationAxis a;
-    a.name = name;
-    if (axis.kind == catalog::Axis::Kind::constant)
-      a.role = "constant", a.value = axis.value;
-    else if (axis.kind == catalog::Axis::Kind::expression)
-      a.role = "derived", a.expression = axis.expression;
-    m.axes.push_back(a);
-  }
-  auto tensors = [](const std::vector<catalog::TensorSpec>& specs) {
-    std::vector<evidence::OperationTensor> out;
-    for (const auto& t : specs) {
-      evidence::OperationTensor o;
-      o.name = t.name;
-      o.dtype = short_dtype(t.dtype);
-      o.scalar = t.is_scalar();
-      if (t.shape)
-        for (const auto& d : *t.shape) o.shape.emplace_back(d);
-      out.push_back(o);
-    }
-    return out;
-  };
-  m.inputs = tensors(def.inputs);
-  m.outputs = tensors(def.outputs);
-  if (!def.reference.empty()) m.extra["reference"] = {{"language", "python"}};
-  return evidence::to_manifest(m);
-}
-
-std::string generator_name(const catalog::Definition& def, const std::string& name, const catalog::InputSpec& spec) {
-  if (spec.kind == catalog::InputSpec::Kind::safetensors) return "safetensors";
-  if (name == "kv_indptr" || name == "kv_indices" || name == "kv_last_page_len") return "kindex_page_table";
-  if (def.source == catalog::Source::sol_execbench) {
-    if (name.size() > 7 && name.compare(name.size() - 7, 7, "_weight") == 0) return "normal_over_sqrt_fan_in";
-    if (name == "cos" || name == "sin") return "trig_of_clamped_normal";
-    if (name == "attn_weights") return "softmax_of_normal";
-  }
-  return "normal";
-}
-
-evidence::Manifest workload_manifest(const catalog::Definition& def, const catalog::Workload& w,
-                                     const std::string& operation_digest, uint64_t seed) {
-  evidence::WorkloadCaseModel m;
-  m.metadata.name = manifest_name(def.name + "-" + w.uuid.substr(0, 8));
-  std::string title = def.name + " ·";
-  for (const auto& [k, v] : w.axes) title += " " + k + "=" + std::to_string(v);
-  m.metadata.title = title.substr(0, 200);
-  m.operation_spec_digest = operation_digest;
-  m.axes = w.axes;
-  auto axes = catalog::resolve_axes(def, w);
-  for (const auto& t : def.inputs) {
-    auto it = w.inputs.find(t.name);
-    if (t.is_scalar()) {
-      evidence::WorkloadScalar s;
-      s.name = t.name;
-      s.dtype = short_dtype(t.dtype);
-      s.value = it != w.inputs.end() ? it->second.value : 0.0;
-      m.scalars.push_back(s);
-      continue;
-    }
-    evidence::WorkloadTensor x;
-    x.name = t.name;
-    x.shape = catalog::concrete_shape(t, axes);
-    x.dtype = short_dtype(t.dtype);
-    x.generator = it != w.inputs.end() ? generator_name(def, t.name, it->second) : "normal";
-    if (x.generator == "kindex_page_table")
-      x.seed = int64_t(catalog::page_table_seed(w) >> 11);  // < 2^53
-    else if (x.generator != "safetensors")
-      x.seed = int64_t(seed);
-    m.tensors.push_back(x);
-  }
-  const bool fib = def.source == catalog::Source::flashinfer_bench;
-  m.correctness.comparator = fib ? "flashinfer_bench_eval" : "sol_execbench_eval";
-  m.correctness.max_absolute_error = w.tolerance ? w.tolerance->max_atol : 1e-2;
-  m.correctness.max_relative_error = w.tolerance ? w.tolerance->max_rtol : 1e-2;
-  m.correctness.required_matched_ratio = fib ? 1.0 : 0.99;
-  m.correctness.nan_policy = "reject";
-  m.correctness.infinity_policy = "reject";
-  return evidence::to_manifest(m);
 }
 
 evidence::Manifest implementation_manifest(const ImplementationInfo& info, const catalog::Definition& def,
@@ -172,7 +59,7 @@ evidence::Manifest implementation_manifest(const ImplementationInfo& info, const
     m.hardware_architectures = {"x86_64"};
   if (env.has_gpu && info.on_device) m.products_tested = {env.gpu_name};
   std::set<std::string> dtypes;
-  for (const auto& t : def.inputs) dtypes.insert(short_dtype(t.dtype));
+  for (const auto& t : def.inputs) dtypes.insert(problem_manifest::short_dtype(std::string(dtype_name(t.dtype))));
   m.dtypes.assign(dtypes.begin(), dtypes.end());
   if (!info.path.empty()) {
     // An external library is identified by its bytes.
@@ -333,8 +220,8 @@ RunRecords run_records(const RunResult& r, const WorkItem& item, const Environme
   auto& impl_m = rec.implementation;
   auto& proto_m = rec.protocol;
   env_m = environment_manifest(environment);
-  op_m = operation_manifest(def);
-  wl_m = workload_manifest(def, *item.workload, op_m.digest, r.seed ? r.seed : catalog::default_seed(def));
+  op_m = problem_manifest::operation_spec(def);
+  wl_m = problem_manifest::workload_case(def, *item.workload, op_m);
   impl_m = implementation_manifest(r.implementation_info, def, op_m.digest, environment);
   proto_m = protocol_manifest(r, environment, r.timing.timer != "cuda_events");
   for (const auto& trial : r.timing.trials_ns) rec.samples.insert(rec.samples.end(), trial.begin(), trial.end());

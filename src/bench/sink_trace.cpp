@@ -7,6 +7,7 @@
 #include "bench/json_number.hpp"
 #include "bench/sinks.hpp"
 #include "core/error.hpp"
+#include "problem_manifest/problem_manifest.hpp"
 
 namespace kindex::bench {
 
@@ -25,24 +26,6 @@ std::map<std::string, std::string> trace_libs(const Environment& env) {
   libs["kindex"] = env.kindex_version;
   if (!env.cuda_runtime_version.empty()) libs["cuda"] = env.cuda_runtime_version;
   return libs;
-}
-
-json workload_inputs_json(const catalog::Workload& w) {
-  json inputs = json::object();
-  for (const auto& [name, spec] : w.inputs) {
-    switch (spec.kind) {
-      case catalog::InputSpec::Kind::random:
-        inputs[name] = {{"type", "random"}};
-        break;
-      case catalog::InputSpec::Kind::scalar:
-        inputs[name] = {{"type", "scalar"}, {"value", spec.value}};
-        break;
-      case catalog::InputSpec::Kind::safetensors:
-        inputs[name] = {{"type", "safetensors"}, {"path", spec.path}, {"tensor_key", spec.tensor_key}};
-        break;
-    }
-  }
-  return inputs;
 }
 
 }  // namespace
@@ -66,10 +49,8 @@ json trace_line(const RunResult& r, const catalog::Workload& w, const Environmen
     evaluation["performance"] = {
         {"latency_ms", ms}, {"reference_latency_ms", ref_ms}, {"speedup_factor", r.speedup.value_or(0.0)}};
   }
-  json axes = json::object();
-  for (const auto& [k, v] : r.axes) axes[k] = v;
   return {{"definition", r.definition},
-          {"workload", {{"uuid", r.workload_uuid}, {"axes", axes}, {"inputs", workload_inputs_json(w)}}},
+          {"workload", problem_manifest::workload_document(w)},
           {"solution", r.implementation},
           {"evaluation", evaluation}};
 }

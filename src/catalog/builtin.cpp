@@ -266,7 +266,7 @@ Definition decode_definition(const DecodeParams& p) {
   return parse_definition(j.dump(), "builtin:" + p.name(), Source::flashinfer_bench);
 }
 
-std::optional<DecodeParams> decode_params(const Definition& def) {
+std::optional<DecodeParams> decode_family_params(const Definition& def) {
   DecodeParams p;
   for (auto [axis, dst] : {std::pair{"num_qo_heads", &p.num_qo_heads},
                            {"num_kv_heads", &p.num_kv_heads},
@@ -329,7 +329,7 @@ std::string stable_uuid(std::string_view key) {
 }
 
 Workload make_decode_workload(const Definition& def, int64_t batch_size, int64_t num_pages, int64_t num_kv_indices) {
-  auto params = decode_params(def);
+  auto params = decode_family_params(def);
   if (!params) throw Error("builtin", "definition", def.name, "not a gqa_paged_decode family definition");
   std::string key = def.name + "/b" + std::to_string(batch_size) + "/p" + std::to_string(num_pages) + "/i" +
                     std::to_string(num_kv_indices);
@@ -352,7 +352,7 @@ Workload make_decode_workload(const Definition& def, int64_t batch_size, int64_t
 
 bool is_small(const Definition& def, const Workload& workload) {
   auto axes = resolve_axes(def, workload);
-  if (auto p = decode_params(def)) {
+  if (auto p = decode_family_params(def)) {
     const int64_t tokens = axes.at("num_kv_indices") * p->page_size;  // an upper bound
     const int64_t cache = axes.at("num_pages") * p->page_size * p->num_kv_heads * p->head_dim;
     return tokens * p->num_qo_heads <= (int64_t(1) << 20) && cache <= (int64_t(1) << 24);

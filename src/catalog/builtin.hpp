@@ -27,7 +27,7 @@ std::optional<DecodeParams> parse_decode_name(std::string_view name);
 Definition decode_definition(const DecodeParams& params);
 // The decode parameters of any definition in the family (bundled, generated or loaded from a user's file),
 // read from its const axes and inputs; nullopt for other definitions.
-std::optional<DecodeParams> decode_params(const Definition& def);
+std::optional<DecodeParams> decode_family_params(const Definition& def);
 
 constexpr std::string_view kSolGqaRopeBackward = "003_grouped_query_attention_with_rope_backward";
 bool is_sol_gqa_rope_backward(const Definition& def);

@@ -21,7 +21,15 @@ void add_all_commands(CLI::App& app, Registry& registry) {
   add_digest_command(app, registry);
   add_validate_command(app, registry);
   add_verify_export_command(app, registry);
-  add_index_commands(app, registry);
+  add_import_command(app, registry);
+  add_search_command(app, registry);
+  add_resolve_command(app, registry);
+  add_show_command(app, registry);
+  add_records_command(app, registry);
+  add_leaderboard_command(app, registry);
+  add_compare_command(app, registry);
+  add_export_command(app, registry);
+  add_serve_command(app, registry);
   add_bench_command(app, registry);
 }
 

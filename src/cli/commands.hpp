@@ -22,7 +22,16 @@ void add_catalog_command(CLI::App& app, Registry& registry);        // cmd_catal
 void add_digest_command(CLI::App& app, Registry& registry);         // cmd_digest.cpp
 void add_validate_command(CLI::App& app, Registry& registry);       // cmd_validate.cpp
 void add_verify_export_command(CLI::App& app, Registry& registry);  // cmd_verify_export.cpp
-void add_index_commands(CLI::App& app, Registry& registry);  // cmd_index.cpp: import search resolve show records compare export serve
+// The index: one file each (cmd_<name>.cpp), sharing cli/index_common.hpp.
+void add_import_command(CLI::App& app, Registry& registry);
+void add_search_command(CLI::App& app, Registry& registry);
+void add_resolve_command(CLI::App& app, Registry& registry);
+void add_show_command(CLI::App& app, Registry& registry);
+void add_records_command(CLI::App& app, Registry& registry);
+void add_leaderboard_command(CLI::App& app, Registry& registry);
+void add_compare_command(CLI::App& app, Registry& registry);
+void add_export_command(CLI::App& app, Registry& registry);
+void add_serve_command(CLI::App& app, Registry& registry);
 void add_bench_command(CLI::App& app, Registry& registry);         // cmd_bench.cpp
 int bench_main_job(const Registry& registry);  // cmd_bench.cpp: run_default's work
 // `kindex` with no subcommand: the main job (bench the bundled problems; CPU path without a GPU).

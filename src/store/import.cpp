@@ -12,6 +12,7 @@
 #include "evidence/keys.hpp"
 #include "evidence/manifest.hpp"
 #include "evidence/reader.hpp"
+#include "problem_manifest/problem_manifest.hpp"
 #include "store/rows.hpp"
 
 namespace kindex::store {
@@ -47,19 +48,6 @@ void count(ImportReport& rep, const std::string& table, bool inserted) {
 void expect_digest(const std::string& where, const std::string& column, const json& stated, const std::string& actual) {
   std::string s = stated.is_string() ? stated.get<std::string>() : stated.dump();
   if (s != actual) throw Error(where, column, s, "stated digest does not match the recomputed " + actual);
-}
-
-std::string slugify(const std::string& text) {
-  std::string out;
-  for (unsigned char c : text) {
-    if (std::isalnum(c)) {
-      out += static_cast<char>(std::tolower(c));
-    } else if (!out.empty() && out.back() != '-') {
-      out += '-';
-    }
-  }
-  while (!out.empty() && out.back() == '-') out.pop_back();
-  return out.empty() ? "unnamed" : out;
 }
 
 // Streams an export, verifying each row against its manifests before inserting it. The whole file is one
@@ -385,79 +373,6 @@ std::vector<std::string> expand(const std::vector<std::string>& paths, const std
   return out;
 }
 
-std::string map_dtype(const std::string& d) {
-  static const std::map<std::string, std::string> names = {
-      {"bfloat16", "bf16"}, {"float16", "fp16"}, {"half", "fp16"}, {"float32", "fp32"}, {"float", "fp32"},
-      {"float64", "fp64"}, {"double", "fp64"}, {"int32", "int32"}, {"int64", "int64"}, {"int8", "int8"},
-      {"uint8", "uint8"}, {"bool", "bool"}, {"float8_e4m3fn", "fp8_e4m3"}, {"float8_e5m2", "fp8_e5m2"}};
-  auto it = names.find(d);
-  return it == names.end() ? d : it->second;
-}
-
-// Evaluates an axis expression of integers, names, + - * / and parentheses.
-class AxisExpression {
- public:
-  AxisExpression(const std::string& text, const std::map<std::string, int64_t>& axes, std::string where)
-      : s_(text), axes_(axes), where_(std::move(where)) {}
-  int64_t eval() {
-    int64_t v = sum();
-    skip();
-    if (i_ != s_.size()) fail("unexpected text");
-    return v;
-  }
-
- private:
-  void skip() {
-    while (i_ < s_.size() && std::isspace(static_cast<unsigned char>(s_[i_]))) ++i_;
-  }
-  [[noreturn]] void fail(const std::string& why) { throw Error(where_, "expression", s_, why); }
-  int64_t sum() {
-    int64_t v = product();
-    for (skip(); i_ < s_.size() && (s_[i_] == '+' || s_[i_] == '-'); skip()) {
-      char op = s_[i_++];
-      int64_t r = product();
-      v = op == '+' ? v + r : v - r;
-    }
-    return v;
-  }
-  int64_t product() {
-    int64_t v = atom();
-    for (skip(); i_ < s_.size() && (s_[i_] == '*' || s_[i_] == '/'); skip()) {
-      char op = s_[i_++];
-      int64_t r = atom();
-      if (op == '/' && r == 0) fail("division by zero");
-      v = op == '*' ? v * r : v / r;
-    }
-    return v;
-  }
-  int64_t atom() {
-    skip();
-    if (i_ >= s_.size()) fail("unexpected end");
-    if (s_[i_] == '(') {
-      ++i_;
-      int64_t v = sum();
-      skip();
-      if (i_ >= s_.size() || s_[i_] != ')') fail("missing )");
-      ++i_;
-      return v;
-    }
-    size_t start = i_;
-    if (std::isdigit(static_cast<unsigned char>(s_[i_]))) {
-      while (i_ < s_.size() && std::isdigit(static_cast<unsigned char>(s_[i_]))) ++i_;
-      return std::stoll(s_.substr(start, i_ - start));
-    }
-    while (i_ < s_.size() && (std::isalnum(static_cast<unsigned char>(s_[i_])) || s_[i_] == '_')) ++i_;
-    std::string name = s_.substr(start, i_ - start);
-    auto it = axes_.find(name);
-    if (name.empty() || it == axes_.end()) fail("unknown axis '" + name + "'");
-    return it->second;
-  }
-  std::string s_;
-  const std::map<std::string, int64_t>& axes_;
-  std::string where_;
-  size_t i_ = 0;
-};
-
 json read_json_file(const std::string& path) {
   return evidence::parse_json_strict(evidence::read_file_bytes(path), path);
 }
@@ -476,77 +391,22 @@ std::map<std::string, nlohmann::ordered_json> load_named(const std::vector<std::
   return out;
 }
 
-// The FlashInfer-Bench trace protocol exactly as KernelIndex publishes it (seed 000; pinned digest
-// sha256:7d44d206...), so imported FIB traces join the same cohorts as the export's.
-json fib_protocol() {
+// A harness's trace protocol exactly as KernelIndex publishes it for imported traces: FlashInfer-Bench's is seed
+// 000's (pinned digest sha256:7d44d206...), so imported FIB traces join the same cohorts as the export's.
+json trace_protocol(const std::string& harness, const std::string& display_name, const std::string& repository) {
+  std::string snake = harness;
+  std::replace(snake.begin(), snake.end(), '-', '_');
   return {{"apiVersion", evidence::kApiVersion},
           {"kind", "BenchmarkProtocol"},
-          {"metadata", {{"name", "flashinfer-bench-trace"}, {"title", "FlashInfer-Bench trace harness"}}},
+          {"metadata", {{"name", harness + "-trace"}, {"title", display_name + " trace harness"}}},
           {"spec",
-           {{"harness", {{"name", "flashinfer-bench"}, {"repository", "https://github.com/flashinfer-ai/flashinfer-bench"}}},
-            {"correctness", {{"reference", "definition reference implementation"}, {"comparator", "flashinfer_bench_eval"}}},
+           {{"harness", {{"name", harness}, {"repository", repository}}},
+            {"correctness", {{"reference", "definition reference implementation"}, {"comparator", snake + "_eval"}}},
             {"measurement", {{"timer", "harness_reported"}, {"primaryStatistic", "mean"}}},
-            {"comparability", {{"family", "flashinfer_bench_trace"}}}}}};
-}
-
-json sol_protocol() {
-  return {{"apiVersion", evidence::kApiVersion},
-          {"kind", "BenchmarkProtocol"},
-          {"metadata", {{"name", "sol-execbench-trace"}, {"title", "SOL-ExecBench trace harness"}}},
-          {"spec",
-           {{"harness", {{"name", "sol-execbench"}, {"repository", "https://github.com/NVIDIA/SOL-ExecBench"}}},
-            {"correctness", {{"reference", "definition reference implementation"}, {"comparator", "sol_execbench_eval"}}},
-            {"measurement", {{"timer", "harness_reported"}, {"primaryStatistic", "mean"}}},
-            {"comparability", {{"family", "sol_execbench_trace"}}}}}};
+            {"comparability", {{"family", snake + "_trace"}}}}}};
 }
 
 }  // namespace
-
-json operation_from_definition(const nlohmann::ordered_json& def, const std::string& where) {
-  if (!def.is_object()) throw Error(where, "definition", "", "not a JSON object");
-  std::string name = def.value("name", "");
-  if (name.empty()) throw Error(where, "name", "", "a definition needs a name");
-  json axes = json::object();
-  const nlohmann::ordered_json no_axes = nlohmann::ordered_json::object();
-  for (const auto& [axis, a] : def.contains("axes") ? def["axes"].items() : no_axes.items()) {
-    std::string type = a.value("type", "");
-    if (type == "const") {
-      axes[axis] = {{"role", "constant"}, {"type", "integer"}, {"value", a.at("value").get<int64_t>()}};
-    } else if (type == "var") {
-      axes[axis] = {{"role", "variable"}, {"type", "integer"}};
-    } else if (type == "expr") {
-      axes[axis] = {{"role", "derived"}, {"type", "integer"}, {"expression", a.at("expression").get<std::string>()}};
-    } else {
-      throw Error(where, "axes." + axis + ".type", type, "expected const, var or expr");
-    }
-  }
-  auto tensors = [&](const char* key) {
-    json out = json::array();
-    if (!def.contains(key)) return out;
-    for (const auto& [tname, t] : def[key].items()) {
-      std::string dtype = map_dtype(t.value("dtype", ""));
-      if (t.contains("shape") && t["shape"].is_array()) {
-        out.push_back({{"name", tname}, {"tensor", {{"dtype", dtype}, {"shape", json::parse(t["shape"].dump())}}}});
-      } else {
-        out.push_back({{"name", tname}, {"scalar", {{"dtype", dtype}}}});
-      }
-    }
-    return out;
-  };
-  std::string family = def.contains("op_type") ? slugify(def.value("op_type", "")) : slugify(name);
-  json metadata = {{"name", slugify(name)}, {"title", name}};
-  if (def.contains("description") && def["description"].is_string()) metadata["description"] = def["description"].get<std::string>();
-  return {{"apiVersion", evidence::kApiVersion},
-          {"kind", "OperationSpec"},
-          {"metadata", metadata},
-          {"spec",
-           {{"axes", axes},
-            {"family", family},
-            {"inputs", tensors("inputs")},
-            {"outputs", tensors("outputs")},
-            {"reference", {{"language", "python"}}},
-            {"semantics", {{"mutation", "none"}, {"determinism", "unspecified"}}}}}};
-}
 
 ImportReport import_export(Store& store, const std::string& path, const ImportOptions& options) {
   (void)options;
@@ -622,7 +482,7 @@ ImportReport import_traces(Store& store, const std::string& path, const ImportOp
     json op;
     if (auto it = definitions.find(def_name); it != definitions.end()) {
       def = it->second;
-      op = operation_from_definition(def, where);
+      op = problem_manifest::operation_document(def, where);
     } else {
       auto rows = store.db().query(
           "SELECT o.manifest FROM operations o JOIN operation_aliases a ON a.operation_id = o.id WHERE a.alias = ? "
@@ -636,69 +496,15 @@ ImportReport import_traces(Store& store, const std::string& path, const ImportOp
     std::string source = options.source;
     if (source.empty()) source = def.contains("op_type") || def.empty() ? "flashinfer-bench" : "sol-execbench";
 
-    // Axis values: constants from the operation, variables from the trace, derived ones evaluated.
-    const json& w = t.at("workload");
-    std::map<std::string, int64_t> axes;
-    json var_axes = json::object();
-    for (const auto& [k, v] : member_or_empty(w, "axes").items()) {
-      if (!v.is_number_integer()) throw Error(where, "workload.axes." + k, v.dump(), "expected an integer");
-      axes[k] = v.get<int64_t>();
-      var_axes[k] = v;
-    }
-    const json& op_axes = op.at("spec").at("axes");
-    for (const auto& [k, a] : op_axes.items()) {
-      if (a.value("role", "") == "constant") axes[k] = a.at("value").get<int64_t>();
-    }
-    for (const auto& [k, a] : op_axes.items()) {
-      if (a.value("role", "") == "derived") axes[k] = AxisExpression(a.at("expression"), axes, where).eval();
-      if (!axes.count(k)) throw Error(where, "workload.axes." + k, "", "variable axis missing from the trace");
-    }
-    json tensors = json::object(), scalars = json::object();
-    const json inputs = w.value("inputs", json::object());
-    for (const auto& in : op.at("spec").at("inputs")) {
-      std::string name = in.at("name");
-      json spec_in = inputs.value(name, json::object());
-      if (in.contains("scalar")) {
-        if (spec_in.contains("value")) scalars[name] = {{"dtype", in["scalar"]["dtype"]}, {"value", spec_in["value"]}};
-        continue;
-      }
-      json shape = json::array();
-      for (const auto& d : in.at("tensor").at("shape")) {
-        if (d.is_number_integer()) {
-          shape.push_back(d);
-        } else {
-          std::string axis = d.get<std::string>();
-          if (!axes.count(axis)) throw Error(where, "shape of " + name, axis, "unknown axis");
-          shape.push_back(axes[axis]);
-        }
-      }
-      json tensor = {{"dtype", in["tensor"]["dtype"]}, {"shape", shape}};
-      if (spec_in.contains("type")) tensor["data"] = {{"generator", spec_in["type"]}};
-      tensors[name] = tensor;
-    }
-    // KernelIndex records the definition comparator of FIB traces as sol_execbench_eval; kept for cohort parity.
-    json correctness = {{"comparator", "sol_execbench_eval"}};
-    if (auto tol = w.find("tolerance"); tol != w.end()) {
-      if (tol->contains("max_atol")) correctness["maxAbsoluteError"] = (*tol)["max_atol"];
-      if (tol->contains("max_rtol")) correctness["maxRelativeError"] = (*tol)["max_rtol"];
-    }
-    std::string op_digest = evidence::make_manifest(op, where).digest;
-    std::string axis_text;
-    for (const auto& [k, v] : var_axes.items()) axis_text += (axis_text.empty() ? "" : ", ") + k + "=" + v.dump();
-    json wl_spec = {{"axes", var_axes}, {"tensors", tensors}, {"correctness", correctness},
-                    {"operationSpecDigest", op_digest}};
-    if (!scalars.empty()) wl_spec["scalars"] = scalars;
-    std::string uuid_hex = evidence::sha256_hex(w.value("uuid", line)).substr(0, 8);
-    json workload = {{"apiVersion", evidence::kApiVersion},
-                     {"kind", "WorkloadCase"},
-                     {"metadata", {{"name", slugify(def_name) + "-" + uuid_hex}, {"title", def_name + " · " + axis_text}}},
-                     {"spec", wl_spec}};
+    const evidence::Manifest workload_manifest = problem_manifest::workload_case(op, t.at("workload"), def_name, where);
+    const json& workload = workload_manifest.document;
+    const std::string op_digest = workload.at("spec").at("operationSpecDigest");
 
     // Implementation (from the solution when given) and its project (the solution's author).
     std::string sol_name = t.value("solution", json("unknown")).is_string() ? t["solution"].get<std::string>() : "unknown";
     json sol = solutions.count(sol_name) ? json::parse(solutions[sol_name].dump()) : json::object();
     json sol_spec = sol.value("spec", json::object());
-    std::string language = slugify(sol_spec.value("language", "unknown"));
+    std::string language = problem_manifest::slug(sol_spec.value("language", "unknown"));
     std::replace(language.begin(), language.end(), '-', '_');
     if (language.empty() || !std::isalpha(static_cast<unsigned char>(language[0]))) language = "unknown";
     json callable = {{"language", language}};
@@ -730,7 +536,7 @@ ImportReport import_traces(Store& store, const std::string& path, const ImportOp
                              {"fileName", src.value("path", "source")}};
       if (!content.empty()) impl_spec["source"]["sizeBytes"] = content.size();
     }
-    json impl_meta = {{"name", slugify(sol_name)}, {"title", sol_name}};
+    json impl_meta = {{"name", problem_manifest::slug(sol_name)}, {"title", sol_name}};
     std::string author = sol.value("author", std::string("unknown"));
     impl_meta["authors"] = json::array({{{"name", author}}});
     json implementation = {{"apiVersion", evidence::kApiVersion},
@@ -739,7 +545,7 @@ ImportReport import_traces(Store& store, const std::string& path, const ImportOp
                            {"spec", impl_spec}};
     json project = {{"apiVersion", evidence::kApiVersion},
                     {"kind", "SoftwareProject"},
-                    {"metadata", {{"name", slugify(source + "-" + author)}}},
+                    {"metadata", {{"name", problem_manifest::slug(source + "-" + author)}}},
                     {"spec", {{"name", author}}}};
 
     // Environment as the trace reports it.
@@ -763,10 +569,13 @@ ImportReport import_traces(Store& store, const std::string& path, const ImportOp
     if (!software.empty()) env_spec["software"] = software;
     json environment = {{"apiVersion", evidence::kApiVersion},
                         {"kind", "ExecutionEnvironment"},
-                        {"metadata", {{"name", slugify("trace-" + product + "-" + software.dump()).substr(0, 100)},
+                        {"metadata", {{"name", problem_manifest::slug("trace-" + product + "-" + software.dump()).substr(0, 100)},
                                       {"title", product + " (trace-reported software)"}}},
                         {"spec", env_spec}};
-    json protocol = source == "sol-execbench" ? sol_protocol() : fib_protocol();
+    json protocol = source == "sol-execbench"
+                        ? trace_protocol("sol-execbench", "SOL-ExecBench", "https://github.com/NVIDIA/SOL-ExecBench")
+                        : trace_protocol("flashinfer-bench", "FlashInfer-Bench",
+                                         "https://github.com/flashinfer-ai/flashinfer-bench");
 
     // The run. Both harnesses write `datetime.now().isoformat()`: a time without a zone, read as UTC (as
     // KernelIndex's importers do); the harness's own text and the rule applied are kept as run labels.
@@ -789,7 +598,7 @@ ImportReport import_traces(Store& store, const std::string& path, const ImportOp
     json run_spec = {{"status", status},
                      {"observedAt", observed_at},
                      {"protocolDigest", evidence::make_manifest(protocol, where).digest},
-                     {"workloadDigest", evidence::make_manifest(workload, where).digest},
+                     {"workloadDigest", workload_manifest.digest},
                      {"environmentDigest", evidence::make_manifest(environment, where).digest},
                      {"implementationDigest", evidence::make_manifest(implementation, where).digest}};
     json perf = ev.value("performance", json());
@@ -816,7 +625,7 @@ ImportReport import_traces(Store& store, const std::string& path, const ImportOp
     json run = {{"apiVersion", evidence::kApiVersion},
                 {"kind", "BenchmarkRun"},
                 {"metadata",
-                 {{"name", slugify("trace-" + def_name) + "-" + evidence::sha256_hex(line).substr(0, 8)},
+                 {{"name", problem_manifest::slug("trace-" + def_name) + "-" + evidence::sha256_hex(line).substr(0, 8)},
                   {"title", sol_name + " · " + def_name},
                   {"labels", labels}}},
                 {"spec", run_spec}};

@@ -39,7 +39,4 @@ ImportReport import_manifests(Store& store, const std::vector<std::string>& path
 ImportReport import_traces(Store& store, const std::string& path, const ImportOptions& options);
 ImportReport import_own_records(Store& store, const std::string& path);
 
-// A FlashInfer-Bench / SOL-ExecBench definition (JSON) as a KernelIndex OperationSpec manifest document.
-nlohmann::json operation_from_definition(const nlohmann::ordered_json& definition, const std::string& where);
-
 }  // namespace kindex::store

@@ -73,7 +73,7 @@ std::optional<Datasheet> datasheet_for(const std::string& hardware_model) {
   for (char c : hardware_model) m += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
   if (m.find("h200") != std::string::npos) return Datasheet{"NVIDIA H200", 4800e9, 989e12};
   if (m.find("b200") != std::string::npos) return Datasheet{"NVIDIA B200", 8000e9, 2250e12};
-  if (m.find("h100") != std::string::npos && m.find("pcie") == std::string::npos) {
+  if (m.find("h100") != std::string::npos && m.find("pcie") == std::string::npos && m.find("nvl") == std::string::npos) {
     return Datasheet{"NVIDIA H100 SXM", 3350e9, 989e12};
   }
   return std::nullopt;
@@ -110,7 +110,7 @@ std::optional<Floor> headroom_v1(const nlohmann::json& operation, const nlohmann
   Floor f;
   f.gpu = sheet->product;
   f.dram_gbps = sheet->dram_bytes_per_s / 1e9;
-  f.tflops = sheet->dense_flops / 1e12;
+  f.tflops = sheet->dense_flops_per_s / 1e12;
   if (auto t = wspec.find("tensors"); t != wspec.end()) {
     for (const auto& [name, tensor] : t->items()) {
       if (!inputs.empty() && !inputs.count(name)) continue;
@@ -130,7 +130,7 @@ std::optional<Floor> headroom_v1(const nlohmann::json& operation, const nlohmann
               lq * lk * axis(axes, {"head_dim"});
   }
   f.memory_ns = f.bytes / sheet->dram_bytes_per_s * 1e9;
-  f.compute_ns = f.flops / sheet->dense_flops * 1e9;
+  f.compute_ns = f.flops / sheet->dense_flops_per_s * 1e9;
   f.floor_ns = std::max(f.memory_ns, f.compute_ns);
   f.bound = f.compute_ns > f.memory_ns ? "compute" : "bandwidth";
   if (f.floor_ns <= 0) return std::nullopt;

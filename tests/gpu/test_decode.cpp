@@ -274,7 +274,7 @@ std::string check_case(const Case& c, DeviceCase& dev) {
 
 // A case from a bundled workload: its page table exactly as kindex generates it for that workload.
 Case seed_case(const kindex::catalog::Definition& def, const kindex::catalog::Workload& w, uint64_t seed) {
-  const auto dp = *kindex::catalog::decode_params(def);
+  const auto dp = *kindex::catalog::decode_family_params(def);
   kindex::catalog::GenerateOptions opt;
   opt.skip_random_floats = true;
   const auto inputs = kindex::catalog::generate_inputs(def, w, seed, opt);
@@ -359,7 +359,7 @@ TEST_F(Decode, EveryUpstreamDefinitionSmall) {
   int definitions = 0;
   for (const std::string& name : kindex::catalog::list_builtin()) {
     const auto def = kindex::catalog::find_builtin(name);
-    const auto dp = kindex::catalog::decode_params(*def);
+    const auto dp = kindex::catalog::decode_family_params(*def);
     if (!dp) continue;
     ++definitions;
     const bool seed = name == "gqa_paged_decode_h32_kv4_d128_ps1" || name == "gqa_paged_decode_h24_kv4_d128_ps64";

@@ -50,7 +50,7 @@ TEST(Builtin, FamilyGeneratorEqualsEveryUpstreamDefinition) {
     EXPECT_EQ(bundled->reference, upstream.reference);
     EXPECT_EQ(bundled->description, upstream.description);
     EXPECT_EQ(bundled->raw, upstream.raw);
-    auto dp = decode_params(upstream);
+    auto dp = decode_family_params(upstream);
     ASSERT_TRUE(dp);
     EXPECT_EQ(dp->name(), upstream.name);
     ++checked;
@@ -65,14 +65,14 @@ TEST(Builtin, GeneratedNamesAndInvalidNames) {
   EXPECT_EQ(def->axis("head_dim")->value, 64);
   EXPECT_EQ(def->axis("page_size")->value, 16);
   EXPECT_TRUE(def->input("kv_last_page_len"));
-  EXPECT_EQ(decode_params(*def)->group_size(), 4);
+  EXPECT_EQ(decode_family_params(*def)->group_size(), 4);
   EXPECT_TRUE(builtin_workloads(def->name).empty());
   for (const char* bad :
        {"gqa_paged_decode_h12_kv5_d64_ps16", "gqa_paged_decode_h12_kv3_d64", "gqa_paged_decode_h0_kv1_d64_ps1",
         "gqa_paged_decode_h012_kv3_d64_ps16", "gqa_paged_decode_h12_kv3_d64_ps16x", "nope"})
     EXPECT_FALSE(find_builtin(bad)) << bad;
   EXPECT_KINDEX_ERROR(builtin_problem("nope"), "builtin", "name", "nope");
-  EXPECT_FALSE(decode_params(*find_builtin(kSolGqaRopeBackward)));
+  EXPECT_FALSE(decode_family_params(*find_builtin(kSolGqaRopeBackward)));
 }
 
 TEST(Builtin, SolDefinitionIsTheUpstreamFile) {

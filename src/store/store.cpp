@@ -1,6 +1,8 @@
 #include "store/store.hpp"
 
 #include <cmath>
+#include <map>
+#include <mutex>
 #include <set>
 
 #include "core/error.hpp"
@@ -30,8 +32,36 @@ std::unique_ptr<Store> Store::open(const std::string& uri) {
   return std::make_unique<Store>(open_sqlite(path));
 }
 
-Store::Store(std::unique_ptr<Db> db) : db_(std::move(db)), backend_(db_->backend()) { create_schema(); }
+struct Store::Memo {
+  std::mutex mutex;
+  std::optional<std::string> version;
+  std::map<std::string, std::shared_ptr<const void>> values;
+};
+
+Store::Store(std::unique_ptr<Db> db) : db_(std::move(db)), backend_(db_->backend()), memo_(std::make_unique<Memo>()) {
+  create_schema();
+}
 Store::~Store() = default;
+
+std::shared_ptr<const void> Store::remembered(const std::string& key) {
+  auto now = db_->content_version();
+  std::lock_guard lock(memo_->mutex);
+  if (!now || now != memo_->version) {
+    memo_->values.clear();
+    memo_->version = now;
+    return nullptr;
+  }
+  auto it = memo_->values.find(key);
+  return it == memo_->values.end() ? nullptr : it->second;
+}
+
+void Store::remember(const std::string& key, std::shared_ptr<const void> value) {
+  auto now = db_->content_version();
+  std::lock_guard lock(memo_->mutex);
+  if (!now || now != memo_->version) return;  // computed from content that has changed since
+  if (memo_->values.size() >= 256) memo_->values.clear();
+  memo_->values[key] = std::move(value);
+}
 
 void Store::create_schema() {
   db_->script(kSchema);

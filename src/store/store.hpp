@@ -103,6 +103,16 @@ class Store {
   void create_schema();
   std::unique_ptr<Db> db_;
   std::string backend_;
+
+ public:
+  // A value computed from the store's content, kept until the content changes (Db::content_version); null when
+  // absent or stale. Lets the pages of one operation share what they all compute.
+  std::shared_ptr<const void> remembered(const std::string& key);
+  void remember(const std::string& key, std::shared_ptr<const void> value);
+
+ private:
+  struct Memo;
+  std::unique_ptr<Memo> memo_;
 };
 
 // A stable UUID-shaped id derived from a digest ("sha256:abcd..." -> "abcd....-...."), for rows kindex creates.

@@ -332,9 +332,7 @@ struct OperationFacts {
   std::map<std::pair<std::string, std::string>, double> best_per_workload_gpu, best_per_impl_workload;
 };
 
-std::shared_ptr<const OperationFacts> operation_facts(Store& store, const OperationRow& op) {
-  const std::string key = "operation-facts:" + op.id;
-  if (auto kept = store.remembered(key)) return std::static_pointer_cast<const OperationFacts>(kept);
+std::shared_ptr<const OperationFacts> compute_operation_facts(Store& store, const OperationRow& op) {
   auto made = std::make_shared<OperationFacts>();
   OperationFacts& f = *made;
   f.workloads = workloads_of(store, op);
@@ -387,8 +385,12 @@ std::shared_ptr<const OperationFacts> operation_facts(Store& store, const Operat
       "r.status = 'passed' AND r.retracted_at IS NULL AND r.primary_value IS NOT NULL",
       {op.id});
   if (!superseded.empty()) all_eligible -= superseded[0].integer(0);
-  store.remember(key, made);
   return made;
+}
+
+std::shared_ptr<const OperationFacts> operation_facts(Store& store, const OperationRow& op) {
+  return std::static_pointer_cast<const OperationFacts>(
+      store.remembered_or("operation-facts:" + op.id, [&] { return compute_operation_facts(store, op); }));
 }
 
 }  // namespace

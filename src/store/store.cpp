@@ -34,6 +34,7 @@ std::unique_ptr<Store> Store::open(const std::string& uri) {
 
 struct Store::Memo {
   std::mutex mutex;
+  std::mutex computing;  // held while a remembered_or value is computed
   std::optional<std::string> version;
   std::map<std::string, std::shared_ptr<const void>> values;
 };
@@ -53,6 +54,16 @@ std::shared_ptr<const void> Store::remembered(const std::string& key) {
   }
   auto it = memo_->values.find(key);
   return it == memo_->values.end() ? nullptr : it->second;
+}
+
+std::shared_ptr<const void> Store::remembered_or(const std::string& key,
+                                                 const std::function<std::shared_ptr<const void>()>& compute) {
+  if (auto kept = remembered(key)) return kept;
+  std::lock_guard one_at_a_time(memo_->computing);
+  if (auto kept = remembered(key)) return kept;  // computed while this caller waited
+  auto made = compute();
+  remember(key, made);
+  return made;
 }
 
 void Store::remember(const std::string& key, std::shared_ptr<const void> value) {

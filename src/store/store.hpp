@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -109,6 +110,9 @@ class Store {
   // absent or stale. Lets the pages of one operation share what they all compute.
   std::shared_ptr<const void> remembered(const std::string& key);
   void remember(const std::string& key, std::shared_ptr<const void> value);
+  // remembered(key), else compute() and remember it; callers asking at once wait for one computation instead of
+  // each computing it (the first requests of a server all ask for the same operation).
+  std::shared_ptr<const void> remembered_or(const std::string& key, const std::function<std::shared_ptr<const void>()>& compute);
 
  private:
   struct Memo;

@@ -59,6 +59,7 @@ std::shared_ptr<const void> Store::remembered(const std::string& key) {
 std::shared_ptr<const void> Store::remembered_or(const std::string& key,
                                                  const std::function<std::shared_ptr<const void>()>& compute) {
   if (auto kept = remembered(key)) return kept;
+  if (!db_->content_version()) return compute();  // nothing is kept on this backend: no reason to wait for another
   std::lock_guard one_at_a_time(memo_->computing);
   if (auto kept = remembered(key)) return kept;  // computed while this caller waited
   auto made = compute();

@@ -11,8 +11,8 @@
 
 #include "cli/commands.hpp"
 #include "core/error.hpp"
-#include "store/import.hpp"
 #include "store/export.hpp"
+#include "store/import.hpp"
 #include "store/query.hpp"
 #include "store/store.hpp"
 #include "web/pages.hpp"

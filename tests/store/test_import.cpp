@@ -8,9 +8,9 @@
 
 #include "core/error.hpp"
 #include "evidence/digest.hpp"
-#include "store/import.hpp"
 #include "evidence/export.hpp"
 #include "store/export.hpp"
+#include "store/import.hpp"
 #include "store/query.hpp"
 #include "store/store.hpp"
 #include "support/paths.hpp"

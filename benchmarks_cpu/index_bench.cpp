@@ -33,6 +33,14 @@ namespace {
 
 const std::string kOperation = "gqa_paged_decode_h24_kv4_d128_ps64";
 
+// The machine's 1-minute load average (other builds share it; every figure moves with it).
+double load_average() {
+  std::ifstream in("/proc/loadavg");
+  double load = -1;
+  in >> load;
+  return load;
+}
+
 double ms_since(Clock::time_point t) { return std::chrono::duration<double, std::milli>(Clock::now() - t).count(); }
 
 json percentiles(std::vector<double> v) {
@@ -144,7 +152,8 @@ int run(int argc, char** argv) {
   const std::string slice = std::string(KINDEX_TEST_DATA_DIR) + "/kernelindex/export-slice-gqa.jsonl.zst";
   fs::path dir = fs::temp_directory_path() / ("kindex-index-bench-" + std::to_string(::getpid()));
   fs::create_directories(dir);
-  json result = {{"machine", {{"cpus", std::thread::hardware_concurrency()}}}, {"operation", kOperation}};
+  json result = {{"machine", {{"cpus", std::thread::hardware_concurrency()}, {"load_average_at_start", load_average()}}},
+                 {"operation", kOperation}};
 
   // 1. The slice plus `runs` generated runs in a SQLite file.
   auto store = kindex::store::Store::open((dir / "index.db").string());
@@ -287,14 +296,18 @@ int run(int argc, char** argv) {
     result["reimport"] = {{"inserted", again.total_inserted()}, {"seconds", ms_since(t) / 1000}};
   }
 
+  result["machine"]["load_average_at_end"] = load_average();
   result["targets"] = {{"operation_page_p99_ms", 50}, {"operation_page_8_clients_p99_ms", 50}, {"resolve_ms", 5},
-                       {"records_whole_store_ms", 100}, {"import_100k_s", 60}};
+                       {"records_whole_store_ms", 100}, {"import_100k_s", 15}, {"reimport_100k_s", 10}};
   result["met"] = {{"operation_page", result["operation_page_http"]["p99_ms"].get<double>() < 50},
                    {"operation_page_8_clients", result["operation_page_http_8_keepalive_clients"]["p99_ms"].get<double>() < 50},
                    {"resolve", result["resolve_in_process"]["p99_ms"].get<double>() < 5},
                    {"records_whole_store_cached", result["records_whole_store_http"]["p50_ms"].get<double>() < 100},
                    {"records_whole_store_computed", result["records_whole_store_in_process"]["p50_ms"].get<double>() < 100}};
-  if (result.contains("import")) result["met"]["import"] = result["import"]["seconds"].get<double>() < 60;
+  if (result.contains("import")) {
+    result["met"]["import"] = result["import"]["seconds"].get<double>() < 15;
+    result["met"]["reimport"] = result["reimport"]["seconds"].get<double>() < 10;
+  }
   if (keep) {
     std::cerr << "stores kept in " << dir << "\n";
   } else {

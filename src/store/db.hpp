@@ -38,6 +38,9 @@ class Db {
   virtual void commit() = 0;
   virtual void rollback() = 0;
   virtual std::string backend() const = 0;  // "sqlite" or "postgresql"
+  // Changes whenever the stored content may have changed, by this connection or any other; none where the backend
+  // cannot tell (nothing is then kept across calls).
+  virtual std::optional<std::string> content_version() { return std::nullopt; }
 
   int open_transactions = 0;  // Transaction nesting depth (inner ones are savepoints)
 };

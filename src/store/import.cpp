@@ -4,6 +4,8 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <future>
+#include <optional>
 #include <set>
 
 #include "core/error.hpp"
@@ -58,35 +60,24 @@ class ExportImporter {
 
   ImportReport run() {
     Transaction tx(db_);
+    // Parsing lines and validating and digesting run manifests (no store access) runs on a second thread, one batch
+    // ahead of this one, which checks and inserts rows in file order.
+    std::vector<RawLine> batch;
+    std::future<std::vector<ParsedLine>> ahead;
+    auto handle_ahead = [&] {
+      if (!ahead.valid()) return;
+      for (ParsedLine& pl : ahead.get()) handle(pl);
+    };
     evidence::for_each_export_line(path_, [&](std::string_view text, std::size_t line) {
-      evidence::ExportRow r = evidence::parse_export_line(text, path_ + ":" + std::to_string(line));
-      if (!evidence::is_export_table(r.table)) {
-        ++unknown_tables_[r.table];
-        return;
-      }
-      const auto id = r.row.find("id");
-      std::string where = path_ + ":" + std::to_string(line) + " " + r.table + " " +
-                          (id != r.row.end() && id->is_string() ? id->get<std::string>() : std::string());
-      if (adopt_existing(r.table, r.row)) {
-        count(report_, r.table, false);
-        return;
-      }
-      try {
-        prepare(r.table, r.row, where);
-        if (names_adopted_run(r.table, r.row)) {  // checked, but that run's rows are already stored
-          count(report_, r.table, false);
-          return;
-        }
-        drop_unknown_columns(r.table, r.row);
-        const bool inserted = insert_row(db_, r.table, r.row, where);
-        if (!inserted) check_same_as_stored(r.table, r.row, where);
-        count(report_, r.table, inserted);
-      } catch (const Error&) {
-        throw;
-      } catch (const nlohmann::json::exception& e) {  // a row missing a member or of the wrong type
-        throw Error(where, "row", "", std::string("not the shape of a KernelIndex ") + r.table + " row: " + e.what());
-      }
+      batch.push_back({std::string(text), line});
+      if (batch.size() < kBatchLines) return;
+      auto next = std::async(std::launch::async, parse_batch, path_, std::move(batch));
+      batch.clear();
+      handle_ahead();
+      ahead = std::move(next);
     });
+    handle_ahead();
+    for (ParsedLine& pl : parse_batch(path_, std::move(batch))) handle(pl);
     for (const auto& ck : cohorts_) report_.record_events += store_.update_record(ck) ? 1 : 0;
     tx.commit();
     for (const auto& [table, rows] : unknown_tables_)
@@ -99,6 +90,69 @@ class ExportImporter {
   }
 
  private:
+  static constexpr std::size_t kBatchLines = 256;
+  struct RawLine {
+    std::string text;
+    std::size_t line;
+  };
+  struct ParsedLine {
+    RawLine raw;                              // text kept only when parsing failed (parsed again, in order, to throw)
+    std::optional<evidence::ExportRow> row;
+    std::optional<evidence::Manifest> run;  // a run row's manifest.run, validated and digested
+  };
+  static std::vector<ParsedLine> parse_batch(const std::string& path, std::vector<RawLine> lines) {
+    std::vector<ParsedLine> out(lines.size());
+    for (std::size_t i = 0; i < lines.size(); ++i) {
+      ParsedLine& pl = out[i];
+      pl.raw.line = lines[i].line;
+      try {
+        pl.row = evidence::parse_export_line(lines[i].text, path + ":" + std::to_string(lines[i].line));
+      } catch (...) {
+        pl.raw.text = std::move(lines[i].text);
+        continue;
+      }
+      if (pl.row->table != "benchmark_runs") continue;
+      try {  // on failure the row's own check repeats it and reports the error where it belongs
+        pl.run = evidence::make_manifest(pl.row->row.at("manifest").at("run"), path);
+      } catch (...) {
+      }
+    }
+    return out;
+  }
+
+  void handle(ParsedLine& pl) {
+    const std::size_t line = pl.raw.line;
+    evidence::ExportRow r =
+        pl.row ? std::move(*pl.row) : evidence::parse_export_line(pl.raw.text, path_ + ":" + std::to_string(line));
+    run_manifest_ = std::move(pl.run);
+    if (!evidence::is_export_table(r.table)) {
+      ++unknown_tables_[r.table];
+      return;
+    }
+    const auto id = r.row.find("id");
+    std::string where = path_ + ":" + std::to_string(line) + " " + r.table + " " +
+                        (id != r.row.end() && id->is_string() ? id->get<std::string>() : std::string());
+    if (adopt_existing(r.table, r.row)) {
+      count(report_, r.table, false);
+      return;
+    }
+    try {
+      prepare(r.table, r.row, where);
+      if (names_adopted_run(r.table, r.row)) {  // checked, but that run's rows are already stored
+        count(report_, r.table, false);
+        return;
+      }
+      drop_unknown_columns(r.table, r.row);
+      const bool inserted = insert_row(db_, r.table, r.row, where);
+      if (!inserted) check_same_as_stored(r.table, r.row, where);
+      count(report_, r.table, inserted);
+    } catch (const Error&) {
+      throw;
+    } catch (const nlohmann::json::exception& e) {  // a row missing a member or of the wrong type
+      throw Error(where, "row", "", std::string("not the shape of a KernelIndex ") + r.table + " row: " + e.what());
+    }
+  }
+
   // A manifest's digest, validated once per distinct document (protocols and environments repeat).
   std::string digest_of(const json& manifest, const std::string& where) {
     // Most runs repeat one of a few protocols and environments: comparing with those is cheaper than serializing.
@@ -221,7 +275,9 @@ class ExportImporter {
 
   void prepare_run(json& row, const std::string& where) {
     const json& m = row.at("manifest");
-    const evidence::Manifest run = evidence::make_manifest(m.at("run"), where + " manifest.run");
+    const evidence::Manifest run =
+        run_manifest_ ? std::move(*run_manifest_) : evidence::make_manifest(m.at("run"), where + " manifest.run");
+    run_manifest_.reset();
     expect_digest(where, "runDigest", row.value("runDigest", json()), run.digest);
     std::string protocol = digest_of(m.at("protocol"), where + " manifest.protocol");
     std::string environment = digest_of(m.at("environment"), where + " manifest.environment");
@@ -344,6 +400,7 @@ class ExportImporter {
   std::set<std::string> adopted_runs_;  // export run ids whose run is stored under another id
   std::set<std::string> cohorts_;
   std::set<std::string> written_;  // protocol and environment digests inserted by this import
+  std::optional<evidence::Manifest> run_manifest_;  // the current run row's manifest.run, made on the parsing thread
   std::vector<std::pair<json, std::string>> recent_;  // the last documents digest_of saw, with their digests
 };
 

@@ -1,9 +1,11 @@
 #include "store/query.hpp"
 
 #include <algorithm>
+#include <memory>
 #include <cmath>
 #include <set>
 #include <tuple>
+#include <unordered_map>
 
 #include "core/error.hpp"
 #include "evidence/manifest.hpp"
@@ -27,6 +29,12 @@ const char* kRunJoins =
     "LEFT JOIN projects p ON p.id = i.project_id LEFT JOIN sources s ON s.id = r.source_id ";
 
 json opt(const Row& r, size_t i) { return r.is_null(i) ? json() : json(r.real(i)); }
+// A text cell without copying it (empty for NULL).
+const std::string& text_of(const Row& r, size_t i) {
+  static const std::string empty;
+  const auto* s = std::get_if<std::string>(&r.cells.at(i));
+  return s ? *s : empty;
+}
 json opt_text(const Row& r, size_t i) { return r.is_null(i) ? json() : json(r.text(i)); }
 
 json run_summary(const Row& r) {
@@ -307,13 +315,94 @@ json search(Store& store, const std::string& text, int limit) {
   return out;
 }
 
+namespace {
+
+// What every page of an operation shows whatever workload is selected: its workloads with their run counts, the
+// eligible runs across them, each implementation's workloads and strongest evidence, and the best value per
+// (implementation, workload) and (workload, GPU) for the plots.
+struct OperationFacts {
+  struct Implementation {
+    std::set<uint32_t> workloads;  // numbered as operation_facts met them: only their count is used
+    bool reproduced = false, source_and_raw = false;
+    int64_t replications = 0;
+  };
+  json workloads;
+  int64_t all_eligible = 0;
+  std::map<std::string, Implementation> stats;
+  std::map<std::pair<std::string, std::string>, double> best_per_workload_gpu, best_per_impl_workload;
+};
+
+std::shared_ptr<const OperationFacts> compute_operation_facts(Store& store, const OperationRow& op) {
+  auto made = std::make_shared<OperationFacts>();
+  OperationFacts& f = *made;
+  f.workloads = workloads_of(store, op);
+  // One pass over the operation's runs (covered by ix_runs_workload, no run rows read) gives the eligible count,
+  // each implementation's workloads and strongest evidence, and the best values.
+  // Per run only small numbers are looked up (implementation, workload and GPU names numbered as they come): the
+  // pass reads every run of the operation, and string-keyed maps made it the page's largest cost.
+  std::unordered_map<std::string, uint32_t> numbers;
+  std::vector<const std::string*> names;
+  auto number = [&](const std::string& name) {
+    auto [it, fresh] = numbers.try_emplace(name, static_cast<uint32_t>(names.size()));
+    if (fresh) names.push_back(&it->first);
+    return it->second;
+  };
+  std::unordered_map<uint32_t, OperationFacts::Implementation> stats_by_number;
+  std::map<std::tuple<uint32_t, uint32_t, uint32_t>, double> fastest;  // (implementation, workload, GPU) -> value
+  int64_t& all_eligible = f.all_eligible;
+  for (const auto& r : store.db().query(
+           "SELECT r.implementation_id, r.workload_id, r.hardware_model, r.status, r.retracted_at IS NULL, r.primary_value, "
+           "r.reproduced_by_kernelindex, r.independent_replication_count, r.source_available * r.has_raw_evidence "
+           "FROM benchmark_runs r JOIN workloads w ON w.id = r.workload_id WHERE w.operation_id = ?",
+           {op.id})) {
+    const uint32_t impl = number(text_of(r, 0)), workload_number = number(text_of(r, 1));
+    OperationFacts::Implementation& st = stats_by_number[impl];
+    st.workloads.insert(workload_number);
+    st.reproduced = st.reproduced || r.integer(6) != 0;
+    st.replications = std::max(st.replications, r.integer(7));
+    st.source_and_raw = st.source_and_raw || r.integer(8) != 0;
+    if (text_of(r, 3) != "passed" || r.integer(4) == 0 || r.is_null(5)) continue;
+    const double v = r.real(5);
+    ++all_eligible;
+    auto [it, fresh] = fastest.try_emplace({impl, workload_number, number(text_of(r, 2))}, v);
+    if (!fresh) it->second = std::min(it->second, v);
+  }
+  for (auto& [n, st] : stats_by_number) f.stats[*names[n]] = std::move(st);
+  auto& best_per_workload_gpu = f.best_per_workload_gpu;
+  auto& best_per_impl_workload = f.best_per_impl_workload;
+  for (const auto& [k, v] : fastest) {
+    const auto& [impl, workload_number, gpu] = k;
+    auto [w, fresh_w] = best_per_workload_gpu.try_emplace({*names[workload_number], *names[gpu]}, v);
+    if (!fresh_w) w->second = std::min(w->second, v);
+    auto [i, fresh_i] = best_per_impl_workload.try_emplace({*names[impl], *names[workload_number]}, v);
+    if (!fresh_i) i->second = std::min(i->second, v);
+  }
+  // Eligible runs across all workloads (what KernelIndex's operation page counts): valid runs no run supersedes.
+  auto superseded = store.db().query(
+      // From the few superseding runs (ix_runs_supersedes) to what they supersede; CROSS JOIN keeps SQLite in that order.
+      "SELECT COUNT(DISTINCT s.supersedes_id) FROM benchmark_runs s CROSS JOIN benchmark_runs r CROSS JOIN workloads w "
+      "WHERE s.supersedes_id IS NOT NULL AND r.id = s.supersedes_id AND w.id = r.workload_id AND w.operation_id = ? AND "
+      "r.status = 'passed' AND r.retracted_at IS NULL AND r.primary_value IS NOT NULL",
+      {op.id});
+  if (!superseded.empty()) all_eligible -= superseded[0].integer(0);
+  return made;
+}
+
+std::shared_ptr<const OperationFacts> operation_facts(Store& store, const OperationRow& op) {
+  return std::static_pointer_cast<const OperationFacts>(
+      store.remembered_or("operation-facts:" + op.id, [&] { return compute_operation_facts(store, op); }));
+}
+
+}  // namespace
+
 json operation_view(Store& store, const std::string& operation, const std::string& workload) {
   OperationRow op = find_operation(store, operation);
   json aliases = json::array();
   for (const auto& r : store.db().query("SELECT alias FROM operation_aliases WHERE operation_id = ? ORDER BY alias", {op.id})) {
     aliases.push_back(r.text(0));
   }
-  json workloads = workloads_of(store, op);
+  const auto operation_facts_ptr = operation_facts(store, op);
+  const json& workloads = operation_facts_ptr->workloads;
   // The selected workload: asked for, else the one with the most runs.
   int selected = -1;
   for (size_t i = 0; i < workloads.size(); ++i) {
@@ -343,64 +432,36 @@ json operation_view(Store& store, const std::string& operation, const std::strin
     }
     std::stable_sort(cohorts.begin(), cohorts.end(), [](const json& a, const json& b) { return a["members"] > b["members"]; });
   }
-  // One pass over the operation's runs (covered by ix_runs_workload, no run rows read) gives the eligible count,
-  // each implementation's best on the selected workload, workloads run and strongest evidence, and the plot data.
-  struct ImplStats {
-    std::optional<double> best_on_selected;
-    std::set<std::string> workloads;
-    bool reproduced = false, source_and_raw = false;
-    int64_t replications = 0;
-  };
-  std::map<std::string, ImplStats> stats;
-  int64_t all_eligible = 0;
+  // The operation-wide facts (shared by all its pages, kept until the store changes).
+  const OperationFacts& facts = *operation_facts_ptr;
+  const int64_t all_eligible = facts.all_eligible;
+  const auto& best_per_workload_gpu = facts.best_per_workload_gpu;
+  const auto& best_per_impl_workload = facts.best_per_impl_workload;
   const std::string selected_id = selected >= 0 ? workloads[selected]["id"].get<std::string>() : std::string();
-  std::map<std::pair<std::string, std::string>, double> best_per_workload_gpu;
-  std::map<std::pair<std::string, std::string>, double> best_per_impl_workload;
-  for (const auto& r : store.db().query(
-           "SELECT r.implementation_id, r.workload_id, r.hardware_model, r.status, r.retracted_at IS NULL, r.primary_value, "
-           "r.reproduced_by_kernelindex, r.independent_replication_count, r.source_available * r.has_raw_evidence "
-           "FROM benchmark_runs r JOIN workloads w ON w.id = r.workload_id WHERE w.operation_id = ?",
-           {op.id})) {
-    ImplStats& st = stats[r.text(0)];
-    st.workloads.insert(r.text(1));
-    st.reproduced = st.reproduced || r.integer(6) != 0;
-    st.replications = std::max(st.replications, r.integer(7));
-    st.source_and_raw = st.source_and_raw || r.integer(8) != 0;
-    if (r.text(3) != "passed" || r.integer(4) == 0 || r.is_null(5)) continue;
-    const double v = r.real(5);
-    ++all_eligible;
-    if (r.text(1) == selected_id && (!st.best_on_selected || v < *st.best_on_selected)) st.best_on_selected = v;
-    auto key = std::make_pair(r.text(1), r.is_null(2) ? std::string() : r.text(2));
-    auto it = best_per_workload_gpu.find(key);
-    if (it == best_per_workload_gpu.end() || v < it->second) best_per_workload_gpu[key] = v;
-    auto ik = std::make_pair(r.text(0), r.text(1));
-    auto jt = best_per_impl_workload.find(ik);
-    if (jt == best_per_impl_workload.end() || v < jt->second) best_per_impl_workload[ik] = v;
-  }
-  // Eligible runs across all workloads (what KernelIndex's operation page counts): valid runs no run supersedes.
-  auto superseded = store.db().query(
-      // From the few superseding runs (ix_runs_supersedes) to what they supersede; CROSS JOIN keeps SQLite in that order.
-      "SELECT COUNT(DISTINCT s.supersedes_id) FROM benchmark_runs s CROSS JOIN benchmark_runs r CROSS JOIN workloads w "
-      "WHERE s.supersedes_id IS NOT NULL AND r.id = s.supersedes_id AND w.id = r.workload_id AND w.operation_id = ? AND "
-      "r.status = 'passed' AND r.retracted_at IS NULL AND r.primary_value IS NOT NULL",
-      {op.id});
-  if (!superseded.empty()) all_eligible -= superseded[0].integer(0);
   auto impl_rows = store.db().query(
       "SELECT i.id, i.slug, i.title, p.name, i.language, i.license_expression FROM implementations i "
       "LEFT JOIN projects p ON p.id = i.project_id WHERE i.operation_id = ? ORDER BY i.slug",
       {op.id});
+  // Each implementation's best valid value on the selected workload (any GPU), and the best of those.
+  auto best_on_selected = [&](const std::string& impl) -> std::optional<double> {
+    auto it = best_per_impl_workload.find({impl, selected_id});
+    return it == best_per_impl_workload.end() ? std::nullopt : std::optional<double>(it->second);
+  };
   double best = 0;
-  for (const auto& [id, st] : stats) {
-    if (st.best_on_selected && (best == 0 || *st.best_on_selected < best)) best = *st.best_on_selected;
-  }
   for (const auto& r : impl_rows) {
-    const ImplStats& st = stats[r.text(0)];
+    if (auto v = best_on_selected(text_of(r, 0)); v && (best == 0 || *v < best)) best = *v;
+  }
+  static const OperationFacts::Implementation no_runs;
+  for (const auto& r : impl_rows) {
+    auto found = facts.stats.find(text_of(r, 0));
+    const OperationFacts::Implementation& st = found == facts.stats.end() ? no_runs : found->second;
     // The strongest evidence across the implementation's runs (KernelIndex's bestEvidence).
     EvidenceLevel level = evidence_level({st.reproduced, st.replications, st.source_and_raw, st.source_and_raw});
-    json best_ns = st.best_on_selected ? json(*st.best_on_selected) : json();
+    const std::optional<double> mine = best_on_selected(text_of(r, 0));
+    json best_ns = mine ? json(*mine) : json();
     impls.push_back({{"id", r.text(0)}, {"slug", r.text(1)}, {"title", r.is_null(2) ? r.text(1) : r.text(2)},
                      {"project", opt_text(r, 3)}, {"language", opt_text(r, 4)}, {"license", opt_text(r, 5)},
-                     {"bestLatencyNs", best_ns}, {"xOfBest", best_ns.is_null() || best == 0 ? json() : json(*st.best_on_selected / best)},
+                     {"bestLatencyNs", best_ns}, {"xOfBest", !mine || best == 0 ? json() : json(*mine / best)},
                      {"workloadsRun", st.workloads.size()}, {"evidence", to_string(level)}});
   }
   std::stable_sort(impls.begin(), impls.end(), [](const json& a, const json& b) {

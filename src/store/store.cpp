@@ -1,6 +1,8 @@
 #include "store/store.hpp"
 
 #include <cmath>
+#include <map>
+#include <mutex>
 #include <set>
 
 #include "core/error.hpp"
@@ -30,8 +32,48 @@ std::unique_ptr<Store> Store::open(const std::string& uri) {
   return std::make_unique<Store>(open_sqlite(path));
 }
 
-Store::Store(std::unique_ptr<Db> db) : db_(std::move(db)), backend_(db_->backend()) { create_schema(); }
+struct Store::Memo {
+  std::mutex mutex;
+  std::mutex computing;  // held while a remembered_or value is computed
+  std::optional<std::string> version;
+  std::map<std::string, std::shared_ptr<const void>> values;
+};
+
+Store::Store(std::unique_ptr<Db> db) : db_(std::move(db)), backend_(db_->backend()), memo_(std::make_unique<Memo>()) {
+  create_schema();
+}
 Store::~Store() = default;
+
+std::shared_ptr<const void> Store::remembered(const std::string& key) {
+  auto now = db_->content_version();
+  std::lock_guard lock(memo_->mutex);
+  if (!now || now != memo_->version) {
+    memo_->values.clear();
+    memo_->version = now;
+    return nullptr;
+  }
+  auto it = memo_->values.find(key);
+  return it == memo_->values.end() ? nullptr : it->second;
+}
+
+std::shared_ptr<const void> Store::remembered_or(const std::string& key,
+                                                 const std::function<std::shared_ptr<const void>()>& compute) {
+  if (auto kept = remembered(key)) return kept;
+  if (!db_->content_version()) return compute();  // nothing is kept on this backend: no reason to wait for another
+  std::lock_guard one_at_a_time(memo_->computing);
+  if (auto kept = remembered(key)) return kept;  // computed while this caller waited
+  auto made = compute();
+  remember(key, made);
+  return made;
+}
+
+void Store::remember(const std::string& key, std::shared_ptr<const void> value) {
+  auto now = db_->content_version();
+  std::lock_guard lock(memo_->mutex);
+  if (!now || now != memo_->version) return;  // computed from content that has changed since
+  if (memo_->values.size() >= 256) memo_->values.clear();
+  memo_->values[key] = std::move(value);
+}
 
 void Store::create_schema() {
   db_->script(kSchema);

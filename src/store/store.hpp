@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -103,6 +104,19 @@ class Store {
   void create_schema();
   std::unique_ptr<Db> db_;
   std::string backend_;
+
+ public:
+  // A value computed from the store's content, kept until the content changes (Db::content_version); null when
+  // absent or stale. Lets the pages of one operation share what they all compute.
+  std::shared_ptr<const void> remembered(const std::string& key);
+  void remember(const std::string& key, std::shared_ptr<const void> value);
+  // remembered(key), else compute() and remember it; callers asking at once wait for one computation instead of
+  // each computing it (the first requests of a server all ask for the same operation).
+  std::shared_ptr<const void> remembered_or(const std::string& key, const std::function<std::shared_ptr<const void>()>& compute);
+
+ private:
+  struct Memo;
+  std::unique_ptr<Memo> memo_;
 };
 
 // A stable UUID-shaped id derived from a digest ("sha256:abcd..." -> "abcd....-...."), for rows kindex creates.

@@ -8,8 +8,9 @@
 
 #include "core/error.hpp"
 #include "evidence/digest.hpp"
-#include "store/import.hpp"
+#include "evidence/export.hpp"
 #include "store/export.hpp"
+#include "store/import.hpp"
 #include "store/query.hpp"
 #include "store/store.hpp"
 #include "support/paths.hpp"
@@ -190,6 +191,44 @@ TEST(StoreImport, FailedImportLeavesTheStoreExactlyAsItWas) {
   nlohmann::json before = store->counts();
   EXPECT_THROW(import_files(*store, {slice(), bad}), Error);
   EXPECT_EQ(store->counts(), before);
+}
+
+// Lines are parsed (and run manifests validated) on a second thread in batches ahead of the checks; the error
+// reported is still the first bad line's, wherever the batches fall.
+TEST(StoreImport, TheFirstBadLineIsReportedWhicheverBatchHoldsIt) {
+  std::vector<std::string> lines;
+  evidence::for_each_export_line(slice(), [&](std::string_view text, std::size_t) { lines.emplace_back(text); });
+  ASSERT_GT(lines.size(), 1000u);
+  size_t run = 0;
+  for (size_t i = 700; i < lines.size() && !run; ++i)
+    if (nlohmann::json::parse(lines[i])["table"] == "benchmark_runs") run = i;
+  ASSERT_NE(run, 0u);
+  nlohmann::json tampered = nlohmann::json::parse(lines[run]);
+  tampered["row"]["manifest"]["run"]["spec"]["status"] = "timeout";  // its runDigest no longer matches
+  lines[run] = tampered.dump();
+  lines[run + 300] = "{\"table\": \"benchmark_runs\", \"row\": ";  // a later line that does not parse
+  auto write = [&](const std::string& name) {
+    std::string path = (std::filesystem::temp_directory_path() / ("kindex-import-" + std::to_string(::getpid()) + "-" + name)).string();
+    std::ofstream out(path);
+    for (const auto& l : lines) out << l << "\n";
+    return path;
+  };
+  auto where_of_error = [&](const std::string& path) {
+    auto store = Store::open(":memory:");
+    try {
+      import_files(*store, {path});
+    } catch (const Error& e) {
+      EXPECT_EQ(store->counts()["benchmark_runs"], 0);
+      return std::string(e.what());
+    }
+    return std::string("imported");
+  };
+  std::string first = where_of_error(write("tampered-run.jsonl"));
+  EXPECT_NE(first.find(":" + std::to_string(run + 1) + " benchmark_runs"), std::string::npos) << first;
+  EXPECT_NE(first.find("runDigest"), std::string::npos) << first;
+  lines[run - 500] = "not json";  // now an earlier line is the first bad one
+  std::string earlier = where_of_error(write("bad-earlier-line.jsonl"));
+  EXPECT_NE(earlier.find(":" + std::to_string(run - 499)), std::string::npos) << earlier;
 }
 
 TEST(StoreImport, PrimaryValueThatDisagreesWithItsManifestIsRefused) {

@@ -1,7 +1,10 @@
 // ranking-v1, evidence levels, records and their append-only history, floors and suite scores.
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <cmath>
+#include <filesystem>
 #include <map>
 
 #include "core/error.hpp"
@@ -229,6 +232,30 @@ TEST(Records, KindexGpuRunWithSamplesIsVerifiedAndShowsItsSamples) {
   EXPECT_EQ(v["rank"], 1);
   auto cpu = s->record_run(test::example_run(8100, 8, false, {8100}));
   EXPECT_EQ(run_view(*s, cpu.run_id)["run"]["evidence"], "reproducible");  // kindex source, but the CPU path
+}
+
+TEST(Records, OperationPageFollowsWritesFromThisAndOtherConnections) {
+  // The operation-wide part of the page is kept between calls until the store's content changes.
+  const std::string path = (std::filesystem::temp_directory_path() / ("kindex-memo-" + std::to_string(::getpid()) + ".db")).string();
+  std::filesystem::remove(path);
+  {
+    auto a = Store::open(path);
+    a->record_run(test::example_run(9000, 1, false, {}, 1));
+    EXPECT_EQ(operation_view(*a, "example_rmsnorm")["eligibleRunsAllWorkloads"], 1);
+    EXPECT_EQ(operation_view(*a, "example_rmsnorm")["eligibleRunsAllWorkloads"], 1);
+    a->record_run(test::example_run(8000, 2, false, {}, 2));  // this connection
+    EXPECT_EQ(operation_view(*a, "example_rmsnorm")["eligibleRunsAllWorkloads"], 2);
+    auto b = Store::open(path);
+    auto fast = b->record_run(test::example_run(7000, 3, false, {}, 3));  // another connection
+    nlohmann::json v = operation_view(*a, "example_rmsnorm");
+    EXPECT_EQ(v["eligibleRunsAllWorkloads"], 3);
+    EXPECT_EQ(v["implementations"][0]["bestLatencyNs"], 7000.0);
+    b->retract_run(fast.run_id, "wrong inputs", "2026-09-01T00:00:00Z");
+    v = operation_view(*a, "example_rmsnorm");
+    EXPECT_EQ(v["eligibleRunsAllWorkloads"], 2);
+    EXPECT_EQ(v["implementations"][0]["bestLatencyNs"], 8000.0);
+  }
+  for (const char* suffix : {"", "-wal", "-shm"}) std::filesystem::remove(path + suffix);
 }
 
 TEST(Records, RecordRunRefusesManifestsThatDoNotMatchTheRun) {

@@ -107,8 +107,9 @@ TEST(RandomFill, EveryKindAndDtypeMatchesTheHostBitForBit) {
 // device gives generate_inputs' tensors.
 TEST(RandomFill, SeedWorkloadsMatchGenerateInputs) {
   if (!have_device()) GTEST_SKIP() << "no CUDA device";
-  for (const char* problem_name : {"gqa_paged_decode_h32_kv4_d128_ps1", "gqa_paged_decode_h24_kv4_d128_ps64",
-                                   std::string(kindex::catalog::kSolGqaRopeBackward).c_str()}) {
+  const std::string problems[] = {"gqa_paged_decode_h32_kv4_d128_ps1", "gqa_paged_decode_h24_kv4_d128_ps64",
+                                  std::string(kindex::catalog::kSolGqaRopeBackward)};
+  for (const std::string& problem_name : problems) {
     auto problem = kindex::catalog::builtin_problem(problem_name);
     const auto& def = problem.definition;
     const auto& w = problem.workloads.at(0);

@@ -952,12 +952,22 @@ template <int D>
 constexpr int kStages = D == 64 ? 4 : 3;
 static_assert(kStages<128> == kStages<256>);
 
-size_t ring_smem_bytes(int head_dim, int stages) {
+// The one dispatch from runtime (head_dim, ring depth) to the kernel configuration: f.template operator()<D, S>()
+// for head_dim 64 / 128 / 256 (anything else is refused by make_plan) and S = 2 or the shipped depth.
+template <class F>
+decltype(auto) with_config(int head_dim, int stages, F&& f) {
+  auto at = [&]<int D>() -> decltype(auto) {
+    return stages == 2 ? f.template operator()<D, 2>() : f.template operator()<D, kStages<D>>();
+  };
   switch (head_dim) {
-    case 64: return stages == 2 ? Layout<64, 2>::kSmemBytes : Layout<64, kStages<64>>::kSmemBytes;
-    case 128: return stages == 2 ? Layout<128, 2>::kSmemBytes : Layout<128, kStages<128>>::kSmemBytes;
-    default: return stages == 2 ? Layout<256, 2>::kSmemBytes : Layout<256, kStages<256>>::kSmemBytes;
+    case 64: return at.template operator()<64>();
+    case 128: return at.template operator()<128>();
+    default: return at.template operator()<256>();
   }
+}
+
+size_t ring_smem_bytes(int head_dim, int stages) {
+  return with_config(head_dim, stages, []<int D, int S>() { return size_t(Layout<D, S>::kSmemBytes); });
 }
 
 int ring_stages(int head_dim, size_t smem_limit) {
@@ -966,19 +976,10 @@ int ring_stages(int head_dim, size_t smem_limit) {
   return ring_smem_bytes(head_dim, 2) <= smem_limit ? 2 : 0;
 }
 
-template <int D>
-int ctas_per_sm_d(kindex_dtype dtype, int stages) {
-  const bool bf = dtype == KINDEX_DTYPE_BF16;
-  if (stages == 2) return bf ? occupancy<D, 2, __nv_bfloat16>() : occupancy<D, 2, __half>();
-  return bf ? occupancy<D, kStages<D>, __nv_bfloat16>() : occupancy<D, kStages<D>, __half>();
-}
-
 int ctas_per_sm(kindex_dtype dtype, int head_dim, int stages) {
-  switch (head_dim) {
-    case 64: return ctas_per_sm_d<64>(dtype, stages);
-    case 128: return ctas_per_sm_d<128>(dtype, stages);
-    default: return ctas_per_sm_d<256>(dtype, stages);
-  }
+  return with_config(head_dim, stages, [&]<int D, int S>() {
+    return dtype == KINDEX_DTYPE_BF16 ? occupancy<D, S, __nv_bfloat16>() : occupancy<D, S, __half>();
+  });
 }
 
 int launch_validate(const kindex_paged_decode_params& p, unsigned long long* first_bad, cudaStream_t stream) {
@@ -992,18 +993,10 @@ int launch_validate(const kindex_paged_decode_params& p, unsigned long long* fir
   return cudaGetLastError();
 }
 
-template <int D>
-cudaError_t launch_d(const kindex_paged_decode_params& p, const Args& a, const Plan& plan, cudaStream_t stream) {
-  return plan.stages == 2 ? run_dtype<D, 2>(p, a, plan, stream) : run_dtype<D, kStages<D>>(p, a, plan, stream);
-}
-
 int launch_decode(const kindex_paged_decode_params& p, const Plan& plan, void* workspace, cudaStream_t stream) {
   const Args a = make_args(p, plan, workspace);
-  switch (p.head_dim) {
-    case 64: return launch_d<64>(p, a, plan, stream);
-    case 128: return launch_d<128>(p, a, plan, stream);
-    default: return launch_d<256>(p, a, plan, stream);
-  }
+  return with_config(p.head_dim, plan.stages,
+                     [&]<int D, int S>() { return int(run_dtype<D, S>(p, a, plan, stream)); });
 }
 
 }  // namespace kindex::decode::detail

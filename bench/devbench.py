@@ -9,6 +9,7 @@ import ctypes
 import math
 import pathlib
 import statistics
+import sys
 import time
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
@@ -19,42 +20,13 @@ REPO = pathlib.Path(__file__).resolve().parent.parent
 # library refuses any other size (KINDEX_STATUS_INVALID_ARGUMENT naming params.struct_size), which also catches a
 # ctypes layout that drifted from the header.
 # --------------------------------------------------------------------------------------------------------------
-KINDEX_DTYPE_BF16 = 0
-
-
-class PagedDecodeParams(ctypes.Structure):
-    _fields_ = [
-        ("struct_size", ctypes.c_uint32),
-        ("dtype", ctypes.c_int),  # kindex_dtype (a C enum: int)
-        ("batch_size", ctypes.c_int32),
-        ("num_qo_heads", ctypes.c_int32),
-        ("num_kv_heads", ctypes.c_int32),
-        ("head_dim", ctypes.c_int32),
-        ("page_size", ctypes.c_int32),
-        ("num_pages", ctypes.c_int64),
-        ("num_kv_indices", ctypes.c_int64),
-        ("q", ctypes.c_void_p),
-        ("k_cache", ctypes.c_void_p),
-        ("v_cache", ctypes.c_void_p),
-        ("kv_indptr", ctypes.c_void_p),
-        ("kv_indices", ctypes.c_void_p),
-        ("kv_last_page_len", ctypes.c_void_p),
-        ("sm_scale", ctypes.c_float),
-        ("output", ctypes.c_void_p),
-        ("lse", ctypes.c_void_p),
-        ("validate", ctypes.c_int32),
-    ]
-
-
-BACKWARD_INPUTS = ("grad_output", "hidden_states", "cos", "sin", "q_weight", "k_weight", "v_weight", "o_weight",
-                   "query_states", "key_states", "value_states", "attn_weights", "attn_output")
-BACKWARD_OUTPUTS = ("grad_hidden_states", "grad_q_weight", "grad_k_weight", "grad_v_weight", "grad_o_weight")
-
-
-class GqaRopeBackwardParams(ctypes.Structure):
-    _fields_ = ([("struct_size", ctypes.c_uint32), ("batch_size", ctypes.c_int32), ("seq_len", ctypes.c_int32)] +
-                [(name, ctypes.c_void_p) for name in BACKWARD_INPUTS] + [("scaling", ctypes.c_float)] +
-                [(name, ctypes.c_void_p) for name in BACKWARD_OUTPUTS])
+# The params structs and names come from the Python package's ctypes mirror of the header (python/kindex/_capi.py:
+# no torch, no library load at import), so the two cannot drift apart.
+sys.path.insert(0, str(REPO / "python"))
+from kindex._capi import DTYPE_BF16 as KINDEX_DTYPE_BF16  # noqa: E402
+from kindex._capi import GQA_ROPE_BACKWARD_INPUTS as BACKWARD_INPUTS  # noqa: E402
+from kindex._capi import GQA_ROPE_BACKWARD_OUTPUTS as BACKWARD_OUTPUTS  # noqa: E402
+from kindex._capi import GqaRopeBackwardParams, PagedDecodeParams  # noqa: E402,F401
 
 
 def new_params(cls):

@@ -564,9 +564,21 @@ int IndexServer::bind() {
   return port_;
 }
 
-void IndexServer::listen() { http_->listen_after_bind(); }
+void IndexServer::listen() {
+  listen_entered_ = true;
+  if (!stop_requested_) http_->listen_after_bind();
+  listen_done_ = true;
+}
+
 void IndexServer::stop() {
-  if (http_) http_->stop();
+  stop_requested_ = true;
+  if (!http_) return;
+  // A listen() that has begun and not seen the request above is about to start httplib's accept loop: wait for it
+  // to run, so that httplib's stop() (a no-op before then) ends it. (seq_cst: listen() stores entered then reads
+  // the request; this stores the request then reads entered; one of them sees the other.)
+  if (listen_entered_)
+    while (!http_->is_running() && !listen_done_) std::this_thread::yield();
+  http_->stop();
 }
 
 std::string IndexServer::serve_bytes(std::string_view request) {

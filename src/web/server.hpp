@@ -6,6 +6,7 @@
 // are closed after `keep_alive_timeout_s`, bodies are refused unless authorised and size-limited, clients are
 // rate-limited per address, parameters must be valid UTF-8, and no response names a server file path. Answers to
 // GET requests are kept until the store changes (SQLite's data_version, or an import through this server).
+#include <atomic>
 #include <cstddef>
 #include <memory>
 #include <string>
@@ -34,6 +35,8 @@ class IndexServer {
   int bind();
   // Serves until stop(); call bind() first.
   void listen();
+  // Ends listen() (from any thread), also one that has not started its accept loop yet; later listen() calls
+  // return at once.
   void stop();
   int port() const { return port_; }
   // Runs raw request bytes (one or more pipelined requests) through the same routing as a connection and
@@ -47,6 +50,8 @@ class IndexServer {
   ServerOptions options_;
   std::unique_ptr<Http> http_;
   int port_ = 0;
+  // listen()/stop() handshake: httplib's own stop() does nothing until its accept loop runs.
+  std::atomic<bool> listen_entered_{false}, listen_done_{false}, stop_requested_{false};
   struct RateLimiter;
   std::unique_ptr<RateLimiter> limiter_;
   struct ImportGate;

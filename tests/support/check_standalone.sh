@@ -71,7 +71,7 @@ readlink ${s}proc/self/exe; cat ${s}etc/os-release; ${s}opt/cuda/bin/nvcc
 https://github.com/owner/repo/tree/main${s}work${s}x and https://example.invalid${s}home${s}
 build${s}tmp${s}x, \$HOME${s}work${s}kindex, \${TMPDIR}${s}x, ~${s}work, and${s}or, input${s}output
 see docs/protocols.md and tests/data/README.md; ${s}tmpfs ${s}homepage ${s}root.json
-ln -s ../sharedlib x
+ln -s ..${s}sharedlib x
 EOF
   printf 'wrote %sroot%sout/a.json\n' "$s" "$s" >"$dir/results/run/device.log"  # a device record: exempt
   printf 'made by bench --dump-tables %stmp%st FINDING\n' "$s" "$s" >"$dir/results/run/README.md"

@@ -4,6 +4,8 @@
 
 #include <filesystem>
 
+#include "bench/run_result.hpp"
+
 namespace kindex::bench {
 
 std::string library_dir() {
@@ -74,6 +76,31 @@ const DeviceGenerator* device_generator() {
     return g.fill_random && g.last_error ? &g : nullptr;
   }();
   return loaded;
+}
+
+kindex_random_fill random_fill_abi(const catalog::RandomFill& f, uint64_t seed) {
+  using Kind = catalog::RandomFill::Kind;
+  kindex_random_fill abi{};
+  abi.kind = f.kind == Kind::normal         ? KINDEX_RANDOM_NORMAL
+             : f.kind == Kind::cos_of_angle ? KINDEX_RANDOM_COS_OF_ANGLE
+             : f.kind == Kind::sin_of_angle ? KINDEX_RANDOM_SIN_OF_ANGLE
+                                            : KINDEX_RANDOM_SOFTMAX_ROWS;
+  switch (f.dtype) {
+    case DType::bf16: abi.dtype = KINDEX_DTYPE_BF16; break;
+    case DType::f16: abi.dtype = KINDEX_DTYPE_FP16; break;
+    case DType::f32: abi.dtype = KINDEX_DTYPE_FP32; break;
+    default:
+      throw RunFailure(RunStatus::runtime_error, "no device generator for dtype " + std::string(dtype_name(f.dtype)));
+  }
+  abi.numel = shape_numel(f.shape);
+  abi.seed = seed;
+  abi.stream = f.stream;
+  abi.scale = f.scale;
+  abi.row = f.row;
+  abi.pages_used = f.pages_used.empty() ? nullptr : f.pages_used.data();
+  abi.num_pages = int64_t(f.pages_used.size());
+  abi.page_elems = f.page_elems;
+  return abi;
 }
 
 }  // namespace kindex::bench

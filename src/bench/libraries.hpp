@@ -5,6 +5,7 @@
 // driver to start: the index half runs on a machine without either.
 #include <string>
 
+#include "catalog/inputs.hpp"
 #include "core/error.hpp"
 #include "gpu_reference/c_abi.h"
 #include "kindex/kindex.h"
@@ -48,5 +49,8 @@ struct DeviceGenerator {
   const char* (*last_error)() = nullptr;
 };
 const DeviceGenerator* device_generator();
+// The generator's description of `fill` drawn from `seed` (the one translation of catalog::RandomFill to the C ABI).
+// Throws RunFailure for a dtype the generator does not draw.
+kindex_random_fill random_fill_abi(const catalog::RandomFill& fill, uint64_t seed);
 
 }  // namespace kindex::bench

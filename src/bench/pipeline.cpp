@@ -30,15 +30,6 @@ std::map<std::string, Tensor> allocate_outputs(const catalog::Definition& def, c
   return out;
 }
 
-kindex_dtype abi_dtype(DType t) {
-  switch (t) {
-    case DType::bf16: return KINDEX_DTYPE_BF16;
-    case DType::f16: return KINDEX_DTYPE_FP16;
-    case DType::f32: return KINDEX_DTYPE_FP32;
-    default: throw RunFailure(RunStatus::runtime_error, "no device generator for dtype " + std::string(dtype_name(t)));
-  }
-}
-
 // The inputs of one round on the device, shared by the implementations that run there: the host tensors copied,
 // the random float tensors `random` describes drawn there directly (device_generator()).
 struct DeviceInputs {
@@ -70,20 +61,7 @@ struct DeviceInputs {
   static void draw_on_device(const catalog::RandomFill& f, uint64_t seed, void* out, void* stream) {
     const DeviceGenerator* gen = device_generator();
     if (!gen) throw RunFailure(RunStatus::runtime_error, "no device generator (libkindex_gpu_reference.so)");
-    kindex_random_fill abi{};
-    abi.kind = f.kind == catalog::RandomFill::Kind::normal         ? KINDEX_RANDOM_NORMAL
-               : f.kind == catalog::RandomFill::Kind::cos_of_angle ? KINDEX_RANDOM_COS_OF_ANGLE
-               : f.kind == catalog::RandomFill::Kind::sin_of_angle ? KINDEX_RANDOM_SIN_OF_ANGLE
-                                                                   : KINDEX_RANDOM_SOFTMAX_ROWS;
-    abi.dtype = abi_dtype(f.dtype);
-    abi.numel = shape_numel(f.shape);
-    abi.seed = seed;
-    abi.stream = f.stream;
-    abi.scale = f.scale;
-    abi.row = f.row;
-    abi.pages_used = f.pages_used.empty() ? nullptr : f.pages_used.data();
-    abi.num_pages = int64_t(f.pages_used.size());
-    abi.page_elems = f.page_elems;
+    const kindex_random_fill abi = random_fill_abi(f, seed);
     if (kindex_status s = gen->fill_random(&abi, out, stream); s != KINDEX_STATUS_OK) {
       device::device_synchronize();  // a sticky error surfaces as such
       throw RunFailure(RunStatus::runtime_error, std::string("kindex_gpu_reference_fill_random: ") + gen->last_error());

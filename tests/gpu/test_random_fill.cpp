@@ -8,6 +8,7 @@
 #include <cstring>
 #include <string>
 
+#include "bench/libraries.hpp"
 #include "catalog/builtin.hpp"
 #include "catalog/inputs.hpp"
 #include "core/random.hpp"
@@ -24,27 +25,13 @@ bool have_device() {
   return cudaGetDeviceCount(&n) == cudaSuccess && n > 0;
 }
 
-kindex_dtype abi_dtype(DType t) {
-  return t == DType::bf16 ? KINDEX_DTYPE_BF16 : t == DType::f16 ? KINDEX_DTYPE_FP16 : KINDEX_DTYPE_FP32;
-}
-
 // The device's tensor for `fill`, copied back to the host.
 Tensor draw_on_device(const RandomFill& f, uint64_t seed) {
   Tensor host(f.dtype, f.shape);
   void* dev = nullptr;
   EXPECT_EQ(cudaMalloc(&dev, host.nbytes() ? host.nbytes() : 1), cudaSuccess);
   cudaMemset(dev, 0x5A, host.nbytes());  // so an element the kernel skips shows
-  kindex_random_fill abi{};
-  abi.kind = kindex_random_kind(int(f.kind));
-  abi.dtype = abi_dtype(f.dtype);
-  abi.numel = host.numel();
-  abi.seed = seed;
-  abi.stream = f.stream;
-  abi.scale = f.scale;
-  abi.row = f.row;
-  abi.pages_used = f.pages_used.empty() ? nullptr : f.pages_used.data();
-  abi.num_pages = int64_t(f.pages_used.size());
-  abi.page_elems = f.page_elems;
+  const kindex_random_fill abi = kindex::bench::random_fill_abi(f, seed);
   EXPECT_EQ(kindex::gpu_reference::fill_random(abi, dev, nullptr), KINDEX_STATUS_OK);
   EXPECT_EQ(cudaMemcpy(host.data(), dev, host.nbytes(), cudaMemcpyDeviceToHost), cudaSuccess);
   cudaFree(dev);

@@ -27,8 +27,8 @@ struct Outcome {
 
 std::string kindex_binary() { return kindex::test::binary_dir() + "/bin/kindex"; }
 
-Outcome run(const std::string& args, bool merge_stderr = true) {
-  std::string cmd = kindex_binary() + " " + args + (merge_stderr ? " 2>&1" : " 2>/dev/null");
+// A shell command's exit code and standard output.
+Outcome run_shell(const std::string& cmd) {
   Outcome o;
   FILE* p = popen(cmd.c_str(), "r");
   if (!p) return o;
@@ -38,6 +38,10 @@ Outcome run(const std::string& args, bool merge_stderr = true) {
   int status = pclose(p);
   o.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
   return o;
+}
+
+Outcome run(const std::string& args, bool merge_stderr = true) {
+  return run_shell(kindex_binary() + " " + args + (merge_stderr ? " 2>&1" : " 2>/dev/null"));
 }
 
 class BenchCli : public ::testing::Test {
@@ -65,17 +69,8 @@ struct WorkDir {
   // `kindex ARGS` run in this directory (stdout and stderr together unless stdout_only), KINDEX_STORE unset
   // unless `env` sets it.
   Outcome run(const std::string& args, const std::string& env = "", bool stdout_only = false) const {
-    Outcome o;
-    std::string cmd = "cd '" + path.string() + "' && env -u KINDEX_STORE " + env + " " + kindex_binary() + " " + args +
-                      (stdout_only ? " 2>/dev/null" : " 2>&1");
-    FILE* p = popen(cmd.c_str(), "r");
-    if (!p) return o;
-    std::array<char, 4096> buf{};
-    size_t n;
-    while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) o.output.append(buf.data(), n);
-    int status = pclose(p);
-    o.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-    return o;
+    return run_shell("cd '" + path.string() + "' && env -u KINDEX_STORE " + env + " " + kindex_binary() + " " + args +
+                     (stdout_only ? " 2>/dev/null" : " 2>&1"));
   }
 };
 

@@ -28,10 +28,13 @@ void derive(RunResult& r, const Environment& env, const std::optional<MeasuredRa
     r.t_sol_s = sol_t_sol_seconds(l2_003_macs(b, s), r.work.compulsory_bytes);
     if (baseline) {
       r.t_baseline_s = baseline->find(b, s);
-      if (r.t_baseline_s) r.t_baseline_source = "torch.compile measured on " + baseline->device + " (" + baseline->path + ")";
+      if (r.t_baseline_s)
+        r.t_baseline_source = "torch.compile measured on " + baseline->device + " (" + baseline->path + ")";
     } else if (env.has_gpu) {
       r.t_baseline_s = l2_003_baseline_seconds(env.gpu_name, b, s);
-      if (r.t_baseline_s) r.t_baseline_source = "published for " + env.gpu_name + " (docs/protocols.md section 4)";
+      if (r.t_baseline_s)
+        r.t_baseline_source = "published for " + env.gpu_name +
+                              " (H200: docs/protocols.md section 4; B200: SOL-ExecBench's published values)";
     }
     if (r.t_baseline_s && latency_s > 0 && r.timed_on_device)
       r.sol_score = sol_score(latency_s, *r.t_sol_s, *r.t_baseline_s);

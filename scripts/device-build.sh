@@ -28,7 +28,7 @@ for t in "$@"; do
     kindex_cli) f="$build/bin/kindex" ;;
     kindex_shared) f="$build/lib/libkindex.so" ;;
     kindex_gpu_reference_shared) f="$build/lib/libkindex_gpu_reference.so" ;;
-    *) f=$(find "$build/tests" "$build/bench" "$build/examples" -maxdepth 1 -type f -name "$t" 2>/dev/null | head -n1) ;;
+    *) f=$(find "$build/tests" "$build/benchmarks" "$build/examples" -maxdepth 1 -type f -name "$t" 2>/dev/null | head -n1) ;;
   esac
   [ -n "$f" ] && [ -f "$f" ] || { echo "device-build: no binary for target $t" >&2; exit 1; }
   case $f in *.so) stage "$f" "$out/lib" ;; *) stage "$f" "$out/bin" ;; esac

@@ -7,11 +7,11 @@
 #            warp states, scheduler; e.g. "--section WarpStateStats --section SourceCounters" for stall sites).
 # bench_ptx: bench_decode of that compute_80-PTX-only build, JIT-compiled for this GPU: the portable path's speed.
 # ab:        a restructuring's check: bench_decode of the previous binary (.devcarry/before/bin) and of this one,
-#            interleaved twice with the same flags (bench/decode_report.py --diff joins the four JSON files);
+#            interleaved twice with the same flags (benchmarks/gpu/decode_report.py --diff joins the four JSON files);
 #            AB_BINARIES names other .devcarry/<tag> folders to interleave (e.g. "before decode plain").
 # tests_ptx: the GPU decode tests on a build that carries only compute_80 PTX (.devcarry/decode-ptx), JIT-compiled
 #            by the driver (CUDA_FORCE_PTX_JIT=1): the portable path, on this GPU.
-# peers:     bench/torch_decode_baselines.py: kindex (libkindex.so through its C ABI), FlashInfer's tensor-core and
+# peers:     benchmarks/gpu/torch_decode_baselines.py: kindex (libkindex.so through its C ABI), FlashInfer's tensor-core and
 #            CUDA-core decode, gathered SDPA and the reference, one process, the same inputs and page tables
 #            (FlashInfer from wheels in .devcarry/flashinfer: `pip download flashinfer-python==0.7.2.post1` and its
 #            dependency apache-tvm-ffi, or a build trimmed to its attention path; install.sh there).
@@ -55,7 +55,7 @@ for step in "$@"; do
       [ -d /tmp/fisite ] || bash .devcarry/flashinfer/install.sh > "$out/flashinfer_setup.log" 2>&1
       # shellcheck disable=SC1091
       source /tmp/fisite/env.sh
-      PYTHONUNBUFFERED=1 timeout 420 python3 bench/torch_decode_baselines.py --lib .devcarry/decode/lib/libkindex.so \
+      PYTHONUNBUFFERED=1 timeout 420 python3 benchmarks/gpu/torch_decode_baselines.py --lib .devcarry/decode/lib/libkindex.so \
         --tables /tmp/decode-tables --out "$out/decode_peers_h200.json" ${PEERS_ARGS:-} > "$out/peers.log" 2>&1
       echo "peers exit $?"; tail -25 "$out/peers.log" ;;
     ncu)

@@ -1,12 +1,12 @@
 // `kindex bench`: verify and time implementations the way FlashInfer-Bench and SOL-ExecBench do, and record the
-// results as traces, KernelIndex manifests and store rows. A thin layer over bench/session.hpp.
+// results as traces, KernelIndex manifests and store rows. A thin layer over src/runner/session.hpp.
 #include <CLI/CLI.hpp>
 #include <unistd.h>
 
 #include <iostream>
 #include <memory>
 
-#include "bench/session.hpp"
+#include "runner/session.hpp"
 #include "catalog/builtin.hpp"
 #include "cli/commands.hpp"
 #include "core/error.hpp"
@@ -14,7 +14,7 @@
 namespace kindex::cli {
 
 void add_bench_command(CLI::App& app, Registry& registry) {
-  auto s = std::make_shared<bench::SessionOptions>();
+  auto s = std::make_shared<runner::SessionOptions>();
   s->output.out_dir = "kindex-results";
   auto list = std::make_shared<bool>(false);
   auto events = std::make_shared<bool>(false);
@@ -53,7 +53,7 @@ void add_bench_command(CLI::App& app, Registry& registry) {
                   std::string("Store URI: sqlite:PATH, PATH, postgresql://... or 'none' (default $KINDEX_STORE or ") +
                       kDefaultStore + ")");
   cmd->add_option("--baseline", *baseline,
-                  "L2/003: T_b of the SOL score from this file (bench/backward_vs_torch.py's JSON: torch.compile "
+                  "L2/003: T_b of the SOL score from this file (benchmarks/gpu/backward_vs_torch.py's JSON: torch.compile "
                   "measured on this GPU) instead of the published H200/B200 table");
   cmd->add_flag("--json", s->json, "Print the machine-readable report on stdout instead of the table");
   cmd->add_flag("--events", *events, "Time with CUDA events instead of the CUPTI activity API");
@@ -69,24 +69,24 @@ void add_bench_command(CLI::App& app, Registry& registry) {
       if (s->problems.empty())
         throw Error("kindex bench", "--problem", "", "is required (see --list for the bundled problems)");
       s->output.store_uri = *store == "none" ? "" : store_uri(*store);
-      if (!baseline->empty()) s->bench.baseline = bench::load_baseline_times(*baseline);
+      if (!baseline->empty()) s->bench.baseline = runner::load_baseline_times(*baseline);
       s->bench.prefer_cupti = !*events;
       s->bench.isolate = !*in_process;
       s->bench.progress = !s->json && isatty(STDERR_FILENO);
-      return bench::run_session(*s, std::cout, std::cerr);
+      return runner::run_session(*s, std::cout, std::cerr);
     };
   });
 }
 
 int bench_main_job(const Registry& registry) {
-  const bool gpu = bench::probe_gpu();
-  bench::SessionOptions s = bench::main_job_options(gpu);
+  const bool gpu = runner::probe_gpu();
+  runner::SessionOptions s = runner::main_job_options(gpu);
   s.bench.progress = isatty(STDERR_FILENO);
   if (!registry.main_job_workloads.empty()) s.workloads = registry.main_job_workloads;
   s.output.store_uri = store_uri(registry.main_job_store);
   std::cout << (gpu ? "kindex: GPU found: benchmarking kindex's kernels on the seed problems' bundled workloads\n"
                     : "kindex: no GPU: running the CPU path (the CPU reference on the small workloads)\n");
-  int code = bench::run_session(s, std::cout, std::cerr);
+  int code = runner::run_session(s, std::cout, std::cerr);
   // Where to look next: both commands read the store just written (the same default, or the one named here).
   std::string store_option = registry.main_job_store.empty() ? "" : " --store " + registry.main_job_store;
   const std::string& problem = s.problems.front();

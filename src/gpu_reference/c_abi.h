@@ -1,6 +1,6 @@
 /* libkindex_gpu_reference.so: besides kindex's C ABI (kindex.h, run by the simple GPU references), the runner's
  * calibration and its input generator on the device. The runner loads the library with dlopen
- * (src/bench/libraries.hpp) and looks these up by name. */
+ * (src/runner/libraries.hpp) and looks these up by name. */
 #ifndef KINDEX_GPU_REFERENCE_C_ABI_H
 #define KINDEX_GPU_REFERENCE_C_ABI_H
 

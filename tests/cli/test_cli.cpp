@@ -15,7 +15,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "bench/support.hpp"
+#include "runner/support.hpp"
 #include "support/paths.hpp"
 
 namespace {

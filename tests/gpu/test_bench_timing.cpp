@@ -9,14 +9,14 @@
 
 #include <nlohmann/json.hpp>
 
-#include "bench/device.hpp"
-#include "bench/runner.hpp"
-#include "bench/statistics.hpp"
-#include "bench/timer.hpp"
+#include "runner/device.hpp"
+#include "runner/runner.hpp"
+#include "runner/statistics.hpp"
+#include "runner/timer.hpp"
 #include "catalog/builtin.hpp"
 #include "gpu_reference/gpu_reference.hpp"
 
-namespace kindex::bench {
+namespace kindex::runner {
 
 namespace {
 
@@ -107,4 +107,4 @@ TEST(BenchTiming, GpuReferenceMatchesCpuReference) {
   }
 }
 
-}  // namespace kindex::bench
+}  // namespace kindex::runner

@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "bench/libraries.hpp"
+#include "runner/libraries.hpp"
 #include "catalog/builtin.hpp"
 #include "catalog/inputs.hpp"
 #include "catalog/page_table.hpp"
@@ -551,7 +551,7 @@ TEST_F(Decode, EnvironmentChangesNothingTheCAbiReturns) {
                            "KINDEX_DECODE_SOLO=0", "KINDEX_DECODE_ROUND_ROBIN=0", "KINDEX_DECODE_PREFETCH=0",
                            "KINDEX_DECODE_EVICT_FIRST=0"})
     putenv(const_cast<char*>(knob));
-  const std::string path = kindex::bench::library_dir() + "/libkindex.so";  // ../lib beside this test
+  const std::string path = kindex::runner::library_dir() + "/libkindex.so";  // ../lib beside this test
   void* lib = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
   ASSERT_NE(nullptr, lib) << dlerror();
   using Size = kindex_status (*)(const kindex_paged_decode_params*, size_t*);

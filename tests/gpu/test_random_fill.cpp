@@ -8,7 +8,7 @@
 #include <cstring>
 #include <string>
 
-#include "bench/libraries.hpp"
+#include "runner/libraries.hpp"
 #include "catalog/builtin.hpp"
 #include "catalog/inputs.hpp"
 #include "core/random.hpp"
@@ -31,7 +31,7 @@ Tensor draw_on_device(const RandomFill& f, uint64_t seed) {
   void* dev = nullptr;
   EXPECT_EQ(cudaMalloc(&dev, host.nbytes() ? host.nbytes() : 1), cudaSuccess);
   cudaMemset(dev, 0x5A, host.nbytes());  // so an element the kernel skips shows
-  const kindex_random_fill abi = kindex::bench::random_fill_abi(f, seed);
+  const kindex_random_fill abi = kindex::runner::random_fill_abi(f, seed);
   EXPECT_EQ(kindex::gpu_reference::fill_random(abi, dev, nullptr), KINDEX_STATUS_OK);
   EXPECT_EQ(cudaMemcpy(host.data(), dev, host.nbytes(), cudaMemcpyDeviceToHost), cudaSuccess);
   cudaFree(dev);

@@ -34,7 +34,7 @@ class Failure : public std::runtime_error {
 };
 
 // Knobs for tuning runs and tests of the split paths: an explicit argument of the C++ entry points below, used only
-// by bench/ and tests/. The C ABI always runs the defaults, which are what the library ships.
+// by benchmarks/gpu/ and tests/. The C ABI always runs the defaults, which are what the library ships.
 struct Tuning {
   // A segment is never cut shorter than this many tokens (page_size * pages); 0 = the shipped rule (make_plan).
   int min_segment_tokens = 0;

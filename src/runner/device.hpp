@@ -1,0 +1,62 @@
+#pragma once
+// The runner's thin layer over the CUDA runtime: device detection, owning device buffers, copies and error
+// classification. Compiles without CUDA (every call then throws RunFailure "built without CUDA"), so the CPU
+// path links the same runner.
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "runner/run_result.hpp"
+#include "core/tensor.hpp"
+
+namespace kindex::runner {
+
+namespace device {
+
+bool built_with_cuda();
+// A CUDA device is present and usable (initialises CUDA in this process).
+bool available();
+// Throws RunFailure classified by the CUDA error code when `code` (a cudaError_t) is not success.
+void check(int code, const char* what);
+void synchronize(void* stream);
+// Waits for all work on the device; a sticky error from any earlier call surfaces here.
+void device_synchronize();
+void* create_stream();
+void destroy_stream(void* stream);
+
+// Device memory, freed on destruction. Allocation failures throw RunFailure(resource_exceeded).
+class Buffer {
+ public:
+  Buffer() = default;
+  explicit Buffer(size_t bytes);
+  Buffer(Buffer&& o) noexcept : ptr_(o.ptr_), bytes_(o.bytes_) { o.ptr_ = nullptr, o.bytes_ = 0; }
+  Buffer& operator=(Buffer&& o) noexcept;
+  Buffer(const Buffer&) = delete;
+  Buffer& operator=(const Buffer&) = delete;
+  ~Buffer();
+  void* get() const { return ptr_; }
+  size_t bytes() const { return bytes_; }
+
+ private:
+  void* ptr_ = nullptr;
+  size_t bytes_ = 0;
+};
+
+// A dense device tensor: its buffer and the view over it.
+struct DeviceTensor {
+  Buffer buffer;
+  TensorView view;
+};
+DeviceTensor allocate_like(const TensorView& host);
+void copy_to_device(const TensorView& host, const TensorView& dev, void* stream);
+void copy_to_host(const TensorView& dev, const TensorView& host, void* stream);
+void copy_device_to_device(const TensorView& src, const TensorView& dst, void* stream);
+// Fills with 0xFF bytes (NaN for every float dtype, -1 for ints): an output an implementation did not write
+// cannot pass by accident.
+void poison(const TensorView& dev, void* stream);
+void memset_async(void* ptr, int value, size_t bytes, void* stream);
+size_t l2_cache_bytes();
+
+}  // namespace device
+}  // namespace kindex::runner

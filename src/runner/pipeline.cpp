@@ -1,0 +1,375 @@
+// The pipeline of one (implementation, workload) in the calling process (a worker, or the runner with
+// --in-process): inputs, the reference and the implementation over the source's rounds, the comparator, timing.
+#include "runner/pipeline.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <memory>
+#include <optional>
+
+#include "runner/device.hpp"
+#include "runner/implementation.hpp"
+#include "runner/input_cache.hpp"
+#include "runner/libraries.hpp"
+#include "runner/json_number.hpp"
+#include "runner/problem.hpp"
+#include "catalog/inputs.hpp"
+#include "compare/compare.hpp"
+#include "evidence/manifest.hpp"
+
+namespace kindex::runner {
+
+namespace {
+
+// Host tensors of a call's outputs, shaped from the definition.
+std::map<std::string, Tensor> allocate_outputs(const catalog::Definition& def, const catalog::Workload& w) {
+  auto axes = catalog::resolve_axes(def, w);
+  std::map<std::string, Tensor> out;
+  for (const auto& spec : def.outputs) out.emplace(spec.name, Tensor(spec.dtype, catalog::concrete_shape(spec, axes)));
+  return out;
+}
+
+// The inputs of one round on the device, shared by the implementations that run there: the host tensors copied,
+// the random float tensors `random` describes drawn there directly (device_generator()).
+struct DeviceInputs {
+  std::vector<device::DeviceTensor> owned;
+  TensorMap views;
+  DeviceInputs(const catalog::Inputs& host, bool needed, uint64_t seed, void* stream) {
+    if (!needed) return;
+    owned.reserve(host.tensors.size() + host.random.size());
+    for (const auto& [name, t] : host.tensors) {
+      auto& d = owned.emplace_back(device::allocate_like(t.view()));
+      device::copy_to_device(t.view(), d.view, stream);
+      views[name] = d.view;
+    }
+    for (const auto& [name, fill] : host.random) {
+      auto& d = owned.emplace_back(device::allocate_like(shape_only(fill)));
+      draw_on_device(fill, seed, d.view.data, stream);
+      views[name] = d.view;
+    }
+    device::synchronize(stream);
+  }
+  // A host view with the tensor's dtype and shape and no data (the tensor exists only on the device).
+  static TensorView shape_only(const catalog::RandomFill& fill) {
+    TensorView v;
+    v.dtype = fill.dtype;
+    v.shape = fill.shape;
+    v.strides = contiguous_strides(fill.shape);
+    return v;
+  }
+  static void draw_on_device(const catalog::RandomFill& f, uint64_t seed, void* out, void* stream) {
+    const DeviceGenerator* gen = device_generator();
+    if (!gen) throw RunFailure(RunStatus::runtime_error, "no device generator (libkindex_gpu_reference.so)");
+    const kindex_random_fill abi = random_fill_abi(f, seed);
+    if (kindex_status s = gen->fill_random(&abi, out, stream); s != KINDEX_STATUS_OK) {
+      device::device_synchronize();  // a sticky error surfaces as such
+      throw RunFailure(RunStatus::runtime_error, std::string("kindex_gpu_reference_fill_random: ") + gen->last_error());
+    }
+  }
+};
+
+// An implementation's view of one call: device copies when it runs on the device, its own outputs (poisoned, so
+// an output it never writes cannot pass) and its workspace.
+class PreparedCall {
+ public:
+  // `device_inputs`: the round's inputs already on the device, shared by every device implementation (read only).
+  PreparedCall(Implementation& impl, ProblemKind kind, const CallArgs& host, const TensorMap& device_inputs,
+               const catalog::Definition& def, const catalog::Workload& w, void* stream)
+      : impl_(impl), kind_(kind), stream_(stream) {
+    host_outputs_ = allocate_outputs(def, w);
+    args_.scalars = host.scalars;
+    if (impl.memory() == Where::host) {
+      args_.inputs = host.inputs;
+      for (auto& [name, t] : host_outputs_) {
+        std::memset(t.data(), 0xFF, t.nbytes());
+        args_.outputs[name] = t.view();
+      }
+    } else {
+      args_.inputs = device_inputs;
+      for (auto& [name, t] : host_outputs_) {
+        auto& d = owned_.emplace_back(device::allocate_like(t.view()));
+        device::poison(d.view, stream);
+        args_.outputs[name] = d.view;
+      }
+      device::synchronize(stream);
+    }
+    workspace_bytes_ = impl.workspace_bytes(kind, args_);
+    if (impl.memory() == Where::device)
+      workspace_ = device::Buffer(workspace_bytes_);
+    else if (workspace_bytes_)
+      host_workspace_.resize(workspace_bytes_);
+  }
+
+  const CallArgs& args() const { return args_; }
+  void* workspace() { return impl_.memory() == Where::device ? workspace_.get() : host_workspace_.data(); }
+  size_t workspace_bytes() const { return workspace_bytes_; }
+
+  void run(const CallArgs& args) { impl_.run(kind_, args, workspace(), workspace_bytes_, stream_); }
+  void run_and_wait() {
+    run(args_);
+    if (impl_.memory() == Where::device) device::synchronize(stream_);
+  }
+  // The outputs on the host (copied back from the device when needed).
+  std::map<std::string, Tensor>& outputs() {
+    if (impl_.memory() == Where::device)
+      for (auto& [name, t] : host_outputs_) device::copy_to_host(args_.outputs.at(name), t.view(), stream_);
+    return host_outputs_;
+  }
+
+ private:
+  Implementation& impl_;
+  ProblemKind kind_;
+  void* stream_;
+  CallArgs args_;
+  std::vector<device::DeviceTensor> owned_;
+  std::map<std::string, Tensor> host_outputs_;
+  device::Buffer workspace_;
+  std::vector<unsigned char> host_workspace_;
+  size_t workspace_bytes_ = 0;
+};
+
+// SOL-ExecBench copies the inputs to fresh addresses before every timed call (untimed): each call gets a slot
+// 256 bytes further into a pool per input, so no two calls see the same pointers.
+class FreshAddresses {
+ public:
+  FreshAddresses(const CallArgs& base, int calls, void* stream) : base_(base), stream_(stream) {
+    for (const auto& [name, view] : base.inputs)
+      pools_.emplace(name, device::Buffer(view.nbytes() + 256 * size_t(calls)));
+  }
+  const CallArgs& next() {
+    current_ = base_;
+    for (auto& [name, view] : current_.inputs) {
+      view.data = static_cast<char*>(pools_.at(name).get()) + 256 * size_t(call_);
+      device::copy_device_to_device(base_.inputs.at(name), view, stream_);
+    }
+    ++call_;
+    return current_;
+  }
+
+ private:
+  const CallArgs& base_;
+  void* stream_;
+  std::map<std::string, device::Buffer> pools_;
+  CallArgs current_;
+  int call_ = 0;
+};
+
+TimingSamples time_call(PreparedCall& call, Where where, bool fresh_addresses, const TimingProtocol& protocol,
+                        bool prefer_cupti, void* stream) {
+  if (where == Where::host)
+    return time_host(
+        protocol, [] {}, [&] { call.run(call.args()); });
+  if (!fresh_addresses)
+    return time_device(
+        protocol, [] {}, [&] { call.run(call.args()); }, stream, prefer_cupti);
+  FreshAddresses fresh(call.args(), protocol.untimed + protocol.warmup + protocol.iterations, stream);
+  const CallArgs* current = &call.args();
+  return time_device(
+      protocol, [&] { current = &fresh.next(); }, [&] { call.run(*current); }, stream, prefer_cupti);
+}
+
+std::string choose_reference(const std::string& requested, const std::string& impl, bool gpu) {
+  if (requested != "auto") return requested;
+  if (impl == "gpu-reference") return "cpu-reference";  // the GPU reference is checked against the CPU one
+  return gpu ? "gpu-reference" : "cpu-reference";
+}
+
+struct StreamGuard {
+  void* stream = nullptr;
+  explicit StreamGuard(bool device) {
+    if (device) stream = device::create_stream();
+  }
+  ~StreamGuard() { device::destroy_stream(stream); }
+};
+
+nlohmann::json report_json(int round, const compare::Report& r) {
+  return {{"round", round},
+          {"output", r.output},
+          {"passed", r.passed},
+          {"max_absolute_error", json_number(r.max_abs_error)},
+          {"max_relative_error", json_number(r.max_rel_error)},
+          {"matched_ratio", json_number(r.matched_ratio)},
+          {"mismatches", r.mismatches},
+          {"nonfinite", r.nonfinite},
+          {"reason", r.reason}};
+}
+
+void add_note(std::string& log, const std::string& note) { log += (log.empty() ? "" : "; ") + note; }
+
+// This process's cache of generated inputs (a worker's, or the runner's own with --in-process).
+InputCache& worker_input_cache() {
+  static InputCache cache(default_input_cache_budget());
+  return cache;
+}
+
+}  // namespace
+
+RunResult new_run_result(const WorkItem& item, const std::string& impl_spec) {
+  const catalog::Definition& def = *item.definition;
+  RunResult r;
+  r.definition = def.name;
+  r.source = std::string(catalog::source_name(def.source));
+  r.workload_uuid = item.workload->uuid;
+  r.axes = item.workload->axes;
+  r.implementation = impl_spec;
+  r.comparator = def.source == catalog::Source::flashinfer_bench ? "flashinfer_bench_eval" : "sol_execbench_eval";
+  r.observed_at = evidence::utc_timestamp_now();
+  return r;
+}
+
+RunResult execute_run(const WorkItem& item, const std::string& impl_spec, const BenchOptions& o, bool gpu,
+                      bool* sticky) {
+  const auto& def = *item.definition;
+  const auto& w = *item.workload;
+  const bool fib = def.source == catalog::Source::flashinfer_bench;
+  RunResult r = new_run_result(item, impl_spec);
+  const auto started = std::chrono::steady_clock::now();
+  try {
+    auto kind = problem_kind(def);
+    if (!kind)
+      throw RunFailure(RunStatus::runtime_error, "definition " + def.name + " is not a problem kindex can run");
+    auto impl = make_implementation(impl_spec);
+    if (auto why = impl->unsupported_reason(def); !why.empty()) throw RunFailure(RunStatus::runtime_error, why);
+    r.reference_implementation = choose_reference(o.reference, impl_spec, gpu);
+    std::unique_ptr<Implementation> ref_owned;
+    Implementation* ref = impl.get();
+    if (r.reference_implementation != impl_spec)
+      ref = (ref_owned = make_implementation(r.reference_implementation)).get();
+    r.check = ref == impl.get() ? "determinism" : "reference";
+    if (r.check == "determinism")
+      add_note(r.message,
+               "the implementation is its own reference here: each round compares two independent calls "
+               "on fresh inputs (a determinism check)");
+    // The speedup's denominator: the GPU reference for device implementations, the CPU reference on the host.
+    r.timing_reference = impl->memory() == Where::device ? "gpu-reference" : "cpu-reference";
+    std::unique_ptr<Implementation> timing_ref_owned;
+    Implementation* timing_ref = nullptr;
+    if (r.timing_reference == impl_spec)
+      timing_ref = impl.get();
+    else if (r.timing_reference == r.reference_implementation)
+      timing_ref = ref;
+    else
+      timing_ref = (timing_ref_owned = make_implementation(r.timing_reference)).get();
+
+    const int default_rounds = fib ? 3 : 10;
+    r.rounds_requested = o.trials.value_or(default_rounds);
+    if (r.rounds_requested < default_rounds)
+      add_note(r.message, "correctness rounds reduced to " + std::to_string(r.rounds_requested) + " (the source uses " +
+                              std::to_string(default_rounds) + ")");
+    const int timing_trials = std::min(r.rounds_requested, o.timing_trials.value_or(fib ? 3 : 1));
+    r.timed_on_device = impl->memory() == Where::device;
+    r.protocol = r.timed_on_device ? TimingProtocol{6, o.warmup.value_or(10), o.iterations.value_or(50), true}
+                                   : TimingProtocol{1, o.warmup.value_or(1), o.iterations.value_or(5), false};
+    r.seed = o.seed.value_or(catalog::default_seed(def));
+    const bool any_device =
+        impl->memory() == Where::device || ref->memory() == Where::device || timing_ref->memory() == Where::device;
+    StreamGuard stream(any_device);
+    // With no host implementation in the run, the random inputs are drawn on the device (the same bits as the host
+    // generator's): only the page tables and other small inputs are made on the host and copied.
+    const bool draw_on_device = gpu && impl->memory() == Where::device && ref->memory() == Where::device &&
+                                timing_ref->memory() == Where::device && device_generator() != nullptr;
+
+    compare::FibTolerance fib_tol;
+    compare::SolTolerance sol_tol;
+    if (w.tolerance) {
+      fib_tol.atol = sol_tol.atol = w.tolerance->max_atol;
+      fib_tol.rtol = sol_tol.rtol = w.tolerance->max_rtol;
+    }
+    std::vector<compare::Report> all_reports;
+    for (int round = 0; round < r.rounds_requested; ++round) {
+      // A device implementation never sees the host inputs (only their device copies), so its rounds' inputs can
+      // be shared with the next implementation on this workload; a host implementation gets them to itself.
+      const uint64_t seed = r.seed + uint64_t(round);
+      const std::shared_ptr<const catalog::Inputs> inputs =
+          draw_on_device ? std::make_shared<const catalog::Inputs>(catalog::generate_inputs(
+                               def, w, seed, catalog::GenerateOptions{.plan_random_floats = true}))
+          : impl->memory() == Where::device
+              ? worker_input_cache().get(def, w, seed)
+              : std::make_shared<const catalog::Inputs>(catalog::generate_inputs(def, w, seed));
+      CallArgs host;
+      for (const auto& [name, t] : inputs->tensors) host.inputs[name] = t.view();
+      for (const auto& [name, fill] : inputs->random) host.inputs[name] = DeviceInputs::shape_only(fill);
+      host.scalars = inputs->scalars;
+      // Shapes only: every implementation gets outputs of its own (PreparedCall); count_work reads their sizes.
+      const auto axes = catalog::resolve_axes(def, w);
+      for (const auto& spec : def.outputs) {
+        TensorView v;
+        v.dtype = spec.dtype;
+        v.shape = catalog::concrete_shape(spec, axes);
+        v.strides = contiguous_strides(v.shape);
+        host.outputs[spec.name] = v;
+      }
+      if (round == 0) r.work = count_work(*kind, host);
+
+      DeviceInputs on_device(*inputs, any_device, seed, stream.stream);
+      PreparedCall ref_call(*ref, *kind, host, on_device.views, def, w, stream.stream);
+      ref_call.run_and_wait();
+      auto& expected = ref_call.outputs();
+      PreparedCall impl_call(*impl, *kind, host, on_device.views, def, w, stream.stream);
+      impl_call.run_and_wait();
+      auto& actual = impl_call.outputs();
+
+      std::vector<compare::Report> reports;
+      for (const auto& spec : def.outputs) {
+        const auto a = actual.at(spec.name).view(), e = expected.at(spec.name).view();
+        reports.push_back(fib ? compare::compare_fib(spec.name, a, e, fib_tol)
+                              : compare::compare_sol(spec.name, a, e, sol_tol));
+        r.reports.push_back(report_json(round, reports.back()));
+      }
+      all_reports.insert(all_reports.end(), reports.begin(), reports.end());
+      r.rounds_run = round + 1;
+      auto summary = compare::combine(all_reports);
+      r.max_abs_error = summary.max_abs_error;
+      r.max_rel_error = summary.max_rel_error;
+      r.matched_ratio = summary.min_matched_ratio;
+      if (!summary.passed) {
+        r.status = RunStatus::incorrect_numerical;
+        add_note(r.message, "round " + std::to_string(round) + " (seed " + std::to_string(r.seed + round) +
+                                "): " + summary.reason);
+        break;
+      }
+      if (round < timing_trials) {
+        const bool fresh = !fib && r.timed_on_device;
+        auto t = time_call(impl_call, impl->memory(), fresh, r.protocol, o.prefer_cupti, stream.stream);
+        r.timing.timer = t.timer;
+        r.timing.note = t.note;
+        r.timing.trials_ns.push_back(std::move(t.ns));
+        if (timing_ref == impl.get()) {
+          r.reference_timing.timer = r.timing.timer;
+          r.reference_timing.trials_ns.push_back(r.timing.trials_ns.back());
+        } else {
+          // The correctness reference's call is reused when it is also the timing reference.
+          std::optional<PreparedCall> tref_owned;
+          PreparedCall* tref_call = &ref_call;
+          if (timing_ref != ref)
+            tref_call = &tref_owned.emplace(*timing_ref, *kind, host, on_device.views, def, w, stream.stream);
+          auto rt = time_call(*tref_call, timing_ref->memory(), fresh, r.protocol, o.prefer_cupti, stream.stream);
+          r.reference_timing.timer = rt.timer;
+          r.reference_timing.note = rt.note;
+          r.reference_timing.trials_ns.push_back(std::move(rt.ns));
+        }
+      }
+    }
+    if (!r.timing.note.empty()) add_note(r.message, r.timing.note);
+  } catch (const RunFailure& e) {
+    r.status = e.status;
+    add_note(r.message, e.what());
+    if (e.sticky && sticky) *sticky = true;
+  } catch (const std::bad_alloc&) {
+    r.status = RunStatus::resource_exceeded;
+    add_note(r.message, "out of host memory");
+  } catch (const std::exception& e) {
+    r.status = RunStatus::runtime_error;
+    add_note(r.message, e.what());
+  }
+  if (r.status != RunStatus::passed) {
+    // Timing of a run that did not pass is not a result.
+    r.timing.trials_ns.clear();
+    r.reference_timing.trials_ns.clear();
+  }
+  r.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  return r;
+}
+
+}  // namespace kindex::runner

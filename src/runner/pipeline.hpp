@@ -1,0 +1,23 @@
+#pragma once
+// The steps of one run, as the runner (runner.cpp) sequences them: execute_run in a worker, derive in the runner.
+#include <optional>
+#include <string>
+
+#include "runner/runner.hpp"
+
+namespace kindex::runner {
+
+// A result naming its definition, workload, implementation and comparator, stamped now, with nothing run yet.
+RunResult new_run_result(const WorkItem& item, const std::string& impl_spec);
+
+// Runs the whole pipeline of (implementation, workload) in this process: inputs, reference and implementation over
+// the source's rounds, the comparator, timing. Sets *sticky when the CUDA context is no longer usable.
+RunResult execute_run(const WorkItem& item, const std::string& impl_spec, const BenchOptions& options, bool gpu,
+                      bool* sticky);
+
+// Floors, ratios, speedup and SOL score of a finished run (in the runner, from the run's environment).
+// T_b of L2/003 comes from `baseline` when given (times measured on this GPU), else from the published table.
+void derive(RunResult& r, const Environment& env, const std::optional<MeasuredRates>& measured,
+            const std::optional<BaselineTimes>& baseline = std::nullopt);
+
+}  // namespace kindex::runner

@@ -1,0 +1,102 @@
+#pragma once
+// The outcome of one (implementation, workload) run, as the pipeline produces it and every sink consumes it, and
+// its JSON codec (the worker's reply, runs.jsonl and results.json).
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "runner/environment.hpp"
+#include "runner/floors.hpp"
+#include "runner/statistics.hpp"
+#include "runner/timer.hpp"
+
+namespace kindex::runner {
+
+// How a run ended, in KernelIndex's BenchmarkRun status vocabulary.
+enum class RunStatus { passed, incorrect_numerical, runtime_error, timeout, resource_exceeded };
+std::string_view status_name(RunStatus s);  // "passed", "incorrect_numerical", ...
+// FlashInfer-Bench / SOL-ExecBench trace spelling ("PASSED", "RUNTIME_ERROR", ...; resource_exceeded is a
+// RUNTIME_ERROR there, its log says why).
+std::string_view trace_status_name(RunStatus s);
+
+// A failure that ends one (implementation, workload) run with a status. `sticky` marks a CUDA error that
+// poisons the context (illegal address, launch failure, ...): the worker process must be replaced.
+struct RunFailure : std::runtime_error {
+  RunFailure(RunStatus status, const std::string& message, bool sticky = false)
+      : std::runtime_error(message), status(status), sticky(sticky) {}
+  RunStatus status;
+  bool sticky;
+};
+
+// What an implementation is, as its records describe it. Filled where the implementation is loaded (a worker),
+// so nothing else needs to load it again.
+struct ImplementationInfo {
+  std::string name;         // "kindex", "gpu-reference", "cpu-reference", "external:<path>"
+  std::string language;     // "cuda", "cpp", or "c_abi" for an external library (KernelIndex spelling)
+  std::string version;      // kindex_version() or the external library's
+  std::string path;         // the shared library (external)
+  std::string symbol;       // entry point(s)
+  std::string description;  // one line for humans
+  bool on_device = true;    // takes device pointers (false: host pointers)
+
+  nlohmann::json to_json() const;
+  static ImplementationInfo from_json(const nlohmann::json& j);
+};
+
+struct TimingResult {
+  std::string timer;  // cupti_activity | cuda_events | wall_clock
+  std::string note;
+  std::vector<std::vector<double>> trials_ns;  // samples per timed trial
+  std::optional<TrialSummary> summary;
+};
+
+// The outcome of one (implementation, workload).
+struct RunResult {
+  std::string definition, source, workload_uuid, implementation, reference_implementation, timing_reference;
+  std::map<std::string, int64_t> axes;
+  // The implementation's description, set by the runner for every run (also one whose worker died); not part of
+  // to_json(): results.json names the implementation, its manifest describes it.
+  ImplementationInfo implementation_info;
+  RunStatus status = RunStatus::passed;
+  std::string message;  // the log: why it failed, and notes (reduced rounds, timer fallback, ...)
+  // correctness
+  std::string comparator;  // flashinfer_bench_eval | sol_execbench_eval
+  std::string check;       // "reference" | "determinism" (implementation and reference are the same code)
+  int rounds_requested = 0, rounds_run = 0;
+  double max_abs_error = 0, max_rel_error = 0, matched_ratio = 1;
+  nlohmann::json reports = nlohmann::json::array();  // per round and output
+  // timing
+  TimingProtocol protocol;
+  bool timed_on_device = false;
+  TimingResult timing, reference_timing;
+  std::optional<double> speedup;  // reference latency / latency
+  // work and floors (computed by the runner from the environment)
+  WorkCount work;
+  std::optional<Floor> headroom, kindex_floor;
+  std::optional<double> headroom_ratio, kindex_ratio;  // latency / floor
+  std::optional<double> sol_score, t_sol_s, t_baseline_s;
+  std::string t_baseline_source;  // where T_b came from: "published" table or the --baseline file
+  uint64_t seed = 0;
+  std::string observed_at;
+  double wall_s = 0;
+
+  double latency_ns() const { return timing.summary ? timing.summary->latency : 0; }
+  nlohmann::json to_json() const;
+  static RunResult from_json(const nlohmann::json& j);
+};
+
+struct BenchReport {
+  Environment environment;
+  std::optional<MeasuredRates> measured_rates;
+  std::vector<RunResult> results;
+  bool any_correctness_failure() const;  // a run that is not passed
+  nlohmann::json to_json() const;
+};
+
+}  // namespace kindex::runner

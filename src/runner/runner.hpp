@@ -1,0 +1,54 @@
+#pragma once
+// `kindex bench`: for each (implementation, workload) generate the inputs, run the reference and the
+// implementation, apply the source's comparator over the source's trial count, time with the source's protocol,
+// capture the environment and compute the floors, giving one RunResult per run (run_result.hpp) that the sinks
+// write out (sinks.hpp). Files: selection.cpp (which runs), pipeline.cpp (one run), worker.cpp (the processes),
+// runner.cpp (the loop), derive.cpp (floors), progress.cpp.
+//
+// Every run happens in a worker process forked from the runner before CUDA is touched: a crash, a hang (killed
+// at the per-workload timeout) or a sticky CUDA error ends that run with its status and a fresh worker takes
+// the next one. The runner process itself never initialises CUDA.
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "runner/run_result.hpp"
+#include "catalog/loader.hpp"
+
+namespace kindex::runner {
+
+struct BenchOptions {
+  std::vector<std::string> implementations = {"kindex"};
+  std::string reference = "auto";    // auto | cpu-reference | gpu-reference: what outputs are judged against
+  std::optional<int> trials;         // correctness rounds of fresh inputs (FIB 3, SOL 10)
+  std::optional<int> timing_trials;  // timed trials (FIB 3 = one per round, SOL 1)
+  std::optional<int> iterations;     // timed iterations per trial (50; 5 on the CPU path)
+  std::optional<int> warmup;         // warm-up calls (10; 1 on the CPU path)
+  std::optional<uint64_t> seed;      // base seed (FIB 1, SOL 200); trial t uses seed + t
+  double timeout_s = 900;            // per (implementation, workload)
+  bool prefer_cupti = true;          // false: CUDA events
+  bool progress = false;             // a progress bar on stderr
+  bool isolate = true;               // run in worker processes (false: in this process, for debugging)
+  std::optional<BaselineTimes> baseline;  // L2/003 T_b measured on this machine (--baseline), else the published
+};
+
+// One (definition, workload) to run, with its definition.
+struct WorkItem {
+  const catalog::Definition* definition = nullptr;
+  const catalog::Workload* workload = nullptr;
+};
+
+// Parses --workloads against a problem's workloads: "all", "small" (catalog::is_small), a comma list of uuids
+// (or unique uuid prefixes) and 0-based index ranges ("0-3,7"). Throws kindex::Error naming --workloads.
+std::vector<const catalog::Workload*> select_workloads(const catalog::Problem& problem, const std::string& spec);
+// A bundled problem name or a definition file / dataset directory. Throws kindex::Error naming --problem.
+std::vector<catalog::Problem> resolve_problems(const std::string& spec);
+
+// Runs every implementation on every work item. `on_result` (optional) sees each result as it completes, with
+// the run's environment.
+BenchReport run_bench(const std::vector<WorkItem>& items, const BenchOptions& options,
+                      const std::function<void(const RunResult&, const Environment&)>& on_result = {});
+
+}  // namespace kindex::runner

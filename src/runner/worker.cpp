@@ -1,0 +1,116 @@
+#include "runner/worker.hpp"
+
+#include <poll.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <csignal>
+#include <cstring>
+#include <iostream>
+#include <stdexcept>
+
+namespace kindex::runner {
+
+namespace {
+
+bool write_all(int fd, const std::string& s) {
+  size_t done = 0;
+  while (done < s.size()) {
+    ssize_t n = ::write(fd, s.data() + done, s.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return false;
+    done += size_t(n);
+  }
+  return true;
+}
+
+}  // namespace
+
+Worker::Worker(const Serve& serve) {
+    int down[2], up[2];
+    if (pipe(down) != 0 || pipe(up) != 0) throw std::runtime_error("pipe failed: " + std::string(strerror(errno)));
+    std::cout.flush();
+    std::cerr.flush();
+    pid_ = fork();
+    if (pid_ < 0) throw std::runtime_error("fork failed: " + std::string(strerror(errno)));
+    if (pid_ == 0) {
+      ::close(down[1]);
+      ::close(up[0]);
+      signal(SIGPIPE, SIG_DFL);
+      std::string buffer, line;
+      char chunk[256];
+      while (true) {
+        auto nl = buffer.find('\n');
+        if (nl == std::string::npos) {
+          ssize_t n = ::read(down[0], chunk, sizeof chunk);
+          if (n < 0 && errno == EINTR) continue;
+          if (n <= 0) break;
+          buffer.append(chunk, size_t(n));
+          continue;
+        }
+        line = buffer.substr(0, nl);
+        buffer.erase(0, nl + 1);
+        bool exit_after = false;
+        std::string reply = serve(line, &exit_after) + "\n";
+        if (!write_all(up[1], reply) || exit_after) break;
+      }
+      _exit(0);  // no atexit handlers or destructors of the parent's state
+    }
+    ::close(down[0]);
+    ::close(up[1]);
+    to_ = down[1];
+    from_ = up[0];
+}
+
+Worker::Reply Worker::request(const std::string& line, double timeout_s, std::string* reply) {
+    if (!write_all(to_, line + "\n")) return Reply::died;
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
+    while (true) {
+      auto nl = buffer_.find('\n');
+      if (nl != std::string::npos) {
+        *reply = buffer_.substr(0, nl);
+        buffer_.erase(0, nl + 1);
+        return Reply::line;
+      }
+      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+      if (left.count() <= 0) return Reply::timeout;
+      pollfd p{from_, POLLIN, 0};
+      int ready = poll(&p, 1, int(std::min<int64_t>(left.count(), 1000)));
+      if (ready < 0 && errno == EINTR) continue;
+      if (ready <= 0) continue;
+      char chunk[65536];
+      ssize_t n = ::read(from_, chunk, sizeof chunk);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) return Reply::died;
+      buffer_.append(chunk, size_t(n));
+    }
+}
+
+std::string Worker::stop(bool kill_it) {
+    if (pid_ <= 0) return "";
+    if (to_ >= 0) ::close(to_), to_ = -1;
+    if (kill_it) ::kill(pid_, SIGKILL);
+    int status = 0;
+    // A worker that does not exit on EOF within 10 s is killed.
+    for (int i = 0; i < 1000 && waitpid(pid_, &status, WNOHANG) == 0; ++i) usleep(10000);
+    if (waitpid(pid_, &status, WNOHANG) == 0) {
+      ::kill(pid_, SIGKILL);
+      waitpid(pid_, &status, 0);
+    }
+    pid_ = -1;
+    if (from_ >= 0) ::close(from_), from_ = -1;
+    if (WIFSIGNALED(status))
+      return "signal " + std::to_string(WTERMSIG(status)) + " (" + strsignal(WTERMSIG(status)) + ")";
+    return "exit code " + std::to_string(WEXITSTATUS(status));
+}
+
+SigpipeIgnored::SigpipeIgnored() {
+  struct sigaction ignore {};
+  ignore.sa_handler = SIG_IGN;
+  sigaction(SIGPIPE, &ignore, &old);
+}
+SigpipeIgnored::~SigpipeIgnored() { sigaction(SIGPIPE, &old, nullptr); }
+
+}  // namespace kindex::runner

@@ -1,0 +1,60 @@
+#pragma once
+// Helpers shared by the runner's tests: a scratch directory and the fault-injection libraries built on demand.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "runner/runner.hpp"
+
+#include "support/paths.hpp"
+
+namespace kindex::test {
+
+inline std::filesystem::path scratch_dir(const std::string& name) {
+  auto dir = std::filesystem::temp_directory_path() / ("kindex-bench-test-" + std::to_string(::getpid()) + "-" + name);
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  return dir;
+}
+
+// One round, one timed call, no warm-up, judged against the CPU reference: the quickest honest bench.
+inline runner::BenchOptions quick_options(std::vector<std::string> impls, int iterations = 1) {
+  runner::BenchOptions o;
+  o.implementations = std::move(impls);
+  o.reference = "cpu-reference";
+  o.trials = 1;
+  o.iterations = iterations;
+  o.warmup = 0;
+  return o;
+}
+
+// The C compiler this build was configured with (CMakeCache.txt), falling back to cc.
+inline std::string c_compiler() {
+  std::ifstream cache(binary_dir() + "/CMakeCache.txt");
+  std::string line;
+  const std::string key = "CMAKE_C_COMPILER:";
+  while (std::getline(cache, line))
+    if (line.rfind(key, 0) == 0) return line.substr(line.find('=') + 1);
+  return "cc";
+}
+
+// Builds tests/runner/external/fake_decode.c with KX_MODE=mode into a shared library; returns its path
+// ("" and a test failure if the compiler fails).
+inline std::string fake_decode_library(int mode) {
+  auto dir = std::filesystem::temp_directory_path() / ("kindex-fake-decode-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  auto lib = dir / ("libfake_decode_" + std::to_string(mode) + ".so");
+  if (std::filesystem::exists(lib)) return lib.string();
+  std::string cmd = c_compiler() + " -shared -fPIC -O1 -DKX_MODE=" + std::to_string(mode) + " -I" + source_dir() +
+                    "/include " + source_dir() + "/tests/runner/external/fake_decode.c -o " + lib.string() + " -lm";
+  int rc = std::system(cmd.c_str());
+  EXPECT_EQ(rc, 0) << cmd;
+  return rc == 0 ? lib.string() : "";
+}
+
+}  // namespace kindex::test

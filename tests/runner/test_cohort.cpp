@@ -1,0 +1,154 @@
+// One converter (problem_manifest) builds the OperationSpec and WorkloadCase of kindex's own runs and of imported
+// harness traces: a kindex run and a harness trace of the same definition and workload name the same operation
+// and workload, and on the same machine under the same protocol they share one cohort (comparisonKey).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <fstream>
+#include <map>
+
+#include "runner/implementation.hpp"
+#include "runner/sinks.hpp"
+#include "runner/support.hpp"
+#include "catalog/builtin.hpp"
+#include "store/import.hpp"
+#include "store/query.hpp"
+#include "store/store.hpp"
+
+namespace kindex::runner {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace {
+
+Environment h200() {
+  Environment e;
+  e.has_gpu = true;
+  e.gpu_name = "NVIDIA H200";
+  e.architecture = "sm_90";
+  e.memory_bytes = 150754820096;
+  e.driver_version = "580.159.04";
+  e.cuda_runtime_version = e.cuda_toolkit = "13.0";
+  e.kindex_version = "0.1.0+cuda";
+  e.libraries = {{"cublaslt", "13.0.2"}};
+  return e;
+}
+
+RunResult passed_run(const catalog::Definition& def, const catalog::Workload& w, double latency_ns) {
+  RunResult r;
+  r.definition = def.name;
+  r.source = std::string(catalog::source_name(def.source));
+  r.workload_uuid = w.uuid;
+  r.axes = w.axes;
+  r.implementation = "cpu-reference";
+  r.implementation_info = make_implementation("cpu-reference")->info();  // the runner attaches it to every run
+  r.reference_implementation = "cpu-reference";
+  r.comparator = "flashinfer_bench_eval";
+  r.rounds_requested = r.rounds_run = 1;
+  r.max_abs_error = r.max_rel_error = 0;
+  r.observed_at = "2026-12-03T10:00:00.000Z";
+  r.timed_on_device = true;
+  r.protocol = {6, 10, 3, true};
+  r.timing.timer = r.reference_timing.timer = "cupti_activity";
+  r.timing.trials_ns = {{latency_ns, latency_ns, latency_ns}};
+  r.timing.summary = summarize_trials(r.timing.trials_ns);
+  r.reference_timing.trials_ns = {{2 * latency_ns}};
+  r.reference_timing.summary = summarize_trials(r.reference_timing.trials_ns);
+  r.speedup = 2.0;
+  return r;
+}
+
+std::string first_line(const fs::path& file) {
+  std::ifstream in(file);
+  std::string line;
+  std::getline(in, line);
+  return line;
+}
+
+struct Row {
+  std::string operation, workload, protocol, comparison;
+};
+
+// The store's runs by where they came from and their latency ("kindex 5000", "flashinfer-bench 4000").
+std::map<std::string, Row> runs(store::Store& s) {
+  std::map<std::string, Row> out;
+  for (const auto& r : s.db().query(
+           "SELECT r.origin, r.primary_value, w.operation_id, r.workload_id, r.protocol_key, r.comparison_key "
+           "FROM benchmark_runs r JOIN workloads w ON w.id = r.workload_id",
+           {}))
+    out[r.text(0) + " " + std::to_string(std::llround(r.real(1)))] = {r.text(2), r.text(3), r.text(4), r.text(5)};
+  return out;
+}
+
+// Records one kindex run of (definition, workload) into a store and an --out folder, then imports into the same
+// store the trace line kindex wrote and a harness trace of the same workload from another solution on the same
+// machine (the harness's own workload line, as the upstream dataset writes it).
+void check_one_cohort(const std::string& problem_name, const fs::path& definition_file, const json& harness_workload) {
+  auto problem = catalog::builtin_problem(problem_name);
+  const catalog::Definition& def = problem.definition;
+  const catalog::Workload& w = problem.workloads.at(0);
+  auto dir = test::scratch_dir("cohort-" + def.name);
+  const std::string uri = "sqlite:" + (dir / "k.db").string();
+  BenchReport report;
+  report.environment = h200();
+  report.results = {passed_run(def, w, 5000)};
+  std::vector<WorkItem> items = {{&def, &w}};
+  ASSERT_EQ(write_outputs(report, items, {dir.string(), uri}).runs_recorded, 1);
+
+  const fs::path kindex_trace = dir / "traces" / (def.name + ".jsonl");
+  json harness = json::parse(first_line(kindex_trace));
+  harness["solution"] = "someone_elses_kernel";
+  harness["workload"] = harness_workload;
+  harness["evaluation"]["performance"]["latency_ms"] = 0.004;
+  harness["evaluation"]["timestamp"] = "2026-12-03T11:00:00";
+  const fs::path harness_trace = dir / "harness.jsonl";
+  std::ofstream(harness_trace) << harness.dump() << "\n";
+
+  auto s = store::Store::open(uri);
+  store::ImportOptions o;
+  o.definitions = {definition_file.string()};
+  auto rep = store::import_files(*s, {kindex_trace.string(), harness_trace.string()}, o);
+  EXPECT_EQ(rep.inserted["benchmark_runs"], 2);
+
+  auto rows = runs(*s);
+  ASSERT_EQ(rows.size(), 3u);
+  const std::string source(catalog::source_name(def.source));
+  const Row& own = rows.at("kindex 5000");               // recorded by kindex bench itself
+  const Row& own_trace = rows.at(source + " 5000");      // kindex's trace line, imported
+  const Row& harness_run = rows.at(source + " 4000");    // the harness's trace, imported
+  // The run kindex recorded itself and both imported traces name one operation and one workload.
+  EXPECT_EQ(s->counts()["operations"].get<int64_t>(), 1);
+  EXPECT_EQ(s->counts()["workloads"].get<int64_t>(), 1);
+  for (const Row* r : {&own_trace, &harness_run}) {
+    EXPECT_EQ(r->operation, own.operation);
+    EXPECT_EQ(r->workload, own.workload);
+  }
+  // kindex's trace line and the harness's trace (same protocol, same reported machine) share one cohort; the run
+  // kindex recorded under its own measurement protocol is a cohort of its own (docs/protocols.md).
+  EXPECT_EQ(own_trace.comparison, harness_run.comparison);
+  EXPECT_EQ(own_trace.protocol, harness_run.protocol);
+  EXPECT_NE(own.protocol, own_trace.protocol);
+  EXPECT_NE(own.comparison, own_trace.comparison);
+  fs::remove_all(dir);
+}
+
+}  // namespace
+
+TEST(Cohort, KindexRunAndFlashInferBenchTraceOfOneWorkloadShareItsCohort) {
+  const std::string name = "gqa_paged_decode_h24_kv4_d128_ps64";
+  auto problem = catalog::builtin_problem(name);
+  check_one_cohort(name,
+                   fs::path(test::source_dir()) / "definitions/flashinfer-trace/definitions/gqa_paged" / (name + ".json"),
+                   problem.workloads.at(0).raw.at("workload"));
+}
+
+TEST(Cohort, KindexRunAndSolExecBenchTraceOfOneWorkloadShareItsCohort) {
+  auto problem = catalog::builtin_problem(catalog::kSolGqaRopeBackward);
+  check_one_cohort(std::string(catalog::kSolGqaRopeBackward),
+                   fs::path(test::source_dir()) / "definitions/sol-execbench/L2" /
+                       std::string(catalog::kSolGqaRopeBackward) / "definition.json",
+                   problem.workloads.at(0).raw);
+}
+
+}  // namespace kindex::runner

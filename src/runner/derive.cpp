@@ -1,11 +1,12 @@
 #include "runner/pipeline.hpp"
 
 #include "catalog/builtin.hpp"
+#include "problem_manifest/problem_manifest.hpp"
 
 namespace kindex::runner {
 
 // Floors, ratios, speedup and SOL score of a finished run.
-void derive(RunResult& r, const Environment& env, const std::optional<MeasuredRates>& measured,
+void derive(RunResult& r, const WorkItem& item, const Environment& env, const std::optional<MeasuredRates>& measured,
             const std::optional<BaselineTimes>& baseline) {
   if (!r.timing.trials_ns.empty()) r.timing.summary = summarize_trials(r.timing.trials_ns);
   if (!r.reference_timing.trials_ns.empty())
@@ -14,7 +15,11 @@ void derive(RunResult& r, const Environment& env, const std::optional<MeasuredRa
     r.speedup = r.reference_timing.summary->latency / r.timing.summary->latency;
   if (r.work.compulsory_bytes <= 0) return;
   const std::string target = env.floor_target();
-  if (auto sheet = datasheet_for(target)) r.headroom = headroom_v1_floor(r.work, *sheet);
+  if (datasheet_for(target)) {  // on the manifests the run is recorded with, as the pages do for imported runs
+    const evidence::Manifest op = problem_manifest::operation_spec(*item.definition);
+    r.headroom = headroom_v1_floor(op.document, problem_manifest::workload_case(*item.definition, *item.workload, op).document,
+                                   target);
+  }
   std::optional<MeasuredRates> rates = published_measured_rates(target);
   if (!rates && measured) rates = measured;
   if (rates) r.kindex_floor = kindex_floor(r.work, *rates);

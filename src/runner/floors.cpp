@@ -94,12 +94,14 @@ static Floor make_floor(std::string method, double bytes, double flops, double b
   return f;
 }
 
-Floor headroom_v1_floor(const WorkCount& work, const Datasheet& sheet) {
-  std::string basis = sheet.product + " datasheet: " + std::to_string(int64_t(sheet.dram_bytes_per_s / 1e9)) +
-                      " GB/s, " + std::to_string(int64_t(sheet.dense_flops_per_s / 1e12)) + " TFLOP/s";
-  if (!work.headroom_flops) basis += "; no arithmetic formula for this family: bandwidth floor only";
-  return make_floor("headroom-v1", work.declared_input_bytes, work.headroom_flops.value_or(0), sheet.dram_bytes_per_s,
-                    sheet.dense_flops_per_s, basis);
+std::optional<Floor> headroom_v1_floor(const nlohmann::json& operation, const nlohmann::json& workload,
+                                       const std::string& gpu) {
+  const auto f = store::headroom_v1(operation, workload, gpu);
+  if (!f) return std::nullopt;
+  std::string basis = f->gpu + " datasheet: " + std::to_string(int64_t(f->dram_gbps)) + " GB/s, " +
+                      std::to_string(int64_t(f->tflops)) + " TFLOP/s";
+  if (f->flops <= 0) basis += "; no arithmetic formula for this family: bandwidth floor only";
+  return make_floor("headroom-v1", f->bytes, f->flops, f->dram_gbps * 1e9, f->tflops * 1e12, basis);
 }
 
 Floor kindex_floor(const WorkCount& work, const MeasuredRates& rates) {
@@ -107,8 +109,6 @@ Floor kindex_floor(const WorkCount& work, const MeasuredRates& rates) {
                     rates.tensor_flops_per_s, rates.provenance);
 }
 
-double gemm_flops(double m, double n, double k) { return 2.0 * m * n * k; }
-double attention_flops(double b, double h, double lq, double lk, double d) { return 4.0 * b * h * lq * lk * d; }
 
 double l2_003_macs(int64_t b, int64_t s) {
   return 104857600.0 * double(b) * double(s) + 16384.0 * double(b) * double(s) * double(s);

@@ -37,7 +37,6 @@ struct WorkCount {
   double compulsory_bytes = 0;           // every input read once + every output written once
   double referenced_bytes = 0;           // bytes a call must actually move (decode: KV tokens read + q/out/lse/indices)
   double flops = 0;                      // arithmetic of the kindex floor (0: none counted)
-  std::optional<double> headroom_flops;  // headroom-v1's formula, only for the gemm / attention families
 };
 
 // The bytes one paged-decode call must move and its FLOPs: the one definition, used by the runner (count_work),
@@ -59,12 +58,11 @@ struct Floor {
   std::string basis;   // which peaks, and their provenance
 };
 
-Floor headroom_v1_floor(const WorkCount& work, const Datasheet& sheet);
+// headroom-v1 of a run on `gpu`: store::headroom_v1 (the one formula, which the pages apply to imported runs) on the
+// run's OperationSpec and WorkloadCase manifest documents, in the runner's units; nullopt without a datasheet.
+std::optional<Floor> headroom_v1_floor(const nlohmann::json& operation, const nlohmann::json& workload,
+                                       const std::string& gpu);
 Floor kindex_floor(const WorkCount& work, const MeasuredRates& rates);
-
-// headroom-v1 FLOP formulas.
-double gemm_flops(double m, double n, double k);                             // 2MNK
-double attention_flops(double b, double h, double lq, double lk, double d);  // 4*B*H*Lq*Lk*D
 
 // SOL-ExecBench L2/003. T_SOL's peaks: H200 dense bf16 989.4 TFLOP/s and 4.8 TB/s (docs/protocols.md).
 inline constexpr double kSolPeakFlopsPerS = 989.4e12;

@@ -15,9 +15,9 @@ RunResult new_run_result(const WorkItem& item, const std::string& impl_spec);
 RunResult execute_run(const WorkItem& item, const std::string& impl_spec, const BenchOptions& options, bool gpu,
                       bool* sticky);
 
-// Floors, ratios, speedup and SOL score of a finished run (in the runner, from the run's environment).
+// Floors, ratios, speedup and SOL score of a finished run of `item` (in the runner, from the run's environment).
 // T_b of L2/003 comes from `baseline` when given (times measured on this GPU), else from the published table.
-void derive(RunResult& r, const Environment& env, const std::optional<MeasuredRates>& measured,
+void derive(RunResult& r, const WorkItem& item, const Environment& env, const std::optional<MeasuredRates>& measured,
             const std::optional<BaselineTimes>& baseline = std::nullopt);
 
 }  // namespace kindex::runner

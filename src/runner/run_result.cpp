@@ -135,7 +135,6 @@ json RunResult::to_json() const {
             {"seed", seed},
             {"observed_at", observed_at},
             {"wall_s", wall_s}};
-  if (work.headroom_flops) j["work"]["headroom_flops"] = *work.headroom_flops;
   if (headroom) j["floors"]["headroom_v1"] = floor_json(*headroom);
   if (kindex_floor) j["floors"]["kindex"] = floor_json(*kindex_floor);
   put_optional(j, "speedup_factor", speedup);
@@ -181,7 +180,6 @@ RunResult RunResult::from_json(const json& j) {
   r.work.compulsory_bytes = w.value("compulsory_bytes", 0.0);
   r.work.referenced_bytes = w.value("referenced_bytes", 0.0);
   r.work.flops = w.value("flops", 0.0);
-  if (w.contains("headroom_flops")) r.work.headroom_flops = w["headroom_flops"].get<double>();
   r.seed = j.value("seed", uint64_t(0));
   r.observed_at = j.value("observed_at", "");
   r.wall_s = j.value("wall_s", 0.0);

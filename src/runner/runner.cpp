@@ -154,7 +154,7 @@ BenchReport run_bench(const std::vector<WorkItem>& items, const BenchOptions& op
       r.implementation_info = it->second;
     else
       r.implementation_info.name = jobs[j].impl;
-    derive(r, report.environment, report.measured_rates, options.baseline);
+    derive(r, item, report.environment, report.measured_rates, options.baseline);
     if (on_result) on_result(r, report.environment);
     report.results.push_back(std::move(r));
   }

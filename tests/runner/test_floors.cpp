@@ -13,6 +13,7 @@
 #include "core/error.hpp"
 #include "runner/problem.hpp"
 #include "core/tensor.hpp"
+#include "problem_manifest/problem_manifest.hpp"
 
 namespace kindex::runner {
 
@@ -74,24 +75,24 @@ TEST(Floors, HeadroomV1OfSeed003Is6Point96Microseconds) {
   EXPECT_DOUBLE_EQ(caches, 55705600.0);
   // every declared input tensor: the caches, q (1x24x128 bf16), kv_indptr (2), kv_indices (361), last_page_len (1)
   EXPECT_DOUBLE_EQ(w.declared_input_bytes, caches + 24 * 128 * 2 + 2 * 4 + 361 * 4 + 4);
-  EXPECT_FALSE(w.headroom_flops);
-  Floor f = headroom_v1_floor(w, *datasheet_for("NVIDIA B200"));
-  EXPECT_EQ(f.method, "headroom-v1");
-  EXPECT_EQ(f.bound, "bandwidth");
-  EXPECT_EQ(std::lround(f.floor_s * 1e8), 696);  // 6.96 us
-  EXPECT_NEAR(f.floor_s, 55713200.0 / 8e12, 1e-15);
-  EXPECT_NE(f.basis.find("bandwidth floor only"), std::string::npos);
-}
-
-TEST(Floors, HeadroomFlopFormulas) {
-  EXPECT_DOUBLE_EQ(gemm_flops(8192, 8192, 8192), 2.0 * 8192.0 * 8192.0 * 8192.0);
-  EXPECT_DOUBLE_EQ(attention_flops(2, 32, 1024, 1024, 128), 4.0 * 2 * 32 * 1024 * 1024 * 128);
-  WorkCount w;
-  w.declared_input_bytes = 3.0 * 8192 * 8192 * 2;
-  w.headroom_flops = gemm_flops(8192, 8192, 8192);
-  Floor f = headroom_v1_floor(w, *datasheet_for("NVIDIA H200"));
-  EXPECT_EQ(f.bound, "compute");
-  EXPECT_DOUBLE_EQ(f.floor_s, *w.headroom_flops / 989e12);
+  // headroom-v1 is the store's formula on the run's manifests: the same bytes, counted from the WorkloadCase.
+  const catalog::Problem problem = catalog::builtin_problem("gqa_paged_decode_h24_kv4_d128_ps64");
+  const catalog::Workload* seed = nullptr;
+  for (const auto& wl : problem.workloads)
+    if (wl.axes.at("num_pages") == 425 && wl.axes.at("batch_size") == 1) seed = &wl;
+  ASSERT_NE(seed, nullptr);
+  const evidence::Manifest op = problem_manifest::operation_spec(problem.definition);
+  const evidence::Manifest wl = problem_manifest::workload_case(problem.definition, *seed, op);
+  EXPECT_FALSE(headroom_v1_floor(op.document, wl.document, "NVIDIA GeForce RTX 4090"));
+  const std::optional<Floor> f = headroom_v1_floor(op.document, wl.document, "NVIDIA B200");
+  ASSERT_TRUE(f);
+  EXPECT_EQ(f->method, "headroom-v1");
+  EXPECT_EQ(f->bound, "bandwidth");
+  EXPECT_DOUBLE_EQ(f->bytes, double(seed->axes.at("len_indptr") * 4 + seed->axes.at("num_kv_indices") * 4) +
+                                 caches + 24 * 128 * 2 + 4);
+  EXPECT_EQ(std::lround(f->floor_s * 1e8), 696);  // 6.96 us
+  EXPECT_DOUBLE_EQ(f->floor_s, f->bytes / 8e12);
+  EXPECT_NE(f->basis.find("bandwidth floor only"), std::string::npos);
 }
 
 TEST(Floors, KindexFloorCountsOnlyTheTokensADecodeReads) {
@@ -165,6 +166,15 @@ std::string write_temp(const std::string& name, const std::string& text) {
   return path;
 }
 
+// The bundled L2/003 workload of (B, S).
+WorkItem l2_003_item(int64_t b, int64_t s) {
+  static const catalog::Problem problem = catalog::builtin_problem(catalog::kSolGqaRopeBackward);
+  for (const auto& w : problem.workloads)
+    if (w.axes.at("batch_size") == b && w.axes.at("seq_len") == s) return {&problem.definition, &w};
+  ADD_FAILURE() << "no L2/003 workload " << b << "x" << s;
+  return {};
+}
+
 // An L2/003 run of (B, S) that took `latency_s` on the GPU, with its bytes counted.
 RunResult l2_003_run(int64_t b, int64_t s, double latency_s) {
   RunResult r;
@@ -194,17 +204,17 @@ TEST(Floors, MeasuredBaselineFileGivesTheSolScoresTb) {
   env.has_gpu = true;
   env.gpu_name = "NVIDIA H200";
   RunResult published = l2_003_run(4, 1024, 2.0e-3);
-  derive(published, env, std::nullopt);
+  derive(published, l2_003_item(4, 1024), env, std::nullopt);
   EXPECT_DOUBLE_EQ(2.155e-3, *published.t_baseline_s);  // protocols.md's torch.compile time
   EXPECT_NE(std::string::npos, published.t_baseline_source.find("published"));
   RunResult measured = l2_003_run(4, 1024, 2.0e-3);
-  derive(measured, env, std::nullopt, b);
+  derive(measured, l2_003_item(4, 1024), env, std::nullopt, b);
   EXPECT_DOUBLE_EQ(3.0e-3, *measured.t_baseline_s);
   EXPECT_NE(std::string::npos, measured.t_baseline_source.find(path));
   EXPECT_DOUBLE_EQ(sol_score(2.0e-3, *measured.t_sol_s, 3.0e-3), *measured.sol_score);
   EXPECT_GT(*measured.sol_score, *published.sol_score);  // the same kernel against a slower baseline
   RunResult absent = l2_003_run(2, 1024, 2.0e-3);  // not in the file: no score rather than a mixed one
-  derive(absent, env, std::nullopt, b);
+  derive(absent, l2_003_item(2, 1024), env, std::nullopt, b);
   EXPECT_FALSE(absent.t_baseline_s);
   EXPECT_FALSE(absent.sol_score);
   EXPECT_NE(std::string::npos, absent.to_json().dump().find("t_sol_s"));

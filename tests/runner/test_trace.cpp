@@ -101,7 +101,7 @@ TEST(Trace, RunResultRoundTripsThroughJson) {
   r.status = RunStatus::incorrect_numerical;
   r.max_rel_error = std::numeric_limits<double>::infinity();
   r.work.referenced_bytes = 1234;
-  r.work.headroom_flops = 99;
+  r.work.flops = 99;
   RunResult back = RunResult::from_json(nlohmann::json::parse(r.to_json().dump()));
   EXPECT_EQ(back.status, RunStatus::incorrect_numerical);
   EXPECT_EQ(back.workload_uuid, r.workload_uuid);
@@ -110,7 +110,7 @@ TEST(Trace, RunResultRoundTripsThroughJson) {
   EXPECT_EQ(back.timing.trials_ns, r.timing.trials_ns);
   EXPECT_EQ(back.timing.timer, "cupti_activity");
   EXPECT_DOUBLE_EQ(back.work.referenced_bytes, 1234);
-  EXPECT_DOUBLE_EQ(*back.work.headroom_flops, 99);
+  EXPECT_DOUBLE_EQ(back.work.flops, 99);
 }
 
 }  // namespace kindex::runner

@@ -143,7 +143,8 @@ class DeviceTimer:
             ms.append(self.start.elapsed_time(self.stop))
         return cycles / (statistics.median(ms) * 1e3)
 
-    def time(self, fn, warmup, iters):
+    def time(self, fn, warmup, iters, pre=None):
+        """`pre` (diagnostics): enqueued after the spin, before the start event, untimed."""
         torch = self.torch
         samples, covered = [], 0
         torch.cuda.synchronize()
@@ -152,6 +153,8 @@ class DeviceTimer:
                 self.flush.zero_()
             if self.spin_cycles:
                 torch.cuda._sleep(self.spin_cycles)
+            if pre is not None:
+                pre()
             t0 = time.perf_counter()
             self.start.record()
             fn()

@@ -11,6 +11,7 @@
 #include "runner/sinks.hpp"
 #include "runner/support.hpp"
 #include "catalog/builtin.hpp"
+#include "catalog/fib_export.hpp"
 #include "store/import.hpp"
 #include "store/query.hpp"
 #include "store/store.hpp"
@@ -84,7 +85,9 @@ std::map<std::string, Row> runs(store::Store& s) {
 // Records one kindex run of (definition, workload) into a store and an --out folder, then imports into the same
 // store the trace line kindex wrote and a harness trace of the same workload from another solution on the same
 // machine (the harness's own workload line, as the upstream dataset writes it).
-void check_one_cohort(const std::string& problem_name, const fs::path& definition_file, const json& harness_workload) {
+// With expect_same_workload false, the harness's workload is another one (and so another cohort).
+void check_one_cohort(const std::string& problem_name, const fs::path& definition_file, const json& harness_workload,
+                      bool expect_same_workload = true) {
   auto problem = catalog::builtin_problem(problem_name);
   const catalog::Definition& def = problem.definition;
   const catalog::Workload& w = problem.workloads.at(0);
@@ -119,11 +122,18 @@ void check_one_cohort(const std::string& problem_name, const fs::path& definitio
   const Row& harness_run = rows.at(source + " 4000");    // the harness's trace, imported
   // The run kindex recorded itself and both imported traces name one operation and one workload.
   EXPECT_EQ(s->counts()["operations"].get<int64_t>(), 1);
-  EXPECT_EQ(s->counts()["workloads"].get<int64_t>(), 1);
-  for (const Row* r : {&own_trace, &harness_run}) {
-    EXPECT_EQ(r->operation, own.operation);
-    EXPECT_EQ(r->workload, own.workload);
+  EXPECT_EQ(own_trace.operation, own.operation);
+  EXPECT_EQ(harness_run.operation, own.operation);
+  EXPECT_EQ(own_trace.workload, own.workload);
+  if (!expect_same_workload) {
+    EXPECT_EQ(s->counts()["workloads"].get<int64_t>(), 2);
+    EXPECT_NE(harness_run.workload, own.workload);
+    EXPECT_NE(harness_run.comparison, own_trace.comparison);
+    fs::remove_all(dir);
+    return;
   }
+  EXPECT_EQ(s->counts()["workloads"].get<int64_t>(), 1);
+  EXPECT_EQ(harness_run.workload, own.workload);
   // kindex's trace line and the harness's trace (same protocol, same reported machine) share one cohort; the run
   // kindex recorded under its own measurement protocol is a cohort of its own (docs/protocols.md).
   EXPECT_EQ(own_trace.comparison, harness_run.comparison);
@@ -149,6 +159,40 @@ TEST(Cohort, KindexRunAndSolExecBenchTraceOfOneWorkloadShareItsCohort) {
                    fs::path(test::source_dir()) / "definitions/sol-execbench/L2" /
                        std::string(catalog::kSolGqaRopeBackward) / "definition.json",
                    problem.workloads.at(0).raw);
+}
+
+// The workload line `kindex catalog export` writes for FlashInfer-Bench (the page table as a safetensors file), as the
+// harness copies it into every trace it writes.
+json exported_workload(const std::string& name, size_t index) {
+  auto dir = test::scratch_dir("export-" + name);
+  catalog::export_flashinfer_bench({name}, dir);
+  std::ifstream in(dir / "workloads" / "gqa_paged" / (name + ".jsonl"));
+  std::string line;
+  for (size_t i = 0; i <= index; ++i) std::getline(in, line);
+  fs::remove_all(dir);
+  return json::parse(line).at("workload");
+}
+
+TEST(Cohort, FlashInferBenchTraceOfAnExportedWorkloadJoinsKindexsOwnWorkload) {
+  for (const std::string name : {"gqa_paged_decode_h24_kv4_d128_ps64", "gqa_paged_decode_h32_kv4_d128_ps1"}) {
+    SCOPED_TRACE(name);
+    const json workload = exported_workload(name, 0);
+    ASSERT_EQ(workload.at("inputs").at("kv_indices").at("type"), "safetensors");
+    check_one_cohort(name, fs::path(test::source_dir()) / "definitions/flashinfer-trace/definitions/gqa_paged" /
+                               (name + ".json"),
+                     workload);
+  }
+}
+
+TEST(Cohort, AHarnessTraceOfAnotherPageTableIsAnotherWorkload) {
+  const std::string name = "gqa_paged_decode_h24_kv4_d128_ps64";
+  json workload = exported_workload(name, 0);
+  // The same uuid and axes with a captured blob (FlashInfer-Bench's own dataset layout): not kindex's page table.
+  for (const char* input : {"kv_indptr", "kv_indices", "kv_last_page_len"})
+    workload["inputs"][input]["path"] = "./blob/workloads/gqa_paged/" + name + "/captured.safetensors";
+  check_one_cohort(name, fs::path(test::source_dir()) / "definitions/flashinfer-trace/definitions/gqa_paged" /
+                             (name + ".json"),
+                   workload, /*expect_same_workload=*/false);
 }
 
 }  // namespace kindex::runner

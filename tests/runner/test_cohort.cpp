@@ -68,17 +68,19 @@ std::string first_line(const fs::path& file) {
 }
 
 struct Row {
-  std::string operation, workload, protocol, comparison;
+  std::string operation, workload, protocol, comparison, environment;
 };
 
 // The store's runs by where they came from and their latency ("kindex 5000", "flashinfer-bench 4000").
 std::map<std::string, Row> runs(store::Store& s) {
   std::map<std::string, Row> out;
   for (const auto& r : s.db().query(
-           "SELECT r.origin, r.primary_value, w.operation_id, r.workload_id, r.protocol_key, r.comparison_key "
+           "SELECT r.origin, r.primary_value, w.operation_id, r.workload_id, r.protocol_key, r.comparison_key, "
+           "r.environment_key "
            "FROM benchmark_runs r JOIN workloads w ON w.id = r.workload_id",
            {}))
-    out[r.text(0) + " " + std::to_string(std::llround(r.real(1)))] = {r.text(2), r.text(3), r.text(4), r.text(5)};
+    out[r.text(0) + " " + std::to_string(std::llround(r.real(1)))] = {r.text(2), r.text(3), r.text(4), r.text(5),
+                                                                       r.text(6)};
   return out;
 }
 
@@ -193,6 +195,44 @@ TEST(Cohort, AHarnessTraceOfAnotherPageTableIsAnotherWorkload) {
   check_one_cohort(name, fs::path(test::source_dir()) / "definitions/flashinfer-trace/definitions/gqa_paged" /
                              (name + ".json"),
                    workload, /*expect_same_workload=*/false);
+}
+
+// The trace line FlashInfer-Bench's own models write for kindex's solution on the first exported ps64 workload
+// (tests/data/harness-traces/make_traces.py): it files under kindex's own operation and workload, with the FIB trace
+// protocol of kindex's own trace lines. Its environment is what the harness reports (torch, triton, CUDA), not what
+// kindex's trace line reports (kindex, cuBLASLt, CUPTI, CUDA): a cohort also needs one environment, so the two
+// share a cohort only where the reported software agrees.
+TEST(Cohort, TheTraceFlashInferBenchWritesForAnExportedWorkloadFilesUnderKindexsWorkload) {
+  const std::string name = "gqa_paged_decode_h24_kv4_d128_ps64";
+  auto problem = catalog::builtin_problem(name);
+  const catalog::Definition& def = problem.definition;
+  const catalog::Workload& w = problem.workloads.at(0);
+  auto dir = test::scratch_dir("cohort-harness-file");
+  const std::string uri = "sqlite:" + (dir / "k.db").string();
+  BenchReport report;
+  report.environment = h200();
+  report.results = {passed_run(def, w, 5000)};
+  std::vector<WorkItem> items = {{&def, &w}};
+  ASSERT_EQ(write_outputs(report, items, {dir.string(), uri}).runs_recorded, 1);
+
+  auto s = store::Store::open(uri);
+  store::ImportOptions o;
+  o.definitions = {test::source_dir() + "/definitions/flashinfer-trace/definitions/gqa_paged/" + name + ".json"};
+  const std::string harness_file = test::source_dir() + "/tests/data/harness-traces/fib_traces_exported_ps64.jsonl";
+  auto rep = store::import_files(*s, {(dir / "traces" / (name + ".jsonl")).string(), harness_file}, o);
+  EXPECT_EQ(rep.inserted["benchmark_runs"], 2);
+  auto rows = runs(*s);
+  ASSERT_EQ(rows.size(), 3u);
+  const Row& own = rows.at("kindex 5000");
+  const Row& own_trace = rows.at("flashinfer-bench 5000");
+  const Row& harness_run = rows.at("flashinfer-bench 30100");
+  EXPECT_EQ(s->counts()["workloads"].get<int64_t>(), 1);
+  EXPECT_EQ(harness_run.operation, own.operation);
+  EXPECT_EQ(harness_run.workload, own.workload);
+  EXPECT_EQ(harness_run.protocol, own_trace.protocol);
+  EXPECT_NE(harness_run.environment, own_trace.environment);
+  EXPECT_NE(harness_run.comparison, own_trace.comparison);
+  fs::remove_all(dir);
 }
 
 }  // namespace kindex::runner

@@ -1,5 +1,7 @@
+# shellcheck shell=bash
 # Sourced by run_device.sh and run_harnesses.sh: installing kindex and FlashInfer on a GPU host without network.
-# Uses $python (the interpreter) and appends to the file named by $env_log.
+# Uses $python (the interpreter) and appends to the file named by $env_log, both set by the caller.
+: "${python:?set by the caller}" "${env_log:?set by the caller}"
 
 # print_env [MODULE...]: date, commit, Python, torch, triton and the modules named (their versions), CUDA and the
 # device, nvcc.

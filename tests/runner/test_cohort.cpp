@@ -197,17 +197,17 @@ TEST(Cohort, AHarnessTraceOfAnotherPageTableIsAnotherWorkload) {
                    workload, /*expect_same_workload=*/false);
 }
 
-// The trace line FlashInfer-Bench's own models write for kindex's solution on the first exported ps64 workload
-// (tests/data/harness-traces/make_traces.py): it files under kindex's own operation and workload, with the FIB trace
-// protocol of kindex's own trace lines. Its environment is what the harness reports (torch, triton, CUDA), not what
-// kindex's trace line reports (kindex, cuBLASLt, CUPTI, CUDA): a cohort also needs one environment, so the two
-// share a cohort only where the reported software agrees.
-TEST(Cohort, TheTraceFlashInferBenchWritesForAnExportedWorkloadFilesUnderKindexsWorkload) {
-  const std::string name = "gqa_paged_decode_h24_kv4_d128_ps64";
-  auto problem = catalog::builtin_problem(name);
+// A trace line as the harness's own models write it (tests/data/harness-traces/make_traces.py) for the first workload
+// of a seed problem: it files under kindex's own operation and workload, with the protocol of kindex's own trace
+// lines. Its environment is what the harness reports (torch, triton, CUDA), not what kindex's trace line reports
+// (kindex, cuBLASLt, CUPTI, CUDA): a cohort also needs one environment, so the two share a cohort only where the
+// reported software agrees.
+void check_harness_file(const std::string& problem_name, const fs::path& definition_file, const std::string& fixture,
+                        const std::string& harness_row) {
+  auto problem = catalog::builtin_problem(problem_name);
   const catalog::Definition& def = problem.definition;
   const catalog::Workload& w = problem.workloads.at(0);
-  auto dir = test::scratch_dir("cohort-harness-file");
+  auto dir = test::scratch_dir("cohort-harness-file-" + def.name);
   const std::string uri = "sqlite:" + (dir / "k.db").string();
   BenchReport report;
   report.environment = h200();
@@ -217,15 +217,16 @@ TEST(Cohort, TheTraceFlashInferBenchWritesForAnExportedWorkloadFilesUnderKindexs
 
   auto s = store::Store::open(uri);
   store::ImportOptions o;
-  o.definitions = {test::source_dir() + "/definitions/flashinfer-trace/definitions/gqa_paged/" + name + ".json"};
-  const std::string harness_file = test::source_dir() + "/tests/data/harness-traces/fib_traces_exported_ps64.jsonl";
-  auto rep = store::import_files(*s, {(dir / "traces" / (name + ".jsonl")).string(), harness_file}, o);
+  o.definitions = {definition_file.string()};
+  const std::string harness_file = test::source_dir() + "/tests/data/harness-traces/" + fixture;
+  auto rep = store::import_files(*s, {(dir / "traces" / (def.name + ".jsonl")).string(), harness_file}, o);
   EXPECT_EQ(rep.inserted["benchmark_runs"], 2);
   auto rows = runs(*s);
   ASSERT_EQ(rows.size(), 3u);
+  const std::string source(catalog::source_name(def.source));
   const Row& own = rows.at("kindex 5000");
-  const Row& own_trace = rows.at("flashinfer-bench 5000");
-  const Row& harness_run = rows.at("flashinfer-bench 30100");
+  const Row& own_trace = rows.at(source + " 5000");
+  const Row& harness_run = rows.at(harness_row);
   EXPECT_EQ(s->counts()["workloads"].get<int64_t>(), 1);
   EXPECT_EQ(harness_run.operation, own.operation);
   EXPECT_EQ(harness_run.workload, own.workload);
@@ -233,6 +234,20 @@ TEST(Cohort, TheTraceFlashInferBenchWritesForAnExportedWorkloadFilesUnderKindexs
   EXPECT_NE(harness_run.environment, own_trace.environment);
   EXPECT_NE(harness_run.comparison, own_trace.comparison);
   fs::remove_all(dir);
+}
+
+TEST(Cohort, TheTraceFlashInferBenchWritesForAnExportedWorkloadFilesUnderKindexsWorkload) {
+  const std::string name = "gqa_paged_decode_h24_kv4_d128_ps64";
+  check_harness_file(name, fs::path(test::source_dir()) / "definitions/flashinfer-trace/definitions/gqa_paged" /
+                               (name + ".json"),
+                     "fib_traces_exported_ps64.jsonl", "flashinfer-bench 30100");
+}
+
+TEST(Cohort, TheTraceSolExecBenchWritesForL2003FilesUnderKindexsWorkload) {
+  check_harness_file(std::string(catalog::kSolGqaRopeBackward),
+                     fs::path(test::source_dir()) / "definitions/sol-execbench/L2" /
+                         std::string(catalog::kSolGqaRopeBackward) / "definition.json",
+                     "sol_traces_l2_003.jsonl", "sol-execbench 887500");
 }
 
 }  // namespace kindex::runner

@@ -102,7 +102,7 @@ if [[ -n $kindex ]]; then
   progress "writing the FlashInfer-Bench dataset: $kindex catalog export"
   "$kindex" catalog export --out "$fib" 2>&1 | tee -a "$results/progress.log"
 else
-  cp -r "$dataset" "$fib"
+  cp -r "$dataset" "$fib" && chmod -R u+w "$fib"  # the harness writes its traces into the dataset
 fi
 rm -rf "$fib/solutions" "$fib/traces"
 "$python" -m kindex.solutions flashinfer-bench --out "$fib" --definitions "$fib/definitions" | tee -a "$results/progress.log"

@@ -92,8 +92,11 @@ mapfile -t to_install <"$scratch/to-install"
 "$python" -m pip install -q --no-index --no-deps --disable-pip-version-check --target "$scratch/hsite" \
   "${to_install[@]}" 2>&1 | tee -a "$env_log"
 export PYTHONPATH="$scratch/hsite:$PYTHONPATH"
-# SOL ExecBench runs its evaluation as `python eval_driver.py`: `python` must be this interpreter.
-mkdir -p "$scratch/bin" && ln -sf "$(command -v "$python")" "$scratch/bin/python" && export PATH="$scratch/bin:$PATH"
+# SOL ExecBench runs its evaluation as `python eval_driver.py`: `python` must be this interpreter (a script that
+# execs it, not a symlink: a venv's interpreter finds its environment from the path it is started by).
+mkdir -p "$scratch/bin"
+printf '#!/bin/sh\nexec %q "$@"\n' "$(command -v "$python")" >"$scratch/bin/python"
+chmod +x "$scratch/bin/python" && export PATH="$scratch/bin:$PATH"
 "$python" -c "import flashinfer_bench, sol_execbench; print('flashinfer_bench', flashinfer_bench.__version__, \
 '| sol_execbench', getattr(sol_execbench, '__version__', '?'))" 2>&1 | tee -a "$env_log"
 
@@ -124,7 +127,9 @@ for definition in $(cd "$fib/definitions" && find . -name "*.json" -exec basenam
   count=$(wc -l <"$(find "$fib/workloads" -name "$definition.jsonl")")
   log="$results/flashinfer-bench/run-$definition.log"
   progress "FlashInfer-Bench: $definition, $count workloads x (reference, kindex)"
-  timeout "${FIB_LIMIT_S:-200}" "$python" -m flashinfer_bench.cli.main run --local "$fib" --definitions "$definition" \
+  # Its CLI module has no __main__ guard: call its entry point (the `flashinfer-bench` console script's).
+  timeout "${FIB_LIMIT_S:-200}" "$python" -c "from flashinfer_bench.cli.main import cli; cli()" run --local "$fib" \
+    --definitions "$definition" \
     --warmup-runs "${FIB_WARMUP:-10}" --iterations "${FIB_ITERATIONS:-50}" --num-trials "${FIB_TRIALS:-3}" \
     --timeout 120 --log-level INFO >"$log" 2>&1 &
   pid=$!

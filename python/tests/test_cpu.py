@@ -582,6 +582,37 @@ def test_harness_sol_execbench_cli_loads_the_backward_problem(tmp_path):
     assert len(workloads) == 16 and all(w.tolerance is not None for w in workloads)
 
 
+def test_harness_table_puts_each_trace_next_to_kindex_bench_of_its_workload(tmp_path):
+    """python/tests/harness_table.py on the harness trace fixtures and a results.json naming their workloads."""
+    fixtures = REPO / "tests/data/harness-traces"
+    traces = tmp_path / "harnesses" / "flashinfer-bench" / "traces" / "gqa_paged"
+    traces.mkdir(parents=True)
+    shutil.copy(fixtures / "fib_traces_exported_ps64.jsonl", traces / "gqa_paged_decode_h24_kv4_d128_ps64.jsonl")
+    (tmp_path / "harnesses" / "sol-execbench").mkdir()
+    shutil.copy(fixtures / "sol_traces_l2_003.jsonl", tmp_path / "harnesses" / "sol-execbench" / "traces.jsonl")
+
+    def run(results):
+        (tmp_path / "results.json").write_text(json.dumps({"results": results}))
+        return subprocess.run([sys.executable, str(REPO / "python/tests/harness_table.py"), str(tmp_path / "harnesses"),
+                               str(tmp_path / "results.json")], capture_output=True, text=True)
+
+    def result(definition, uuid, latency_ns):
+        return {"definition": definition, "workload_uuid": uuid, "implementation": "kindex", "status": "passed",
+                "timing": {"timer": "cupti_activity", "summary": {"latency_ns": latency_ns}}}
+
+    done = run([result("gqa_paged_decode_h24_kv4_d128_ps64", "41664652-0df2-8b9e-8041-002f10d991bc", 28600.0),
+                result("003_grouped_query_attention_with_rope_backward", "ba15cf4f-904f-54d8-99e0-ca0b7e335a9d",
+                       887500.0)])
+    assert done.returncode == 0, done.stderr
+    rows = [line for line in done.stdout.splitlines() if line.startswith("| FlashInfer") or line.startswith("| SOL")]
+    # FIB: 30.1 us in the harness, 28.6 in kindex bench (ratio 1.05, within 10%); SOL: the same 887.5 us (1.00).
+    assert rows[0].split("|")[5:10] == [" 30.1 ", " 612.3 ", " 28.6 ", " 1.05 ", "  "]
+    assert rows[1].split("|")[5:10] == [" 887.5 ", " 4210.0 ", " 887.5 ", " 1.00 ", "  "]
+    slow = run([result("gqa_paged_decode_h24_kv4_d128_ps64", "41664652-0df2-8b9e-8041-002f10d991bc", 15050.0)])
+    assert slow.returncode == 1 and "1 traces have no passed kindex run" in slow.stderr
+    assert "| 2.00 | > 10% |" in slow.stdout
+
+
 @needs_torch
 def test_the_registered_ops_pass_torch_opcheck_on_meta_tensors():
     import torch

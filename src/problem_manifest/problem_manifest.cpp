@@ -243,8 +243,11 @@ evidence::Manifest workload_case_unchecked(const json& op, const json& w, const 
     json tensor = {{"dtype", in["tensor"]["dtype"]}, {"shape", shape}};
     // A page table `kindex catalog export` wrote for this workload holds what kindex's generator gives its "random"
     // index inputs: the same data, so the same generator (a harness trace of it joins kindex's own workload).
-    if (spec_in.value("type", json()) == "safetensors" && spec_in.value("path", json()).is_string() &&
-        catalog::is_exported_page_table(definition_name, workload_uuid, name, spec_in["path"].get<std::string>()))
+    const bool exported_table = spec_in.is_object() && spec_in.value("type", json()) == "safetensors" &&
+                                spec_in.value("path", json()).is_string() &&
+                                catalog::is_exported_page_table(definition_name, workload_uuid, name,
+                                                                spec_in["path"].get<std::string>());
+    if (exported_table)
       tensor["data"] = {{"generator", "random"}};
     else if (spec_in.contains("type"))
       tensor["data"] = {{"generator", spec_in["type"]}};

@@ -7,7 +7,7 @@
 #   flashinfer-bench/traces/...        the traces FlashInfer-Bench appended to its dataset (its own files)
 #   flashinfer-bench/workloads/, solutions/   the workload and solution files it ran (the page-table blobs are
 #                                      left out: `kindex catalog export` writes them again, byte for byte)
-#   flashinfer-bench/run-<definition>.log  its log, one run per definition (INFO: a line per workload)
+#   flashinfer-bench/run-<kindex|flashinfer>-<definition>.log  its logs, one run per solution and definition
 #   sol-execbench/traces.jsonl, run.log, config.json, solution.json   its -o output, its log, the timing used
 #   checks.log                         the harnesses' own loaders on the exported files (pytest)
 #
@@ -19,12 +19,16 @@
 #   --kindex BIN     a kindex CLI to write the FlashInfer-Bench dataset with (`kindex catalog export`), or
 #   --dataset DIR    a dataset it wrote elsewhere (the page tables need no GPU: build/bin/kindex catalog export
 #                    --out .devcarry/harness-dataset on the build machine)
-#   --flashinfer DIR only for the checks' environment (install.sh or wheels as in run_device.sh); optional
+#   --flashinfer DIR FlashInfer (install.sh or wheels, as run_device.sh takes them): after kindex's runs,
+#                    FlashInfer-Bench also runs FlashInfer's own decode as a solution (flashinfer_baseline.py) on
+#                    the same workloads, in the time left of the budget; optional
 # Time (H200, harness defaults: FlashInfer-Bench 10 warmup / 50 iterations / 3 trials, SOL ExecBench 10 / 50):
-# about 4 minutes; FIB_WARMUP, FIB_ITERATIONS, FIB_TRIALS, SOL_WARMUP, SOL_ITERATIONS override; FIB_LIMIT_S (per
-# definition) and SOL_LIMIT_S (default 200 and 120 s) bound each run so that the tar is always written in time.
-# Exit status: 0 when both harnesses ran and every trace says PASSED, else 1.
+# about 4 minutes, 6-7 with the FlashInfer baseline; FIB_WARMUP, FIB_ITERATIONS, FIB_TRIALS, SOL_WARMUP,
+# SOL_ITERATIONS override; FIB_LIMIT_S (per definition) and SOL_LIMIT_S (default 200 and 120 s) bound each of
+# kindex's runs, BUDGET_S (default 540 s from the start) the FlashInfer baseline's, so the tar is written in time.
+# Exit status: 0 when both harnesses ran and every trace of kindex says PASSED, else 1.
 set -uo pipefail
+deadline=$((SECONDS + ${BUDGET_S:-540}))
 repo=$(cd "$(dirname "$0")/../.." && pwd)
 library="" wheels="" kindex="" dataset="" flashinfer=""
 while (($#)); do
@@ -122,26 +126,33 @@ progress "the harnesses' own loaders on these files"
 export FIB_CACHE_PATH="$scratch/fib-cache" PYTHONUNBUFFERED=1
 # One run per definition: the harness writes a definition's traces when all its workloads are done, so a run cut
 # short by its time limit loses only its own definition's.
+# run_fib LABEL SOLUTION_PREFIX LIMIT_S: FlashInfer-Bench over each definition with the solutions named
+# SOLUTION_PREFIX<definition>; sets fib_status to the last failing run's exit status.
 fib_status=0
-for definition in $(cd "$fib/definitions" && find . -name "*.json" -exec basename {} .json \; | sort); do
-  count=$(wc -l <"$(find "$fib/workloads" -name "$definition.jsonl")")
-  log="$results/flashinfer-bench/run-$definition.log"
-  progress "FlashInfer-Bench: $definition, $count workloads x (reference, kindex)"
-  # Its CLI module has no __main__ guard: call its entry point (the `flashinfer-bench` console script's).
-  timeout "${FIB_LIMIT_S:-200}" "$python" -c "from flashinfer_bench.cli.main import cli; cli()" run --local "$fib" \
-    --definitions "$definition" \
-    --warmup-runs "${FIB_WARMUP:-10}" --iterations "${FIB_ITERATIONS:-50}" --num-trials "${FIB_TRIALS:-3}" \
-    --timeout 120 --log-level INFO >"$log" 2>&1 &
-  pid=$!
-  while kill -0 "$pid" 2>/dev/null; do
-    sleep 15
-    progress "FlashInfer-Bench: $definition: $(grep -c "for workload" "$log") of $count evaluated"
+run_fib() {
+  local label=$1 prefix=$2 limit=$3 definition count log pid status
+  for definition in $(cd "$fib/definitions" && find . -name "*.json" -exec basename {} .json \; | sort); do
+    count=$(wc -l <"$(find "$fib/workloads" -name "$definition.jsonl")")
+    log="$results/flashinfer-bench/run-$label-$definition.log"
+    progress "FlashInfer-Bench ($label): $definition, $count workloads x (reference, $prefix$definition)"
+    # Its CLI module has no __main__ guard: call its entry point (the `flashinfer-bench` console script's).
+    timeout "$limit" "$python" -c "from flashinfer_bench.cli.main import cli; cli()" run --local "$fib" \
+      --definitions "$definition" --solutions "$prefix$definition" \
+      --warmup-runs "${FIB_WARMUP:-10}" --iterations "${FIB_ITERATIONS:-50}" --num-trials "${FIB_TRIALS:-3}" \
+      --timeout 120 --log-level INFO >"$log" 2>&1 &
+    pid=$!
+    while kill -0 "$pid" 2>/dev/null; do
+      sleep 15
+      progress "FlashInfer-Bench ($label): $definition: $(grep -c "for workload" "$log") of $count evaluated"
+    done
+    wait "$pid"
+    status=$?
+    progress "FlashInfer-Bench ($label): $definition: exit status $status"
+    ((status == 0)) || fib_status=$status
   done
-  wait "$pid"
-  status=$?
-  progress "FlashInfer-Bench: $definition: exit status $status"
-  ((status == 0)) || fib_status=$status
-done
+}
+run_fib kindex kindex_paged_decode_ "${FIB_LIMIT_S:-200}"
+kindex_fib_status=$fib_status
 cp -r "$fib/traces" "$fib/workloads" "$fib/solutions" "$results/flashinfer-bench/" 2>/dev/null
 
 progress "SOL ExecBench: L2/003, 16 workloads"
@@ -152,6 +163,17 @@ sol_status=$?
 progress "SOL ExecBench exit status $sol_status"
 cp "$sol/config.json" "$sol/solution.json" "$results/sol-execbench/"
 
+if [[ -n $flashinfer ]]; then
+  "$python" "$repo/python/tests/flashinfer_baseline.py" "$fib" | tee -a "$results/progress.log"
+  left=$(((deadline - SECONDS - 30) / 2))  # per definition, 30 s kept for packing
+  if ((left >= 60)); then
+    run_fib flashinfer flashinfer_decode_ "$left"
+  else
+    progress "FlashInfer baseline skipped: $((deadline - SECONDS)) s left of BUDGET_S"
+  fi
+  cp -r "$fib/traces" "$fib/solutions" "$results/flashinfer-bench/" 2>/dev/null
+fi
+
 # One line per harness: its traces and how many PASSED; the status says whether every expected trace is there and
 # PASSED.
 "$python" - "$results" <<'EOF' | tee -a "$results/progress.log"
@@ -161,12 +183,16 @@ ok = True
 for harness, pattern, expected in (("flashinfer-bench", "flashinfer-bench/traces/**/*.jsonl", 68),
                                    ("sol-execbench", "sol-execbench/traces.jsonl", 16)):
     lines = [json.loads(l) for p in root.glob(pattern) for l in p.read_text().splitlines() if l.strip()]
-    status = [t["evaluation"]["status"] for t in lines if t.get("evaluation")]
-    passed = status.count("PASSED")
-    ok = ok and passed == len(status) == expected
-    print(f"{harness}: {len(status)} of {expected} traces, {passed} PASSED", sorted(set(status) - {"PASSED"}) or "")
+    for who in ("kindex", "flashinfer"):
+        status = [t["evaluation"]["status"] for t in lines if t.get("evaluation") and t["solution"].startswith(who)]
+        if who == "flashinfer" and not status:
+            continue
+        passed = status.count("PASSED")
+        ok = ok and (who != "kindex" or passed == len(status) == expected)
+        print(f"{harness} ({who}): {len(status)} of {expected} traces, {passed} PASSED",
+              sorted(set(status) - {"PASSED"}) or "")
 sys.exit(0 if ok else 1)
 EOF
 all_passed=${PIPESTATUS[0]}
 pack
-[[ $fib_status == 0 && $sol_status == 0 && $all_passed == 0 ]] || exit 1
+[[ $kindex_fib_status == 0 && $sol_status == 0 && $all_passed == 0 ]] || exit 1

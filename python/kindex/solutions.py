@@ -58,12 +58,12 @@ def fib_entry_source(definition: dict) -> str:
             f"lse=lse)\n")
 
 
-def flashinfer_bench_solution(definition: dict, version: str) -> dict:
-    name = definition["name"]
+def fib_python_solution(name: str, definition: str, author: str, source: str, description: str) -> dict:
+    """A FlashInfer-Bench 0.1.2 Solution: one Python file, main.py, whose `run` is destination passing style."""
     return {
-        "name": f"kindex_paged_decode_{name}",
-        "definition": name,
-        "author": "kindex",
+        "name": name,
+        "definition": definition,
+        "author": author,
         "spec": {
             "language": "python",
             "target_hardware": ["cuda"],
@@ -71,10 +71,16 @@ def flashinfer_bench_solution(definition: dict, version: str) -> dict:
             "dependencies": [],
             "destination_passing_style": True,
         },
-        "sources": [{"path": "main.py", "content": fib_entry_source(definition)}],
-        "description": f"kindex {version} paged decode (libkindex.so through the kindex Python package; one "
-                       f"kernel launch per call, split-KV merged in the same kernel).",
+        "sources": [{"path": "main.py", "content": source}],
+        "description": description,
     }
+
+
+def flashinfer_bench_solution(definition: dict, version: str) -> dict:
+    name = definition["name"]
+    return fib_python_solution(f"kindex_paged_decode_{name}", name, "kindex", fib_entry_source(definition),
+                               f"kindex {version} paged decode (libkindex.so through the kindex Python package; one "
+                               f"kernel launch per call, split-KV merged in the same kernel).")
 
 
 def export_flashinfer_bench(definitions_dir: Path, names, out: Path, version: str) -> list:

@@ -30,55 +30,13 @@ python=${PYTHON:-python3}
 scratch=$(mktemp -d)
 trap 'rm -rf "$scratch"' EXIT
 
-{
-  echo "date: $(date -u +%FT%TZ)"
-  echo "commit: $(git -C "$repo" rev-parse HEAD 2>/dev/null || echo unknown)"
-  "$python" - <<'EOF'
-import importlib, platform
-print("python:", platform.python_version())
-for name in ("torch", "triton", "scikit_build_core", "pytest", "cmake"):
-    try:
-        m = importlib.import_module(name)
-        print(f"{name}: {getattr(m, '__version__', '?')}")
-    except Exception as e:  # noqa: BLE001
-        print(f"{name}: not importable ({type(e).__name__})")
-import torch
-print("cuda:", torch.version.cuda, "| device:", torch.cuda.get_device_name() if torch.cuda.is_available() else "none")
-EOF
-  nvcc --version 2>/dev/null | tail -1 || echo "nvcc: none"
-} | tee "$out/python-env.txt"
-
-site="$scratch/site"
-defines=()
-if [[ -n $library ]]; then
-  [[ -f $library ]] || { echo "run_device.sh: --library $library: no such file" >&2; exit 2; }
-  defines=(-C "cmake.define.KINDEX_PYTHON_PREBUILT_LIBRARY=$library")
-else
-  defines=(-C cmake.define.KINDEX_CUDA=ON -C "cmake.define.KINDEX_CUDA_ARCHS=${KINDEX_CUDA_ARCHS:-90a}")
-fi
-echo "== pip install kindex ${library:+(prebuilt $library)}" | tee -a "$out/python-env.txt"
-start=$SECONDS
-"$python" -m pip install --no-index --no-build-isolation --no-deps --disable-pip-version-check --target "$site" \
-  -C build-dir="$scratch/build" "${defines[@]}" "$repo" 2>&1 | tail -n 5 | tee -a "$out/python-env.txt"
-echo "pip install: $((SECONDS - start)) s" | tee -a "$out/python-env.txt"
-export PYTHONPATH="$site${PYTHONPATH:+:$PYTHONPATH}"
-env -u KINDEX_LIBRARY "$python" -c "import kindex; print('kindex', kindex.__file__, kindex.version())" \
-  | tee -a "$out/python-env.txt"
-
-if [[ -n $flashinfer ]]; then
-  echo "== FlashInfer from $flashinfer" | tee -a "$out/python-env.txt"
-  if [[ -f $flashinfer/install.sh ]]; then
-    # shellcheck disable=SC1091
-    FISITE="$scratch/fisite" FIWS="$scratch/fiws" PYTHON="$python" source "$flashinfer/install.sh" 2>&1 \
-      | tee -a "$out/python-env.txt"
-    # install.sh exports its environment when sourced, but not through the pipe above: source its env file.
-    # shellcheck disable=SC1091
-    [[ -f $scratch/fisite/env.sh ]] && source "$scratch/fisite/env.sh"
-  else
-    "$python" -m pip install -q --no-index --no-deps --no-compile --target "$scratch/fisite" "$flashinfer"/*.whl
-    export PYTHONPATH="$scratch/fisite:$PYTHONPATH"
-  fi
-fi
+env_log="$out/python-env.txt"
+# shellcheck source=python/tests/device_install.sh
+source "$repo/python/tests/device_install.sh"
+: >"$env_log"
+print_env scikit_build_core pytest cmake
+install_kindex "$scratch" "$library"
+[[ -n $flashinfer ]] && install_flashinfer "$flashinfer" "$scratch"
 
 echo "== pytest" | tee -a "$out/python-env.txt"
 cd "$repo"

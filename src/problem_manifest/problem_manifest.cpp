@@ -5,6 +5,7 @@
 #include <map>
 
 #include "catalog/constraints.hpp"
+#include "catalog/fib_export.hpp"
 #include "core/dtype.hpp"
 #include "core/error.hpp"
 #include "evidence/digest.hpp"
@@ -221,6 +222,7 @@ evidence::Manifest workload_case_unchecked(const json& op, const json& w, const 
   }
   json tensors = json::object(), scalars = json::object();
   const json& inputs = member_or_empty(w, "inputs");
+  const std::string workload_uuid = w.value("uuid", json()).is_string() ? w["uuid"].get<std::string>() : "";
   for (const auto& in : op.at("spec").at("inputs")) {
     std::string name = in.at("name");
     json spec_in = inputs.value(name, json::object());
@@ -239,7 +241,16 @@ evidence::Manifest workload_case_unchecked(const json& op, const json& w, const 
       }
     }
     json tensor = {{"dtype", in["tensor"]["dtype"]}, {"shape", shape}};
-    if (spec_in.contains("type")) tensor["data"] = {{"generator", spec_in["type"]}};
+    // A page table `kindex catalog export` wrote for this workload holds what kindex's generator gives its "random"
+    // index inputs: the same data, so the same generator (a harness trace of it joins kindex's own workload).
+    const bool exported_table = spec_in.is_object() && spec_in.value("type", json()) == "safetensors" &&
+                                spec_in.value("path", json()).is_string() &&
+                                catalog::is_exported_page_table(definition_name, workload_uuid, name,
+                                                                spec_in["path"].get<std::string>());
+    if (exported_table)
+      tensor["data"] = {{"generator", "random"}};
+    else if (spec_in.contains("type"))
+      tensor["data"] = {{"generator", spec_in["type"]}};
     tensors[name] = tensor;
   }
   // KernelIndex records the definition comparator of FIB traces as sol_execbench_eval; kept for cohort parity.

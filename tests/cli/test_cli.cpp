@@ -179,6 +179,27 @@ TEST_F(BenchCli, ListsTheBundledProblems) {
   EXPECT_NE(o.output.find("003_grouped_query_attention_with_rope_backward"), std::string::npos);
 }
 
+class CatalogCli : public BenchCli {};
+
+TEST_F(CatalogCli, ExportWritesTheSeedDecodeProblemsAsAFlashInferBenchDataset) {
+  WorkDir dir;
+  Outcome o = dir.run("catalog export --out ds");
+  ASSERT_EQ(o.code, 0) << o.output;
+  EXPECT_NE(o.output.find("gqa_paged_decode_h32_kv4_d128_ps1: 48 workloads"), std::string::npos) << o.output;
+  EXPECT_NE(o.output.find("gqa_paged_decode_h24_kv4_d128_ps64: 20 workloads"), std::string::npos) << o.output;
+  // What it wrote is a dataset kindex itself loads and checks (every page table against the constraints).
+  Outcome check = dir.run("catalog check ds");
+  EXPECT_EQ(check.code, 0) << check.output;
+  EXPECT_NE(check.output.find("2 definitions, 68 workloads, 0 errors"), std::string::npos) << check.output;
+
+  Outcome bad = dir.run("catalog export no_such_problem --out ds2");
+  EXPECT_NE(bad.code, 0);
+  EXPECT_NE(bad.output.find("definition = no_such_problem"), std::string::npos) << bad.output;
+  Outcome format = dir.run("catalog export --format sol-execbench --out ds2");
+  EXPECT_NE(format.code, 0);
+  EXPECT_NE(format.output.find("--format"), std::string::npos) << format.output;
+}
+
 TEST_F(BenchCli, CpuPathRunPrintsJson) {
   Outcome o = run("bench " + kProblem +
                       "--workloads 0 --impl cpu-reference --reference cpu-reference --trials 2 --iterations 2 "

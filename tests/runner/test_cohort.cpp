@@ -11,6 +11,7 @@
 #include "runner/sinks.hpp"
 #include "runner/support.hpp"
 #include "catalog/builtin.hpp"
+#include "catalog/fib_export.hpp"
 #include "store/import.hpp"
 #include "store/query.hpp"
 #include "store/store.hpp"
@@ -67,24 +68,28 @@ std::string first_line(const fs::path& file) {
 }
 
 struct Row {
-  std::string operation, workload, protocol, comparison;
+  std::string operation, workload, protocol, comparison, environment;
 };
 
 // The store's runs by where they came from and their latency ("kindex 5000", "flashinfer-bench 4000").
 std::map<std::string, Row> runs(store::Store& s) {
   std::map<std::string, Row> out;
   for (const auto& r : s.db().query(
-           "SELECT r.origin, r.primary_value, w.operation_id, r.workload_id, r.protocol_key, r.comparison_key "
+           "SELECT r.origin, r.primary_value, w.operation_id, r.workload_id, r.protocol_key, r.comparison_key, "
+           "r.environment_key "
            "FROM benchmark_runs r JOIN workloads w ON w.id = r.workload_id",
            {}))
-    out[r.text(0) + " " + std::to_string(std::llround(r.real(1)))] = {r.text(2), r.text(3), r.text(4), r.text(5)};
+    out[r.text(0) + " " + std::to_string(std::llround(r.real(1)))] = {r.text(2), r.text(3), r.text(4), r.text(5),
+                                                                       r.text(6)};
   return out;
 }
 
 // Records one kindex run of (definition, workload) into a store and an --out folder, then imports into the same
 // store the trace line kindex wrote and a harness trace of the same workload from another solution on the same
 // machine (the harness's own workload line, as the upstream dataset writes it).
-void check_one_cohort(const std::string& problem_name, const fs::path& definition_file, const json& harness_workload) {
+// With expect_same_workload false, the harness's workload is another one (and so another cohort).
+void check_one_cohort(const std::string& problem_name, const fs::path& definition_file, const json& harness_workload,
+                      bool expect_same_workload = true) {
   auto problem = catalog::builtin_problem(problem_name);
   const catalog::Definition& def = problem.definition;
   const catalog::Workload& w = problem.workloads.at(0);
@@ -119,11 +124,18 @@ void check_one_cohort(const std::string& problem_name, const fs::path& definitio
   const Row& harness_run = rows.at(source + " 4000");    // the harness's trace, imported
   // The run kindex recorded itself and both imported traces name one operation and one workload.
   EXPECT_EQ(s->counts()["operations"].get<int64_t>(), 1);
-  EXPECT_EQ(s->counts()["workloads"].get<int64_t>(), 1);
-  for (const Row* r : {&own_trace, &harness_run}) {
-    EXPECT_EQ(r->operation, own.operation);
-    EXPECT_EQ(r->workload, own.workload);
+  EXPECT_EQ(own_trace.operation, own.operation);
+  EXPECT_EQ(harness_run.operation, own.operation);
+  EXPECT_EQ(own_trace.workload, own.workload);
+  if (!expect_same_workload) {
+    EXPECT_EQ(s->counts()["workloads"].get<int64_t>(), 2);
+    EXPECT_NE(harness_run.workload, own.workload);
+    EXPECT_NE(harness_run.comparison, own_trace.comparison);
+    fs::remove_all(dir);
+    return;
   }
+  EXPECT_EQ(s->counts()["workloads"].get<int64_t>(), 1);
+  EXPECT_EQ(harness_run.workload, own.workload);
   // kindex's trace line and the harness's trace (same protocol, same reported machine) share one cohort; the run
   // kindex recorded under its own measurement protocol is a cohort of its own (docs/protocols.md).
   EXPECT_EQ(own_trace.comparison, harness_run.comparison);
@@ -149,6 +161,93 @@ TEST(Cohort, KindexRunAndSolExecBenchTraceOfOneWorkloadShareItsCohort) {
                    fs::path(test::source_dir()) / "definitions/sol-execbench/L2" /
                        std::string(catalog::kSolGqaRopeBackward) / "definition.json",
                    problem.workloads.at(0).raw);
+}
+
+// The workload line `kindex catalog export` writes for FlashInfer-Bench (the page table as a safetensors file), as the
+// harness copies it into every trace it writes.
+json exported_workload(const std::string& name, size_t index) {
+  auto dir = test::scratch_dir("export-" + name);
+  catalog::export_flashinfer_bench({name}, dir);
+  std::ifstream in(dir / "workloads" / "gqa_paged" / (name + ".jsonl"));
+  std::string line;
+  for (size_t i = 0; i <= index; ++i) std::getline(in, line);
+  fs::remove_all(dir);
+  return json::parse(line).at("workload");
+}
+
+TEST(Cohort, FlashInferBenchTraceOfAnExportedWorkloadJoinsKindexsOwnWorkload) {
+  for (const std::string name : {"gqa_paged_decode_h24_kv4_d128_ps64", "gqa_paged_decode_h32_kv4_d128_ps1"}) {
+    SCOPED_TRACE(name);
+    const json workload = exported_workload(name, 0);
+    ASSERT_EQ(workload.at("inputs").at("kv_indices").at("type"), "safetensors");
+    check_one_cohort(name, fs::path(test::source_dir()) / "definitions/flashinfer-trace/definitions/gqa_paged" /
+                               (name + ".json"),
+                     workload);
+  }
+}
+
+TEST(Cohort, AHarnessTraceOfAnotherPageTableIsAnotherWorkload) {
+  const std::string name = "gqa_paged_decode_h24_kv4_d128_ps64";
+  json workload = exported_workload(name, 0);
+  // The same uuid and axes with a captured blob (FlashInfer-Bench's own dataset layout): not kindex's page table.
+  for (const char* input : {"kv_indptr", "kv_indices", "kv_last_page_len"})
+    workload["inputs"][input]["path"] = "./blob/workloads/gqa_paged/" + name + "/captured.safetensors";
+  check_one_cohort(name, fs::path(test::source_dir()) / "definitions/flashinfer-trace/definitions/gqa_paged" /
+                             (name + ".json"),
+                   workload, /*expect_same_workload=*/false);
+}
+
+// A trace line as the harness's own models write it (tests/data/harness-traces/make_traces.py) for the first workload
+// of a seed problem: it files under kindex's own operation and workload, with the protocol of kindex's own trace
+// lines. Its environment is what the harness reports (torch, triton, CUDA), not what kindex's trace line reports
+// (kindex, cuBLASLt, CUPTI, CUDA): a cohort also needs one environment, so the two share a cohort only where the
+// reported software agrees.
+void check_harness_file(const std::string& problem_name, const fs::path& definition_file, const std::string& fixture,
+                        const std::string& harness_row) {
+  auto problem = catalog::builtin_problem(problem_name);
+  const catalog::Definition& def = problem.definition;
+  const catalog::Workload& w = problem.workloads.at(0);
+  auto dir = test::scratch_dir("cohort-harness-file-" + def.name);
+  const std::string uri = "sqlite:" + (dir / "k.db").string();
+  BenchReport report;
+  report.environment = h200();
+  report.results = {passed_run(def, w, 5000)};
+  std::vector<WorkItem> items = {{&def, &w}};
+  ASSERT_EQ(write_outputs(report, items, {dir.string(), uri}).runs_recorded, 1);
+
+  auto s = store::Store::open(uri);
+  store::ImportOptions o;
+  o.definitions = {definition_file.string()};
+  const std::string harness_file = test::source_dir() + "/tests/data/harness-traces/" + fixture;
+  auto rep = store::import_files(*s, {(dir / "traces" / (def.name + ".jsonl")).string(), harness_file}, o);
+  EXPECT_EQ(rep.inserted["benchmark_runs"], 2);
+  auto rows = runs(*s);
+  ASSERT_EQ(rows.size(), 3u);
+  const std::string source(catalog::source_name(def.source));
+  const Row& own = rows.at("kindex 5000");
+  const Row& own_trace = rows.at(source + " 5000");
+  const Row& harness_run = rows.at(harness_row);
+  EXPECT_EQ(s->counts()["workloads"].get<int64_t>(), 1);
+  EXPECT_EQ(harness_run.operation, own.operation);
+  EXPECT_EQ(harness_run.workload, own.workload);
+  EXPECT_EQ(harness_run.protocol, own_trace.protocol);
+  EXPECT_NE(harness_run.environment, own_trace.environment);
+  EXPECT_NE(harness_run.comparison, own_trace.comparison);
+  fs::remove_all(dir);
+}
+
+TEST(Cohort, TheTraceFlashInferBenchWritesForAnExportedWorkloadFilesUnderKindexsWorkload) {
+  const std::string name = "gqa_paged_decode_h24_kv4_d128_ps64";
+  check_harness_file(name, fs::path(test::source_dir()) / "definitions/flashinfer-trace/definitions/gqa_paged" /
+                               (name + ".json"),
+                     "fib_traces_exported_ps64.jsonl", "flashinfer-bench 30100");
+}
+
+TEST(Cohort, TheTraceSolExecBenchWritesForL2003FilesUnderKindexsWorkload) {
+  check_harness_file(std::string(catalog::kSolGqaRopeBackward),
+                     fs::path(test::source_dir()) / "definitions/sol-execbench/L2" /
+                         std::string(catalog::kSolGqaRopeBackward) / "definition.json",
+                     "sol_traces_l2_003.jsonl", "sol-execbench 887500");
 }
 
 }  // namespace kindex::runner

@@ -60,6 +60,25 @@ write("fib_traces_gqa_paged_decode_h24_kv4_d128_ps64.jsonl", [
                                                                     max_absolute_error=float("nan")))),
 ])
 
+# The first ps64 workload as `kindex catalog export` writes it (page table in kindex's blob file for this uuid), in
+# the trace FlashInfer-Bench writes for kindex's solution on it.
+uuid = "41664652-0df2-8b9e-8041-002f10d991bc"
+blob = f"blob/kindex-page-tables/gqa_paged_decode_h24_kv4_d128_ps64/{uuid}.safetensors"
+inputs = {"q": fib_wl.RandomInput(), "k_cache": fib_wl.RandomInput(), "v_cache": fib_wl.RandomInput(),
+          **{k: fib_wl.SafetensorsInput(path=blob, tensor_key=k) for k in ("kv_indptr", "kv_indices", "kv_last_page_len")},
+          "sm_scale": fib_wl.ScalarInput(value=0.08838834764831843)}
+workload = fib_wl.Workload(axes={"batch_size": 2, "len_indptr": 3, "num_kv_indices": 130, "num_pages": 1348},
+                           inputs=inputs, uuid=uuid)
+write("fib_traces_exported_ps64.jsonl", [
+    fib.Trace(definition="gqa_paged_decode_h24_kv4_d128_ps64", workload=workload,
+              solution="kindex_paged_decode_gqa_paged_decode_h24_kv4_d128_ps64",
+              evaluation=fib.Evaluation(status=fib.EvaluationStatus.PASSED, environment=env,
+                                        timestamp="2026-12-03T16:40:12.120931", log="",
+                                        correctness=fib.Correctness(max_relative_error=0.0078, max_absolute_error=0.0039),
+                                        performance=fib.Performance(latency_ms=0.0301, reference_latency_ms=0.6123,
+                                                                    speedup_factor=20.34))),
+])
+
 sol = load("sol_execbench.core.data.trace")
 sol_wl = load("sol_execbench.core.data.workload")
 env = sol.Environment(hardware="NVIDIA H200", libs={"torch": "2.9.1+cu128", "cuda": "12.8"})

@@ -1,0 +1,37 @@
+#pragma once
+// `kindex catalog export`: bundled decode problems as a FlashInfer-Bench dataset folder that FlashInfer-Bench's own
+// loaders and benchmark read. The harness fills a "random" int32 input with randint noise, so a workload's page
+// table (kv_indptr, kv_indices, kv_last_page_len) is written as a safetensors file holding exactly the table
+// generate_inputs gives that workload (the one page-table generator); floats stay "random", scalars and uuids
+// are kept. A harness trace of such a workload names that file, which is how import recognises kindex's
+// workload in it (is_exported_page_table).
+#include <filesystem>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace kindex::catalog {
+
+// The file the export writes for one workload's page table, relative to the dataset root (safetensors paths of
+// a FlashInfer-Bench workload resolve against the root): "blob/kindex-page-tables/<definition>/<uuid>.safetensors".
+std::string page_table_blob_path(std::string_view definition, std::string_view uuid);
+
+// Whether a workload input given as safetensors is a page table the export wrote for this very workload (its
+// definition and uuid), i.e. the data generate_inputs gives the workload's index tensors. A leading "./" is allowed.
+bool is_exported_page_table(std::string_view definition, std::string_view uuid, std::string_view input_name,
+                            std::string_view path);
+
+struct ExportedDefinition {
+  std::string name;
+  size_t workloads = 0;
+};
+
+// Writes, under `root`, for each bundled decode definition named (it must have bundled workloads):
+//   definitions/<op_type>/<name>.json   the bundled definition file, byte for byte;
+//   workloads/<op_type>/<name>.jsonl    its workloads as FlashInfer-Bench workload trace lines;
+//   blob/kindex-page-tables/<name>/<uuid>.safetensors  each workload's page table (int32 tensors named as the inputs).
+// Throws kindex::Error naming the definition for a name that is not a bundled decode definition with workloads.
+std::vector<ExportedDefinition> export_flashinfer_bench(const std::vector<std::string>& names,
+                                                        const std::filesystem::path& root);
+
+}  // namespace kindex::catalog

@@ -1,0 +1,101 @@
+#include "catalog/fib_export.hpp"
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+
+#include <nlohmann/json.hpp>
+
+#include "catalog/builtin.hpp"
+#include "catalog/inputs.hpp"
+#include "catalog/loader.hpp"
+#include "catalog/safetensors.hpp"
+#include "helpers.hpp"
+
+namespace kindex::catalog {
+namespace {
+
+namespace fs = std::filesystem;
+
+const std::vector<std::string> kSeeds = {"gqa_paged_decode_h32_kv4_d128_ps1", "gqa_paged_decode_h24_kv4_d128_ps64"};
+
+bool same_bytes(const Tensor& a, const Tensor& b) {
+  return a.dtype() == b.dtype() && a.shape() == b.shape() && std::memcmp(a.data(), b.data(), a.nbytes()) == 0;
+}
+
+// The exported dataset, loaded back as a user's dataset, gives every workload the page table kindex bench gives
+// the bundled workload of the same uuid: the index inputs are read from the files, everything else is unchanged.
+TEST(FibExport, ExportedWorkloadsCarryTheBundledPageTables) {
+  test::TempDir dir;
+  auto exported = export_flashinfer_bench(kSeeds, dir.path());
+  ASSERT_EQ(exported.size(), 2u);
+  EXPECT_EQ(exported[0].workloads + exported[1].workloads, 68u);
+
+  std::vector<Problem> loaded = load_dataset(dir.path());
+  ASSERT_EQ(loaded.size(), 2u);
+  size_t compared = 0;
+  for (const Problem& p : loaded) {
+    const Problem bundled = builtin_problem(p.definition.name);
+    EXPECT_TRUE(same_signature(p.definition, bundled.definition));
+    // The definition file is the bundled one byte for byte (the harness runs its reference from it).
+    EXPECT_EQ(test::read_file(dir.path() / "definitions" / "gqa_paged" / (p.definition.name + ".json")),
+              std::string(*builtin_file("flashinfer-trace/definitions/gqa_paged/" + p.definition.name + ".json")));
+    ASSERT_EQ(p.workloads.size(), bundled.workloads.size());
+    for (size_t i = 0; i < p.workloads.size(); ++i) {
+      const Workload& w = p.workloads[i];
+      const Workload& b = bundled.workloads[i];
+      EXPECT_EQ(w.uuid, b.uuid);
+      EXPECT_EQ(w.axes, b.axes);
+      GenerateOptions options;
+      options.skip_random_floats = true;
+      Inputs got = generate_inputs(p.definition, w, 1, options);
+      Inputs want = generate_inputs(bundled.definition, b, 1, options);
+      EXPECT_EQ(got.scalars, want.scalars);
+      for (const TensorSpec& spec : p.definition.inputs) {
+        if (is_floating(spec.dtype) || spec.is_scalar()) {
+          EXPECT_EQ(w.inputs.at(spec.name).kind, b.inputs.at(spec.name).kind) << spec.name;
+          continue;
+        }
+        const InputSpec& given = w.inputs.at(spec.name);
+        EXPECT_EQ(given.kind, InputSpec::Kind::safetensors) << spec.name;
+        EXPECT_EQ(given.path, page_table_blob_path(p.definition.name, w.uuid));
+        EXPECT_TRUE(is_exported_page_table(p.definition.name, w.uuid, spec.name, given.path));
+        ASSERT_TRUE(got.tensors.count(spec.name) && want.tensors.count(spec.name)) << spec.name;
+        EXPECT_TRUE(same_bytes(got.tensors.at(spec.name), want.tensors.at(spec.name))) << w.uuid << " " << spec.name;
+        ++compared;
+      }
+    }
+  }
+  EXPECT_EQ(compared, 48u * 2 + 20u * 3);  // ps1: kv_indptr, kv_indices; ps64: and kv_last_page_len
+}
+
+TEST(FibExport, TheFileNamesItsOriginAndOnlyItsOwnWorkloadMatches) {
+  test::TempDir dir;
+  export_flashinfer_bench({"gqa_paged_decode_h24_kv4_d128_ps64"}, dir.path());
+  const Workload w = builtin_workloads("gqa_paged_decode_h24_kv4_d128_ps64").at(0);
+  const std::string path = page_table_blob_path("gqa_paged_decode_h24_kv4_d128_ps64", w.uuid);
+  SafetensorsFile f = read_safetensors(dir.path() / path);
+  EXPECT_EQ(f.metadata.at("uuid"), w.uuid);
+  EXPECT_EQ(f.tensors.size(), 3u);
+  EXPECT_TRUE(is_exported_page_table("gqa_paged_decode_h24_kv4_d128_ps64", w.uuid, "kv_indices", "./" + path));
+  // Another workload's file, another input, or a captured blob elsewhere is not kindex's table for this workload.
+  EXPECT_FALSE(is_exported_page_table("gqa_paged_decode_h24_kv4_d128_ps64", "other-uuid", "kv_indices", path));
+  EXPECT_FALSE(is_exported_page_table("gqa_paged_decode_h32_kv4_d128_ps1", w.uuid, "kv_indices", path));
+  EXPECT_FALSE(is_exported_page_table("gqa_paged_decode_h24_kv4_d128_ps64", w.uuid, "q", path));
+  EXPECT_FALSE(is_exported_page_table("gqa_paged_decode_h24_kv4_d128_ps64", w.uuid, "kv_indices",
+                                      "./blob/workloads/gqa_paged/gqa_paged_decode_h24_kv4_d128_ps64/x.safetensors"));
+}
+
+TEST(FibExport, RefusesWhatIsNotABundledDecodeProblemWithWorkloads) {
+  test::TempDir dir;
+  EXPECT_KINDEX_ERROR(export_flashinfer_bench({"no_such_definition"}, dir.path()), "export", "definition",
+                      "no_such_definition");
+  EXPECT_KINDEX_ERROR(export_flashinfer_bench({std::string(kSolGqaRopeBackward)}, dir.path()), "export", "definition",
+                      "003_");
+  // A decode name the family generates on request has no bundled workloads to export.
+  EXPECT_KINDEX_ERROR(export_flashinfer_bench({"gqa_paged_decode_h8_kv2_d64_ps16"}, dir.path()), "export",
+                      "definition", "h8_kv2");
+}
+
+}  // namespace
+}  // namespace kindex::catalog

@@ -82,6 +82,18 @@ struct Fixture {
   std::vector<WorkItem> items() const { return {{&problem.definition, &problem.workloads.at(0)}}; }
 };
 
+// The tests' solutions use the worker's host tensors, which it hands over where torch is not importable: the
+// Python runs with -S (no site-packages), whatever this machine has installed.
+struct PythonWithoutSitePackages {
+  PythonWithoutSitePackages() {
+    const auto path = test::scratch_dir("python-S") / "python3-S";
+    std::ofstream(path) << "#!/bin/sh\nexec python3 -S \"$@\"\n";
+    std::filesystem::permissions(path, std::filesystem::perms::owner_all);
+    ::setenv("KINDEX_PYTHON", path.c_str(), 1);
+  }
+  ~PythonWithoutSitePackages() { ::unsetenv("KINDEX_PYTHON"); }
+};
+
 BenchOptions options(std::vector<std::string> impls, double timeout_s = 60) {
   BenchOptions o = test::quick_options(std::move(impls), 2);
   o.timeout_s = timeout_s;
@@ -188,6 +200,7 @@ TEST(Solutions, KindexOwnExportsLoad) {
 
 // The worker protocol end to end on the CPU path: the same comparator and records as any implementation.
 TEST(Solutions, APythonSolutionRunsAndEachFailureGetsItsStatus) {
+  PythonWithoutSitePackages python;
   Fixture f;
   const std::string ok = write_solution(fib_solution("pure_python_decode", ""), "ok");
   const std::string wrong = write_solution(
@@ -210,10 +223,16 @@ TEST(Solutions, APythonSolutionRunsAndEachFailureGetsItsStatus) {
                    false),
       "returns");
   const std::string other = write_solution(fib_solution("other", "", true, "gqa_paged_decode_h24_kv4_d128_ps64"), "other");
+  // A plan step (as kindex's peers have): called before the round's calls, its host time recorded apart; run()
+  // refuses to run before it.
+  const std::string planned = write_solution(
+      fib_solution("planned", "\n_plan = []\n_run = run\ndef plan(*a):\n    _plan.append(a[-1].shape)\n"
+                              "def run(*a):\n    assert _plan, 'run before plan'\n    _run(*a)\n"),
+      "planned");
   BenchReport report = run_bench(f.items(), options({"solution:" + crash, "solution:" + ok, "solution:" + wrong,
                                                      "solution:" + raise, "solution:" + shape, "solution:" + returns,
-                                                     "solution:" + other}));
-  ASSERT_EQ(report.results.size(), 7u);
+                                                     "solution:" + other, "solution:" + planned}));
+  ASSERT_EQ(report.results.size(), 8u);
   const auto& crashed = report.results[0];
   EXPECT_EQ(crashed.status, RunStatus::runtime_error);
   EXPECT_NE(crashed.message.find("Python process died (signal 6"), std::string::npos) << crashed.message;
@@ -250,9 +269,14 @@ TEST(Solutions, APythonSolutionRunsAndEachFailureGetsItsStatus) {
   EXPECT_NE(report.results[6].message.find("solves definition gqa_paged_decode_h24_kv4_d128_ps64"),
             std::string::npos)
       << report.results[6].message;
+  EXPECT_FALSE(passed.plan_host_s.has_value());
+  EXPECT_EQ(report.results[7].status, RunStatus::passed) << report.results[7].message;
+  ASSERT_TRUE(report.results[7].plan_host_s.has_value());
+  EXPECT_GE(*report.results[7].plan_host_s, 0.0);
 }
 
 TEST(Solutions, AHungSolutionIsATimeoutAndTheNextRunGoesOn) {
+  PythonWithoutSitePackages python;
   Fixture f;
   const std::string hang =
       write_solution(fib_solution("hang", "\nimport time\ndef run(*a):\n    time.sleep(600)\n"), "hang");
@@ -266,12 +290,10 @@ TEST(Solutions, AHungSolutionIsATimeoutAndTheNextRunGoesOn) {
 // A peer whose package is missing is reported as not available and not run; a missing Python is a run's error.
 TEST(Solutions, MissingPeersAreNotAvailableRatherThanFailures) {
   Fixture f;
+  PythonWithoutSitePackages python;  // where flashinfer is not installed, whatever this machine has
   BenchOptions o = options({"cpu-reference"});
   o.reference = "cpu-reference";
   o.peers = {"flashinfer"};
-  ::setenv("KINDEX_PYTHON", "python3", 1);
-  // No flashinfer in CI's Python (if a machine has it, this check does not apply).
-  if (std::system("python3 -c 'import flashinfer' 2> /dev/null") == 0) GTEST_SKIP() << "flashinfer is installed here";
   BenchReport report = run_bench(f.items(), o);
   ASSERT_EQ(report.results.size(), 1u);
   EXPECT_EQ(report.results[0].implementation, "cpu-reference");

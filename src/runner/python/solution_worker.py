@@ -242,7 +242,7 @@ class Worker:
         if r.get("pages_file"):
             pages = (ctypes.c_uint8 * r["num_pages"]).from_buffer_copy(Path(r["pages_file"]).read_bytes())
         fill = _RandomFill(r["kind"], _DTYPES[spec["dtype"]][2], r["numel"], r["seed"], r["stream"], r["scale"],
-                           r["row"], ctypes.cast(pages, ctypes.c_void_p) if pages is not None else None,
+                           r["row"], ctypes.addressof(pages) if pages is not None else None,
                            r.get("num_pages", 0), r.get("page_elems", 0))
         s = self.library.lib.kindex_gpu_reference_fill_random(ctypes.byref(fill), ctypes.c_void_p(t.data_ptr()),
                                                              ctypes.c_void_p(self._stream()))

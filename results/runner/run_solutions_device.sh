@@ -48,7 +48,7 @@ summary "setup: $((SECONDS - start)) s"
 "$KINDEX_PYTHON" -m kindex.solutions flashinfer-bench --out "$res/fib_dataset" > /dev/null
 fib=$res/fib_dataset/solutions/gqa_paged/gqa_paged_decode_h32_kv4_d128_ps1/kindex_paged_decode_gqa_paged_decode_h32_kv4_d128_ps1.json
 t=$SECONDS
-timeout 120 "$d/bin/kindex" bench --problem gqa_paged_decode_h32_kv4_d128_ps1 --workloads 0-7 --impl kindex \
+timeout 100 "$d/bin/kindex" bench --problem gqa_paged_decode_h32_kv4_d128_ps1 --workloads 0-7 --impl kindex \
   --impl "solution:$fib" --peer flashinfer --peer flashinfer-tc --out "$res/fib" --store none \
   > "$res/fib.txt" 2> "$res/fib.stderr"
 summary "1. FlashInfer-Bench solution: exit $? in $((SECONDS - t)) s"
@@ -66,7 +66,7 @@ json.dump({"name": "reference_eager", "definition": d["name"], "author": "the de
            "sources": [{"path": "main.py", "content": d["reference"]}]}, open(sys.argv[2], "w"), indent=1)
 EOF
 t=$SECONDS
-timeout 100 "$d/bin/kindex" bench --problem 003_grouped_query_attention_with_rope_backward --workloads 2,11 \
+timeout 110 "$d/bin/kindex" bench --problem 003_grouped_query_attention_with_rope_backward --workloads 2,11 \
   --impl kindex --impl "solution:$res/sol_problem/solution.json" --impl "solution:$res/sol_reference_solution.json" \
   --peer torch-compile --out "$res/sol" --store none > "$res/sol.txt" 2> "$res/sol.stderr"
 summary "2. SOL-ExecBench solutions: exit $? in $((SECONDS - t)) s"
@@ -75,7 +75,7 @@ summary "2. SOL-ExecBench solutions: exit $? in $((SECONDS - t)) s"
 work=$(mktemp -d)
 t=$SECONDS
 TIMEFORMAT='wall %R s, user %U s, sys %S s'
-(cd "$work" && { time timeout "${MAIN_TIMEOUT:-200}" "$d/bin/kindex" > "$res/main_job.txt" 2> "$res/main_job.stderr"; } \
+(cd "$work" && { time timeout "${MAIN_TIMEOUT:-140}" "$d/bin/kindex" > "$res/main_job.txt" 2> "$res/main_job.stderr"; } \
   2> "$res/main_job_time.txt")
 summary "3. main job: exit $? ($(cat "$res/main_job_time.txt"))"
 cp "$work/kindex-results/results.json" "$res/main_job_results.json" 2>/dev/null ||

@@ -6,6 +6,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <csignal>
@@ -33,11 +34,15 @@ bool write_all(int fd, const std::string& s) {
 Worker::Worker(const Serve& serve) {
     int down[2], up[2];
     if (pipe(down) != 0 || pipe(up) != 0) throw std::runtime_error("pipe failed: " + std::string(strerror(errno)));
+    const pid_t parent = getpid();
     std::cout.flush();
     std::cerr.flush();
     pid_ = fork();
     if (pid_ < 0) throw std::runtime_error("fork failed: " + std::string(strerror(errno)));
     if (pid_ == 0) {
+      // A worker dies with the runner (killed at a time limit, interrupted), rather than finishing its run alone.
+      prctl(PR_SET_PDEATHSIG, SIGKILL);
+      if (getppid() != parent) _exit(1);
       ::close(down[1]);
       ::close(up[0]);
       signal(SIGPIPE, SIG_DFL);
@@ -86,8 +91,9 @@ Worker::Worker(const std::vector<std::string>& argv, const std::string& stderr_p
     dup2(up[1], 1);
     int err = ::open(stderr_path.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
     if (err >= 0) dup2(err, 2);
-    for (int fd : {down[0], down[1], up[0], up[1], err})
-      if (fd > 2) ::close(fd);
+    // Nothing else of this process's: above all not its own pipes to the runner, which must see them close when
+    // this process dies.
+    for (int fd = 3, n = int(std::min<long>(sysconf(_SC_OPEN_MAX), 65536)); fd < n; ++fd) ::close(fd);
     execvp(args[0], args.data());
     _exit(127);
   }

@@ -1,6 +1,7 @@
 #pragma once
 // A worker process: forked from the runner before CUDA is touched, it answers one request line with one reply
 // line. A crash, a hang (killed at the timeout) or a sticky CUDA error ends that worker; the runner starts another.
+// A worker dies with the process that started it (PR_SET_PDEATHSIG).
 #include <signal.h>
 #include <sys/types.h>
 

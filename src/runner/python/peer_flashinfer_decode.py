@@ -22,8 +22,10 @@ def plan(*args):
     q, k_cache = a["q"], a["k_cache"]
     if "workspace" not in _state:  # FlashInfer's recommended 128 MB, kept for every later plan
         _state["workspace"] = torch.empty(128 * 1024 * 1024, dtype=torch.uint8, device=q.device)
+    # backend fa2, as benchmarks/gpu/torch_decode_baselines.py measures it (the carried FlashInfer build is cut to
+    # that path)
     wrapper = flashinfer.BatchDecodeWithPagedKVCacheWrapper(_state["workspace"], "NHD",
-                                                            use_tensor_cores=USE_TENSOR_CORES)
+                                                            use_tensor_cores=USE_TENSOR_CORES, backend="fa2")
     batch, page_size = q.shape[0], k_cache.shape[1]
     last_page_len = a.get("kv_last_page_len")
     if last_page_len is None:  # definitions without it: every last page is full

@@ -251,6 +251,8 @@ TEST(Solutions, APythonSolutionRunsAndEachFailureGetsItsStatus) {
   EXPECT_EQ(passed.implementation_info.version, "pure_python_decode");
   EXPECT_EQ(passed.implementation_info.path, ok);
   EXPECT_FALSE(passed.implementation_info.on_device);
+  // Its trace line names the solution as the harness's own trace would.
+  EXPECT_EQ(trace_line(passed, f.problem.workloads.at(0), report.environment)["solution"], "pure_python_decode");
 
   const auto& incorrect = report.results[2];
   EXPECT_EQ(incorrect.status, RunStatus::incorrect_numerical) << incorrect.message;

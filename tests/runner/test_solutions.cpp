@@ -304,6 +304,12 @@ TEST(Solutions, MissingPeersAreNotAvailableRatherThanFailures) {
   EXPECT_NE(results_table(report).find("peer flashinfer not available: not installed"), std::string::npos)
       << results_table(report);
 
+  // Named with --impl, the same: reported, not run, not a failure.
+  BenchReport named = run_bench(f.items(), options({"flashinfer"}));
+  EXPECT_TRUE(named.results.empty());
+  EXPECT_EQ(named.not_available.count("flashinfer"), 1u);
+  EXPECT_FALSE(named.any_correctness_failure());
+
   const std::string ok = write_solution(fib_solution("no_python", ""), "no-python");
   ::setenv("KINDEX_PYTHON", "/no/such/python3", 1);
   BenchReport none = run_bench(f.items(), options({"solution:" + ok}));

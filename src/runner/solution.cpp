@@ -111,8 +111,8 @@ std::string& scratch_root() {
 class PythonProcess {
  public:
   PythonProcess() {
-    const char* tmp = std::getenv("TMPDIR");
-    const std::string root = !scratch_root().empty() ? scratch_root() : tmp && *tmp ? tmp : "/tmp";
+    std::error_code ec;
+    const std::string root = !scratch_root().empty() ? scratch_root() : fs::temp_directory_path(ec).string();
     std::string templ = root + "/kindex-solution-XXXXXX";
     if (!mkdtemp(templ.data()))
       throw RunFailure(RunStatus::runtime_error, "cannot create a scratch folder for Python under " + root);
@@ -374,8 +374,8 @@ class SolutionImplementation final : public Implementation, public RoundRunner {
 }  // namespace
 
 ScratchFolder::ScratchFolder() {
-  const char* tmp = std::getenv("TMPDIR");
-  std::string templ = std::string(tmp && *tmp ? tmp : "/tmp") + "/kindex-bench-XXXXXX";
+  std::error_code ec;
+  std::string templ = fs::temp_directory_path(ec).string() + "/kindex-bench-XXXXXX";
   if (mkdtemp(templ.data())) path_ = scratch_root() = templ;
 }
 

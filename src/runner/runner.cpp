@@ -74,16 +74,18 @@ BenchReport run_bench(const std::vector<WorkItem>& items, const BenchOptions& op
   BenchReport report;
   SigpipeIgnored sigpipe;
   ScratchFolder scratch;  // the solutions' Python processes' files, removed when the bench ends
-  // Serves "hello" and "run <job> <gpu>" in the current process: the body of a worker.
+  // Serves "hello" and "run <item> <spec> <gpu>" in the current process: the body of a worker. A run names its
+  // item and implementation (an index into `specs`), not its job: the job list is pruned after the first worker
+  // has been forked with its copy.
   auto serve = [&](const std::string& request, bool* exit_after) -> std::string {
     if (request == "hello") return capture_hello(specs).dump();
     // The parent says whether the machine has a GPU (it learnt so from "hello").
     std::istringstream in(request.substr(4));
-    size_t index = 0;
+    size_t item = 0, spec = 0;
     int has_gpu = 0;
-    in >> index >> has_gpu;
+    in >> item >> spec >> has_gpu;
     bool sticky = false;
-    RunResult r = execute_run(items[jobs[index].item], jobs[index].impl, options, has_gpu != 0, &sticky);
+    RunResult r = execute_run(items.at(item), specs.at(spec), options, has_gpu != 0, &sticky);
     nlohmann::json j = r.to_json();
     if (sticky) j["worker_unusable"] = true, *exit_after = true;
     return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
@@ -148,7 +150,10 @@ BenchReport run_bench(const std::vector<WorkItem>& items, const BenchOptions& op
       if (!worker) start_worker();
       std::string line;
       auto t0 = std::chrono::steady_clock::now();
-      auto reply = worker->request("run " + std::to_string(j) + " " + (gpu ? "1" : "0"), options.timeout_s, &line);
+      const size_t spec = size_t(std::find(specs.begin(), specs.end(), jobs[j].impl) - specs.begin());
+      auto reply = worker->request("run " + std::to_string(jobs[j].item) + " " + std::to_string(spec) + " " +
+                                       (gpu ? "1" : "0"),
+                                   options.timeout_s, &line);
       if (reply == Worker::Reply::line) {
         auto parsed = nlohmann::json::parse(line);
         r = RunResult::from_json(parsed);

@@ -103,7 +103,8 @@ kindex_status kindex_gpu_reference_time_calls(const kindex_timing_protocol* prot
     copy_text(t.note, note, note_size);
     return KINDEX_STATUS_OK;
   } catch (const StepStopped&) {
-    return kindex::capi::fail(KINDEX_STATUS_INVALID_INPUT, "kindex_gpu_reference_time_calls: a step stopped the timing");
+    return kindex::capi::fail(KINDEX_STATUS_INVALID_INPUT,
+                              "kindex_gpu_reference_time_calls: a step stopped the timing");
   } catch (const std::exception& e) {
     return kindex::capi::fail(KINDEX_STATUS_CUDA_ERROR, std::string("kindex_gpu_reference_time_calls: ") + e.what());
   }

@@ -28,8 +28,8 @@ bool probe_gpu();
 // SOL L2/003). With a GPU: kindex's kernels on every bundled workload, judged against and timed beside the GPU
 // reference, and the installed peers where each is its harness's baseline (FlashInfer's decode wrapper in both
 // variants on the decode problems, torch.compile on L2/003; the table gives kindex beside the fastest, and names
-// the peers not installed). Without: the CPU reference on the small workloads, each round checked against a second independent
-// call on fresh inputs (a determinism check), timed with the wall clock.
+// the peers not installed). Without: the CPU reference on the small workloads, each round checked against a second
+// independent call on fresh inputs (a determinism check), timed with the wall clock.
 SessionOptions main_job_options(bool gpu);
 const std::vector<std::string>& seed_problems();
 

@@ -63,7 +63,8 @@ std::string results_table(const BenchReport& report) {
       if (k == "len_indptr") continue;  // batch_size + 1
       axes += (axes.empty() ? "" : " ") + k + "=" + std::to_string(v);
     }
-    rows.push_back({r.definition, axes, r.implementation, std::string(status_name(r.status)), format_latency(r.latency_ns()),
+    rows.push_back({r.definition, axes, r.implementation, std::string(status_name(r.status)),
+                    format_latency(r.latency_ns()),
                     ratio(r.speedup), ratio(r.headroom_ratio), ratio(r.kindex_ratio), r.timing.timer});
   }
   std::ostringstream out;

@@ -195,7 +195,8 @@ class SolutionImplementation final : public Implementation, public RoundRunner {
       info_.path = file_->path;
       info_.symbol = file_->entry_file + "::" + file_->entry_function;
       info_.interface = file_->harness == "flashinfer-bench" ? "flashinfer_bench_solution" : "sol_execbench_solution";
-      info_.description = (file_->harness == "flashinfer-bench" ? "FlashInfer-Bench solution " : "SOL-ExecBench solution ") +
+      info_.description = (file_->harness == "flashinfer-bench" ? "FlashInfer-Bench solution "
+                                                                : "SOL-ExecBench solution ") +
                           file_->name + " by " + (file_->author.empty() ? "?" : file_->author) + " for " +
                           file_->definition + " (" + file_->languages.front() + ", run by kindex's Python worker)" +
                           (file_->description.empty() ? "" : ": " + file_->description);

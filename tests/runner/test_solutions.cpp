@@ -187,7 +187,8 @@ TEST(Solutions, KindexOwnExportsLoad) {
                          "/sol > /dev/null").c_str()),
             0);
   const std::string name = "gqa_paged_decode_h32_kv4_d128_ps1";
-  SolutionFile fib = read_solution_file((dir / "fib/solutions/gqa_paged" / name / ("kindex_paged_decode_" + name + ".json")).string());
+  SolutionFile fib = read_solution_file(
+      (dir / "fib/solutions/gqa_paged" / name / ("kindex_paged_decode_" + name + ".json")).string());
   EXPECT_EQ(fib.harness, "flashinfer-bench");
   EXPECT_EQ(fib.definition, name);
   EXPECT_TRUE(fib.destination_passing_style);
@@ -204,14 +205,17 @@ TEST(Solutions, APythonSolutionRunsAndEachFailureGetsItsStatus) {
   Fixture f;
   const std::string ok = write_solution(fib_solution("pure_python_decode", ""), "ok");
   const std::string wrong = write_solution(
-      fib_solution("wrong", "\n_run = run\ndef run(*a):\n    _run(*a)\n    a[-2].assign([x + 0.5 for x in a[-2].values()])\n"),
+      fib_solution("wrong",
+                   "\n_run = run\ndef run(*a):\n    _run(*a)\n    a[-2].assign([x + 0.5 for x in a[-2].values()])\n"),
       "wrong");
-  const std::string crash = write_solution(fib_solution("crash", "\nimport os\ndef run(*a):\n    os.abort()\n"), "crash");
+  const std::string crash =
+      write_solution(fib_solution("crash", "\nimport os\ndef run(*a):\n    os.abort()\n"), "crash");
   const std::string raise =
       write_solution(fib_solution("raise", "\ndef run(*a):\n    raise ValueError('synthetic failure')\n"), "raise");
   // Value-returning, one output of the wrong shape.
   const std::string shape = write_solution(
-      fib_solution("shape", "\ndef run(q, *a):\n    return type(q)('bfloat16', [1]), type(q)('float32', [1, 32])\n", false),
+      fib_solution("shape", "\ndef run(q, *a):\n    return type(q)('bfloat16', [1]), type(q)('float32', [1, 32])\n",
+                   false),
       "shape");
   // Value-returning and right: the outputs built from the worker's own host tensor type.
   const std::string returns = write_solution(
@@ -222,7 +226,8 @@ TEST(Solutions, APythonSolutionRunsAndEachFailureGetsItsStatus) {
                    "    o.assign(out)\n    l.assign(lses)\n    return o, l\n",
                    false),
       "returns");
-  const std::string other = write_solution(fib_solution("other", "", true, "gqa_paged_decode_h24_kv4_d128_ps64"), "other");
+  const std::string other =
+      write_solution(fib_solution("other", "", true, "gqa_paged_decode_h24_kv4_d128_ps64"), "other");
   // A plan step (as kindex's peers have): called before the round's calls, its host time recorded apart; run()
   // refuses to run before it.
   const std::string planned = write_solution(

@@ -2,9 +2,10 @@
 pytorch) for `kindex bench --impl solution:FILE` and the built-in peers (flashinfer, torch-compile).
 
 The runner (src/runner/solution.cpp) starts it as `python3 -u -B SCRATCH_DIR/solution_worker.py` from its worker
-process (written out of the binary into a scratch folder the runner removes), after reading the solution file itself (one loader per harness format, in C++): this process gets the sources, the entry point and
-the calling convention, never the harness's JSON. It imports only the standard library and, where installed, torch:
-it is embedded in the kindex binary and runs without the kindex package.
+process (written out of the binary into a scratch folder the runner removes), after reading the solution file
+itself (one loader per harness format, in C++): this process gets the sources, the entry point and the calling
+convention, never the harness's JSON. It imports only the standard library and, where installed, torch: it is
+embedded in the kindex binary and runs without the kindex package.
 
 Protocol: one JSON request per line on stdin, one JSON reply per line on the original stdout. The solution's own
 prints go to stderr (fd 1 is pointed there), so they cannot break a reply. Every reply has "ok"; a failure has

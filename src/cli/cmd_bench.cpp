@@ -7,6 +7,7 @@
 #include <memory>
 
 #include "runner/session.hpp"
+#include "runner/solution.hpp"
 #include "catalog/builtin.hpp"
 #include "cli/commands.hpp"
 #include "core/error.hpp"
@@ -28,8 +29,15 @@ void add_bench_command(CLI::App& app, Registry& registry) {
   cmd->add_option("--workloads", s->workloads, "all | small | uuid (prefix) list | index ranges like 0-3,7")
       ->default_val("all");
   cmd->add_option("--impl", s->bench.implementations,
-                  "kindex | gpu-reference | cpu-reference | external:PATH.so (exports kindex's C ABI); repeatable")
+                  "kindex | gpu-reference | cpu-reference | external:PATH.so (exports kindex's C ABI) | "
+                  "solution:PATH.json (a FlashInfer-Bench or SOL-ExecBench solution in Python) | a peer: " +
+                      runner::peer_names_text() + "; repeatable")
       ->default_val(std::vector<std::string>{"kindex"});
+  cmd->add_option("--peer", s->bench.peers,
+                  "A peer run beside --impl where it is the harness's own baseline (FlashInfer on FlashInfer-Bench "
+                  "decode, torch.compile on SOL-ExecBench); the table compares kindex with the fastest; one not "
+                  "installed is reported, not run. Repeatable: " + runner::peer_names_text())
+      ->check(CLI::IsMember(runner::peer_names()));
   cmd->add_option("--reference", s->bench.reference,
                   "What outputs are judged against: auto | cpu-reference | gpu-reference")
       ->check(CLI::IsMember({"auto", "cpu-reference", "gpu-reference"}))
@@ -84,7 +92,8 @@ int bench_main_job(const Registry& registry) {
   s.bench.progress = isatty(STDERR_FILENO);
   if (!registry.main_job_workloads.empty()) s.workloads = registry.main_job_workloads;
   s.output.store_uri = store_uri(registry.main_job_store);
-  std::cout << (gpu ? "kindex: GPU found: benchmarking kindex's kernels on the seed problems' bundled workloads\n"
+  std::cout << (gpu ? "kindex: GPU found: benchmarking kindex's kernels on the seed problems' bundled workloads, "
+                      "beside the installed peers (FlashInfer, torch.compile)\n"
                     : "kindex: no GPU: running the CPU path (the CPU reference on the small workloads)\n");
   int code = runner::run_session(s, std::cout, std::cerr);
   // Where to look next: both commands read the store just written (the same default, or the one named here).

@@ -3,8 +3,13 @@
 // (kindex_gpu_reference_* below, declared in gpu_reference/c_abi.h).
 #include "gpu_reference/c_abi.h"
 
+#include <algorithm>
+#include <cstring>
+#include <string>
+
 #include "gpu_reference/gpu_reference.hpp"
 #include "kernels/capi.hpp"
+#include "runner/timer.hpp"
 
 namespace {
 
@@ -16,6 +21,16 @@ kindex_status check(const char* where, const kindex_paged_decode_params* params)
 kindex_status check(const char* where, const kindex_gqa_rope_backward_params* params) {
   kindex::capi::clear_error();
   return kindex::capi::check_params(where, params, sizeof *params, "kindex_gqa_rope_backward_params");
+}
+
+// A callback's non-zero return, carried out of the timer as an exception.
+struct StepStopped {};
+
+void copy_text(const std::string& text, char* out, size_t size) {
+  if (!out || size == 0) return;
+  const size_t n = std::min(text.size(), size - 1);
+  std::memcpy(out, text.data(), n);
+  out[n] = '\0';
 }
 
 }  // namespace
@@ -62,6 +77,37 @@ kindex_status kindex_gpu_reference_fill_random(const kindex_random_fill* fill, v
   kindex::capi::clear_error();
   if (!fill) return kindex::capi::fail(KINDEX_STATUS_INVALID_ARGUMENT, "kindex_gpu_reference_fill_random: fill = NULL");
   return kindex::gpu_reference::fill_random(*fill, out, stream);
+}
+
+kindex_status kindex_gpu_reference_time_calls(const kindex_timing_protocol* protocol, kindex_timed_step prepare,
+                                              kindex_timed_step call, void* user, void* stream, double* ns,
+                                              char* timer, size_t timer_size, char* note, size_t note_size) {
+  kindex::capi::clear_error();
+  if (!protocol || !call || !ns)
+    return kindex::capi::fail(KINDEX_STATUS_INVALID_ARGUMENT,
+                              "kindex_gpu_reference_time_calls: protocol, call and ns are required");
+  if (protocol->untimed < 0 || protocol->warmup < 0 || protocol->iterations < 1)
+    return kindex::capi::fail(KINDEX_STATUS_INVALID_ARGUMENT,
+                              "kindex_gpu_reference_time_calls: protocol->iterations = " +
+                                  std::to_string(protocol->iterations) + ": needs at least one timed call");
+  const kindex::runner::TimingProtocol p{protocol->untimed, protocol->warmup, protocol->iterations,
+                                         protocol->cold_l2 != 0};
+  try {
+    auto step = [user](kindex_timed_step fn) {
+      if (fn && fn(user) != 0) throw StepStopped{};
+    };
+    kindex::runner::TimingSamples t = kindex::runner::time_device(
+        p, [&] { step(prepare); }, [&] { step(call); }, stream, protocol->prefer_cupti != 0);
+    std::copy(t.ns.begin(), t.ns.end(), ns);
+    copy_text(t.timer, timer, timer_size);
+    copy_text(t.note, note, note_size);
+    return KINDEX_STATUS_OK;
+  } catch (const StepStopped&) {
+    return kindex::capi::fail(KINDEX_STATUS_INVALID_INPUT,
+                              "kindex_gpu_reference_time_calls: a step stopped the timing");
+  } catch (const std::exception& e) {
+    return kindex::capi::fail(KINDEX_STATUS_CUDA_ERROR, std::string("kindex_gpu_reference_time_calls: ") + e.what());
+  }
 }
 
 }  // extern "C"

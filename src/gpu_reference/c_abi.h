@@ -39,6 +39,28 @@ typedef struct kindex_random_fill {
 /* Writes fill->numel elements to `out` (device memory) on `stream`. */
 KINDEX_API kindex_status kindex_gpu_reference_fill_random(const kindex_random_fill* fill, void* out, void* stream);
 
+/* The runner's timer (src/runner/timer.hpp: time_device) for a caller in another language, kindex's solution worker
+ * (src/runner/python/solution_worker.py), so a Python solution is timed by the very code that times native runs:
+ * before every call `prepare(user)` and, with cold_l2, a 2 x L2 buffer zeroed on `stream`, then a synchronisation;
+ * `untimed` + `warmup` calls, then `iterations` timed ones, each the span of its GPU activity read with CUPTI (CUDA
+ * events on `stream` when CUPTI cannot be loaded or prefer_cupti is 0). */
+typedef struct kindex_timing_protocol {
+  int32_t untimed, warmup, iterations;
+  int32_t cold_l2;      /* non-zero: flush L2 before every call */
+  int32_t prefer_cupti; /* zero: CUDA events */
+} kindex_timing_protocol;
+
+/* One step the timer calls back: returns 0, or non-zero to stop timing (the caller keeps its own error). */
+typedef int (*kindex_timed_step)(void* user);
+
+/* Writes protocol->iterations nanosecond samples to `ns`, the clock used ("cupti_activity" | "cuda_events") to
+ * `timer` and why CUPTI was not used (or "") to `note`, both NUL-terminated and cut to their sizes. A step that
+ * returns non-zero ends it with KINDEX_STATUS_INVALID_INPUT; a CUDA failure is KINDEX_STATUS_CUDA_ERROR. */
+KINDEX_API kindex_status kindex_gpu_reference_time_calls(const kindex_timing_protocol* protocol,
+                                                         kindex_timed_step prepare, kindex_timed_step call, void* user,
+                                                         void* stream, double* ns, char* timer, size_t timer_size,
+                                                         char* note, size_t note_size);
+
 #ifdef __cplusplus
 }
 #endif

@@ -1,17 +1,38 @@
 #pragma once
 // One interface for everything the runner can bench: kindex's kernels (C ABI, in process), the GPU reference,
-// the CPU reference, and external shared libraries exporting kindex's C ABI. The runner treats them alike:
-// it puts the call's tensors where memory() says, asks for workspace, and calls run().
+// the CPU reference, external shared libraries exporting kindex's C ABI, and the harnesses' solutions (and the
+// built-in peers, which are solutions too) run in a Python process of their own (solution.hpp). The runner treats
+// the in-process ones alike: it puts the call's tensors where memory() says, asks for workspace, and calls run();
+// an out-of-process one takes each round whole (round_runner()).
+#include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "runner/problem.hpp"
 #include "runner/run_result.hpp"
 #include "catalog/definition.hpp"
+#include "catalog/inputs.hpp"
 #include "core/tensor.hpp"
 
 namespace kindex::runner {
+
+// An implementation that runs in another process (a solution in the Python worker) gets a round's inputs as a
+// recipe it rebuilds bit for bit there (host tensors by value, random tensors by the device generator's
+// description and seed), calls once and hands back its outputs; time_round() then times that call there with the
+// runner's own timer. Failures throw RunFailure.
+class RoundRunner {
+ public:
+  virtual ~RoundRunner() = default;
+  struct Outputs {
+    std::map<std::string, Tensor> tensors;  // on the host, by output name
+    std::optional<double> plan_s;           // host time of the implementation's untimed plan step, if it has one
+  };
+  virtual Outputs run_round(const catalog::Definition& def, const catalog::Workload& w, const catalog::Inputs& inputs,
+                            uint64_t seed) = 0;
+  virtual TimingSamples time_round(const TimingProtocol& protocol, bool fresh_addresses, bool prefer_cupti) = 0;
+};
 
 class Implementation {
  public:
@@ -24,10 +45,13 @@ class Implementation {
   virtual size_t workspace_bytes(ProblemKind kind, const CallArgs& args) const = 0;
   // Enqueues (device) or performs (host) one call. Failures throw RunFailure with their status.
   virtual void run(ProblemKind kind, const CallArgs& args, void* workspace, size_t workspace_bytes, void* stream) = 0;
+  // Non-null for an implementation that takes whole rounds in another process (run() is then never called).
+  virtual RoundRunner* round_runner() { return nullptr; }
 };
 
-// "kindex" | "gpu-reference" | "cpu-reference" | "external:PATH.so". Throws kindex::Error("--impl", spec, ...)
-// for an unknown name or a library that cannot be loaded or lacks the C ABI.
+// "kindex" | "gpu-reference" | "cpu-reference" | "external:PATH.so" | "solution:PATH.json" | a peer
+// (peer_names()). Throws kindex::Error("--impl", spec, ...) for an unknown name, a library that cannot be loaded
+// or lacks the C ABI, or a solution file that is not one.
 std::unique_ptr<Implementation> make_implementation(const std::string& spec);
 // Validates a spec without loading anything (for argument checking).
 void check_implementation_spec(const std::string& spec);

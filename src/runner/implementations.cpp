@@ -7,6 +7,7 @@
 #include "runner/device.hpp"
 #include "runner/implementation.hpp"
 #include "runner/libraries.hpp"
+#include "runner/solution.hpp"
 #include "core/error.hpp"
 #include "kindex/kindex.h"
 #include "reference/reference.hpp"
@@ -176,10 +177,15 @@ void check_implementation_spec(const std::string& spec) {
     make_external(spec);  // loads and checks the symbols: a bad library is a bad argument
     return;
   }
+  if (is_solution_spec(spec)) {
+    check_solution_spec(spec);  // reads and checks the file: a bad solution is a bad argument
+    return;
+  }
   for (const auto& n : builtin_implementation_names())
     if (spec == n) return;
   throw Error("kindex bench", "--impl", spec,
-              "unknown implementation (kindex, gpu-reference, cpu-reference or external:PATH.so)");
+              "unknown implementation (kindex, gpu-reference, cpu-reference, " + peer_names_text() +
+                  ", external:PATH.so or solution:PATH.json)");
 }
 
 std::unique_ptr<Implementation> make_implementation(const std::string& spec) {
@@ -187,6 +193,7 @@ std::unique_ptr<Implementation> make_implementation(const std::string& spec) {
   if (spec == "gpu-reference") return make_gpu_reference();
   if (spec == "cpu-reference") return std::make_unique<CpuReference>();
   if (spec.rfind(kExternalPrefix, 0) == 0) return make_external(spec);
+  if (is_solution_spec(spec)) return make_solution_implementation(spec);
   check_implementation_spec(spec);  // throws the error naming the argument
   return nullptr;
 }

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <cstring>
 #include <memory>
 #include <optional>
@@ -231,6 +232,7 @@ RunResult execute_run(const WorkItem& item, const std::string& impl_spec, const 
       throw RunFailure(RunStatus::runtime_error, "definition " + def.name + " is not a problem kindex can run");
     auto impl = make_implementation(impl_spec);
     if (auto why = impl->unsupported_reason(def); !why.empty()) throw RunFailure(RunStatus::runtime_error, why);
+    RoundRunner* const remote_impl = impl->round_runner();
     r.reference_implementation = choose_reference(o.reference, impl_spec, gpu);
     std::unique_ptr<Implementation> ref_owned;
     Implementation* ref = impl.get();
@@ -306,9 +308,23 @@ RunResult execute_run(const WorkItem& item, const std::string& impl_spec, const 
       PreparedCall ref_call(*ref, *kind, host, on_device.views, def, w, stream.stream);
       ref_call.run_and_wait();
       auto& expected = ref_call.outputs();
-      PreparedCall impl_call(*impl, *kind, host, on_device.views, def, w, stream.stream);
-      impl_call.run_and_wait();
-      auto& actual = impl_call.outputs();
+      // An out-of-process implementation rebuilds the round's inputs from the same recipe and hands back outputs.
+      std::optional<PreparedCall> impl_call;
+      RoundRunner::Outputs remote;
+      if (remote_impl) {
+        remote = remote_impl->run_round(def, w, *inputs, seed);
+        if (remote.plan_s && round == 0) {
+          r.plan_host_s = remote.plan_s;
+          char text[96];
+          std::snprintf(text, sizeof text, "plan step %.3f ms host time in round 0, outside the timed calls",
+                        *remote.plan_s * 1e3);
+          add_note(r.message, text);
+        }
+      } else {
+        impl_call.emplace(*impl, *kind, host, on_device.views, def, w, stream.stream);
+        impl_call->run_and_wait();
+      }
+      auto& actual = remote_impl ? remote.tensors : impl_call->outputs();
 
       std::vector<compare::Report> reports;
       for (const auto& spec : def.outputs) {
@@ -331,7 +347,8 @@ RunResult execute_run(const WorkItem& item, const std::string& impl_spec, const 
       }
       if (round < timing_trials) {
         const bool fresh = !fib && r.timed_on_device;
-        auto t = time_call(impl_call, impl->memory(), fresh, r.protocol, o.prefer_cupti, stream.stream);
+        auto t = remote_impl ? remote_impl->time_round(r.protocol, fresh, o.prefer_cupti)
+                             : time_call(*impl_call, impl->memory(), fresh, r.protocol, o.prefer_cupti, stream.stream);
         r.timing.timer = t.timer;
         r.timing.note = t.note;
         r.timing.trials_ns.push_back(std::move(t.ns));

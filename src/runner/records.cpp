@@ -52,7 +52,7 @@ evidence::Manifest implementation_manifest(const ImplementationInfo& info, const
   m.operation_spec_digest = operation_digest;
   m.language = info.language;
   m.symbol = info.symbol;
-  m.interface = info.path.empty() ? "kindex_internal" : "kindex_c_abi";
+  m.interface = !info.interface.empty() ? info.interface : info.path.empty() ? "kindex_internal" : "kindex_c_abi";
   if (info.on_device)
     m.hardware_architectures = {"sm_90", "sm_100"};
   else
@@ -62,7 +62,7 @@ evidence::Manifest implementation_manifest(const ImplementationInfo& info, const
   for (const auto& t : def.inputs) dtypes.insert(problem_manifest::short_dtype(std::string(dtype_name(t.dtype))));
   m.dtypes.assign(dtypes.begin(), dtypes.end());
   if (!info.path.empty()) {
-    // An external library is identified by its bytes.
+    // An external library or a solution file is identified by its bytes.
     std::ifstream in(info.path, std::ios::binary);
     std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
     m.source_content_digest = "sha256:" + evidence::sha256_hex(bytes);

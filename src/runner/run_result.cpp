@@ -40,8 +40,11 @@ std::string_view trace_status_name(RunStatus s) {
 }
 
 json ImplementationInfo::to_json() const {
-  return {{"name", name}, {"language", language},       {"version", version},    {"path", path},
-          {"symbol", symbol}, {"description", description}, {"on_device", on_device}};
+  json j = {{"name", name}, {"language", language},       {"version", version},    {"path", path},
+            {"symbol", symbol}, {"description", description}, {"on_device", on_device}};
+  if (!interface.empty()) j["interface"] = interface;
+  if (!not_installed.empty()) j["not_installed"] = not_installed;
+  return j;
 }
 
 ImplementationInfo ImplementationInfo::from_json(const json& j) {
@@ -53,6 +56,8 @@ ImplementationInfo ImplementationInfo::from_json(const json& j) {
   i.symbol = j.value("symbol", "");
   i.description = j.value("description", "");
   i.on_device = j.value("on_device", true);
+  i.interface = j.value("interface", "");
+  i.not_installed = j.value("not_installed", "");
   return i;
 }
 
@@ -144,6 +149,7 @@ json RunResult::to_json() const {
   put_optional(j, "t_sol_s", t_sol_s);
   put_optional(j, "t_baseline_s", t_baseline_s);
   if (!t_baseline_source.empty()) j["t_baseline_source"] = t_baseline_source;
+  put_optional(j, "plan_host_s", plan_host_s);
   return j;
 }
 
@@ -183,6 +189,7 @@ RunResult RunResult::from_json(const json& j) {
   r.seed = j.value("seed", uint64_t(0));
   r.observed_at = j.value("observed_at", "");
   r.wall_s = j.value("wall_s", 0.0);
+  if (j.contains("plan_host_s") && j["plan_host_s"].is_number()) r.plan_host_s = j["plan_host_s"].get<double>();
   return r;
 }
 
@@ -193,6 +200,7 @@ json BenchReport::to_json() const {
                            {"tensor_flops_per_s", measured_rates->tensor_flops_per_s},
                            {"provenance", measured_rates->provenance}};
   for (const auto& r : results) j["results"].push_back(r.to_json());
+  if (!not_available.empty()) j["not_available"] = not_available;
   return j;
 }
 

@@ -37,13 +37,16 @@ struct RunFailure : std::runtime_error {
 // What an implementation is, as its records describe it. Filled where the implementation is loaded (a worker),
 // so nothing else needs to load it again.
 struct ImplementationInfo {
-  std::string name;         // "kindex", "gpu-reference", "cpu-reference", "external:<path>"
+  std::string name;         // "kindex", "gpu-reference", "cpu-reference", "external:<path>", "solution:<path>", a peer
   std::string language;     // "cuda", "cpp", or "c_abi" for an external library (KernelIndex spelling)
   std::string version;      // kindex_version() or the external library's
   std::string path;         // the shared library (external)
   std::string symbol;       // entry point(s)
   std::string description;  // one line for humans
   bool on_device = true;    // takes device pointers (false: host pointers)
+  std::string interface{};  // how kindex calls it, for its manifest: "" (kindex_internal or kindex_c_abi by path),
+                            // flashinfer_bench_solution, sol_execbench_solution, kindex_peer
+  std::string not_installed{};  // a peer whose package this machine lacks: why (its runs are skipped, not failed)
 
   nlohmann::json to_json() const;
   static ImplementationInfo from_json(const nlohmann::json& j);
@@ -82,6 +85,9 @@ struct RunResult {
   std::optional<double> headroom_ratio, kindex_ratio;  // latency / floor
   std::optional<double> sol_score, t_sol_s, t_baseline_s;
   std::string t_baseline_source;  // where T_b came from: "published" table or the --baseline file
+  // Host time of the implementation's own untimed setup in the first round (a peer's plan(), torch.compile's
+  // compilation): outside every timed call, recorded beside them.
+  std::optional<double> plan_host_s;
   uint64_t seed = 0;
   std::string observed_at;
   double wall_s = 0;
@@ -95,6 +101,8 @@ struct BenchReport {
   Environment environment;
   std::optional<MeasuredRates> measured_rates;
   std::vector<RunResult> results;
+  // Implementations (peers) whose runs were skipped because this machine lacks their package: spec -> why.
+  std::map<std::string, std::string> not_available;
   bool any_correctness_failure() const;  // a run that is not passed
   nlohmann::json to_json() const;
 };

@@ -2,6 +2,7 @@
 // completed with the implementation's description and the floors (derive) and handed to the caller.
 #include "runner/runner.hpp"
 
+#include <algorithm>
 #include <chrono>
 #include <map>
 #include <memory>
@@ -11,6 +12,7 @@
 #include "runner/libraries.hpp"
 #include "runner/pipeline.hpp"
 #include "runner/progress.hpp"
+#include "runner/solution.hpp"
 #include "runner/worker.hpp"
 #include "core/error.hpp"
 
@@ -55,21 +57,35 @@ BenchReport run_bench(const std::vector<WorkItem>& items, const BenchOptions& op
     std::string impl;
   };
   std::vector<Job> jobs;
-  for (size_t i = 0; i < items.size(); ++i)
+  std::vector<std::string> specs = options.implementations;
+  for (const auto& peer : options.peers) {
+    if (!is_peer(peer)) throw Error("kindex bench", "--peer", peer, "not a peer (" + peer_names_text() + ")");
+    if (std::find(specs.begin(), specs.end(), peer) == specs.end()) specs.push_back(peer);
+  }
+  for (size_t i = 0; i < items.size(); ++i) {
     for (const auto& impl : options.implementations) jobs.push_back({i, impl});
+    for (const auto& peer : options.peers)
+      if (std::find(options.implementations.begin(), options.implementations.end(), peer) ==
+              options.implementations.end() &&
+          peer_is_baseline_for(peer, *items[i].definition))
+        jobs.push_back({i, peer});
+  }
 
   BenchReport report;
   SigpipeIgnored sigpipe;
-  // Serves "hello" and "run <job> <gpu>" in the current process: the body of a worker.
+  ScratchFolder scratch;  // the solutions' Python processes' files, removed when the bench ends
+  // Serves "hello" and "run <item> <spec> <gpu>" in the current process: the body of a worker. A run names its
+  // item and implementation (an index into `specs`), not its job: the job list is pruned after the first worker
+  // has been forked with its copy.
   auto serve = [&](const std::string& request, bool* exit_after) -> std::string {
-    if (request == "hello") return capture_hello(options.implementations).dump();
+    if (request == "hello") return capture_hello(specs).dump();
     // The parent says whether the machine has a GPU (it learnt so from "hello").
     std::istringstream in(request.substr(4));
-    size_t index = 0;
+    size_t item = 0, spec = 0;
     int has_gpu = 0;
-    in >> index >> has_gpu;
+    in >> item >> spec >> has_gpu;
     bool sticky = false;
-    RunResult r = execute_run(items[jobs[index].item], jobs[index].impl, options, has_gpu != 0, &sticky);
+    RunResult r = execute_run(items.at(item), specs.at(spec), options, has_gpu != 0, &sticky);
     nlohmann::json j = r.to_json();
     if (sticky) j["worker_unusable"] = true, *exit_after = true;
     return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
@@ -90,7 +106,7 @@ BenchReport run_bench(const std::vector<WorkItem>& items, const BenchOptions& op
       else
         worker.reset();
     } else {
-      hello = capture_hello(options.implementations);
+      hello = capture_hello(specs);
     }
     const nlohmann::json described = hello.is_object() ? hello.value("implementations", nlohmann::json::object())
                                                         : nlohmann::json::object();
@@ -111,6 +127,12 @@ BenchReport run_bench(const std::vector<WorkItem>& items, const BenchOptions& op
                                             "measured by kindex bench at the start of this run: 1 GiB device copy "
                                             "and a 8192^3 bf16 cuBLASLt GEMM, median of 10"};
   }
+  // A peer this machine does not have is reported, not run.
+  for (const auto& [spec, info] : infos)
+    if (!info.not_installed.empty()) report.not_available[spec] = info.not_installed;
+  jobs.erase(std::remove_if(jobs.begin(), jobs.end(),
+                            [&](const Job& j) { return is_peer(j.impl) && report.not_available.count(j.impl); }),
+             jobs.end());
   const bool gpu = report.environment.has_gpu;
   if (options.baseline && options.baseline->device != report.environment.gpu_name)
     throw Error("--baseline", options.baseline->path + ": device.name", options.baseline->device,
@@ -128,7 +150,10 @@ BenchReport run_bench(const std::vector<WorkItem>& items, const BenchOptions& op
       if (!worker) start_worker();
       std::string line;
       auto t0 = std::chrono::steady_clock::now();
-      auto reply = worker->request("run " + std::to_string(j) + " " + (gpu ? "1" : "0"), options.timeout_s, &line);
+      const size_t spec = size_t(std::find(specs.begin(), specs.end(), jobs[j].impl) - specs.begin());
+      auto reply = worker->request("run " + std::to_string(jobs[j].item) + " " + std::to_string(spec) + " " +
+                                       (gpu ? "1" : "0"),
+                                   options.timeout_s, &line);
       if (reply == Worker::Reply::line) {
         auto parsed = nlohmann::json::parse(line);
         r = RunResult::from_json(parsed);

@@ -21,6 +21,10 @@ namespace kindex::runner {
 
 struct BenchOptions {
   std::vector<std::string> implementations = {"kindex"};
+  // Peers run beside the implementations only where they are the harness's own baseline (peer_is_baseline_for:
+  // FlashInfer on FlashInfer-Bench's decode definitions, torch.compile on SOL-ExecBench's); a peer whose package is
+  // not installed is listed in the report's not_available and not run.
+  std::vector<std::string> peers;
   std::string reference = "auto";    // auto | cpu-reference | gpu-reference: what outputs are judged against
   std::optional<int> trials;         // correctness rounds of fresh inputs (FIB 3, SOL 10)
   std::optional<int> timing_trials;  // timed trials (FIB 3 = one per round, SOL 1)

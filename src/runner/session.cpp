@@ -7,6 +7,7 @@
 
 #include "runner/device.hpp"
 #include "runner/sinks.hpp"
+#include "runner/solution.hpp"
 #include "catalog/builtin.hpp"
 #include "core/error.hpp"
 
@@ -39,6 +40,7 @@ SessionOptions main_job_options(bool gpu) {
   if (gpu) {
     s.workloads = "all";
     s.bench.implementations = {"kindex"};
+    s.bench.peers = peer_names();  // each where it is its harness's baseline, if installed
   } else {
     s.workloads = "small";
     s.bench.implementations = {"cpu-reference"};

@@ -26,8 +26,10 @@ bool probe_gpu();
 
 // The main job: the three seed problems (gqa_paged_decode_h32_kv4_d128_ps1, gqa_paged_decode_h24_kv4_d128_ps64,
 // SOL L2/003). With a GPU: kindex's kernels on every bundled workload, judged against and timed beside the GPU
-// reference. Without: the CPU reference on the small workloads, each round checked against a second independent
-// call on fresh inputs (a determinism check), timed with the wall clock.
+// reference, and the installed peers where each is its harness's baseline (FlashInfer's decode wrapper in both
+// variants on the decode problems, torch.compile on L2/003; the table gives kindex beside the fastest, and names
+// the peers not installed). Without: the CPU reference on the small workloads, each round checked against a second
+// independent call on fresh inputs (a determinism check), timed with the wall clock.
 SessionOptions main_job_options(bool gpu);
 const std::vector<std::string>& seed_problems();
 

@@ -5,23 +5,48 @@
 #include <sstream>
 
 #include "runner/sinks.hpp"
+#include "runner/solution.hpp"
 
 namespace kindex::runner {
 
+namespace {
+
+std::string format_latency(double ns_value) {
+  char buf[32];
+  if (ns_value <= 0) return std::string("-");
+  if (ns_value < 1e3)
+    std::snprintf(buf, sizeof buf, "%.0f ns", ns_value);
+  else if (ns_value < 1e6)
+    std::snprintf(buf, sizeof buf, "%.2f us", ns_value / 1e3);
+  else if (ns_value < 1e9)
+    std::snprintf(buf, sizeof buf, "%.3f ms", ns_value / 1e6);
+  else
+    std::snprintf(buf, sizeof buf, "%.3f s", ns_value / 1e9);
+  return std::string(buf);
+}
+
+// Columns padded to their widest cell, the header underlined.
+std::string format_table(const std::vector<std::vector<std::string>>& rows) {
+  std::vector<size_t> width(rows[0].size(), 0);
+  for (const auto& row : rows)
+    for (size_t c = 0; c < row.size(); ++c) width[c] = std::max(width[c], row[c].size());
+  std::ostringstream out;
+  for (size_t i = 0; i < rows.size(); ++i) {
+    for (size_t c = 0; c < rows[i].size(); ++c)
+      out << rows[i][c] << std::string(width[c] - rows[i][c].size() + (c + 1 < rows[i].size() ? 2 : 0), ' ');
+    out << "\n";
+    if (i == 0) {
+      size_t total = 0;
+      for (size_t c = 0; c < width.size(); ++c) total += width[c] + (c + 1 < width.size() ? 2 : 0);
+      out << std::string(total, '-') << "\n";
+    }
+  }
+  return out.str();
+}
+
+}  // namespace
+
 std::string results_table(const BenchReport& report) {
-  auto time = [](double ns_value) {
-    char buf[32];
-    if (ns_value <= 0) return std::string("-");
-    if (ns_value < 1e3)
-      std::snprintf(buf, sizeof buf, "%.0f ns", ns_value);
-    else if (ns_value < 1e6)
-      std::snprintf(buf, sizeof buf, "%.2f us", ns_value / 1e3);
-    else if (ns_value < 1e9)
-      std::snprintf(buf, sizeof buf, "%.3f ms", ns_value / 1e6);
-    else
-      std::snprintf(buf, sizeof buf, "%.3f s", ns_value / 1e9);
-    return std::string(buf);
-  };
   auto ratio = [](const std::optional<double>& v) {
     if (!v) return std::string("-");
     char buf[32];
@@ -38,27 +63,65 @@ std::string results_table(const BenchReport& report) {
       if (k == "len_indptr") continue;  // batch_size + 1
       axes += (axes.empty() ? "" : " ") + k + "=" + std::to_string(v);
     }
-    rows.push_back({r.definition, axes, r.implementation, std::string(status_name(r.status)), time(r.latency_ns()),
+    rows.push_back({r.definition, axes, r.implementation, std::string(status_name(r.status)),
+                    format_latency(r.latency_ns()),
                     ratio(r.speedup), ratio(r.headroom_ratio), ratio(r.kindex_ratio), r.timing.timer});
   }
-  std::vector<size_t> width(rows[0].size(), 0);
-  for (const auto& row : rows)
-    for (size_t c = 0; c < row.size(); ++c) width[c] = std::max(width[c], row[c].size());
   std::ostringstream out;
-  for (size_t i = 0; i < rows.size(); ++i) {
-    for (size_t c = 0; c < rows[i].size(); ++c)
-      out << rows[i][c] << std::string(width[c] - rows[i][c].size() + (c + 1 < rows[i].size() ? 2 : 0), ' ');
-    out << "\n";
-    if (i == 0) {
-      size_t total = 0;
-      for (size_t c = 0; c < width.size(); ++c) total += width[c] + (c + 1 < width.size() ? 2 : 0);
-      out << std::string(total, '-') << "\n";
-    }
-  }
+  out << format_table(rows);
   for (const auto& r : report.results)
     if (r.status != RunStatus::passed)
       out << r.definition << " " << r.workload_uuid.substr(0, 8) << " " << r.implementation << ": "
           << status_name(r.status) << ": " << r.message << "\n";
+  out << peer_table(report);
+  return out.str();
+}
+
+std::string peer_table(const BenchReport& report) {
+  // Per workload: kindex's latency and the fastest peer that passed there.
+  struct Row {
+    const RunResult* kindex = nullptr;
+    const RunResult* best = nullptr;
+  };
+  std::vector<std::pair<std::string, Row>> rows;  // in the results' order
+  bool any_peer = false;
+  auto row = [&](const RunResult& r) -> Row& {
+    const std::string key = r.definition + "/" + r.workload_uuid;
+    for (auto& [k, v] : rows)
+      if (k == key) return v;
+    return rows.emplace_back(key, Row{}).second;
+  };
+  for (const auto& r : report.results) {
+    if (r.implementation == "kindex") row(r).kindex = &r;
+    if (!is_peer(r.implementation)) continue;
+    any_peer = true;
+    if (r.status != RunStatus::passed || r.latency_ns() <= 0) continue;
+    Row& w = row(r);
+    if (!w.best || r.latency_ns() < w.best->latency_ns()) w.best = &r;
+  }
+  std::ostringstream out;
+  if (any_peer) {
+    std::vector<std::vector<std::string>> cells = {
+        {"problem", "workload", "kindex", "best peer", "peer latency", "peer / kindex"}};
+    for (const auto& [key, w] : rows) {
+      const RunResult* any = w.kindex ? w.kindex : w.best;
+      if (!any) continue;
+      const bool kindex_ok = w.kindex && w.kindex->status == RunStatus::passed && w.kindex->latency_ns() > 0;
+      std::string ratio = "-";
+      if (kindex_ok && w.best) {
+        char buf[32];
+        std::snprintf(buf, sizeof buf, "%.2fx", w.best->latency_ns() / w.kindex->latency_ns());
+        ratio = buf;
+      }
+      cells.push_back({any->definition, any->workload_uuid.substr(0, 8),
+                       kindex_ok ? format_latency(w.kindex->latency_ns())
+                                 : w.kindex ? std::string(status_name(w.kindex->status)) : "-",
+                       w.best ? w.best->implementation : "(none passed)",
+                       w.best ? format_latency(w.best->latency_ns()) : "-", ratio});
+    }
+    out << "\nkindex beside the best peer that ran (peer / kindex > 1: kindex is faster)\n" << format_table(cells);
+  }
+  for (const auto& [spec, why] : report.not_available) out << "peer " << spec << " not available: " << why << "\n";
   return out.str();
 }
 

@@ -49,9 +49,13 @@ json trace_line(const RunResult& r, const catalog::Workload& w, const Environmen
     evaluation["performance"] = {
         {"latency_ms", ms}, {"reference_latency_ms", ref_ms}, {"speedup_factor", r.speedup.value_or(0.0)}};
   }
+  // A harness's solution is named as the harness's own trace names it (its name; kindex keeps it as the version).
+  const std::string& interface = r.implementation_info.interface;
+  const bool harness_solution = interface == "flashinfer_bench_solution" || interface == "sol_execbench_solution";
   return {{"definition", r.definition},
           {"workload", problem_manifest::workload_document(w)},
-          {"solution", r.implementation},
+          {"solution", harness_solution && !r.implementation_info.version.empty() ? r.implementation_info.version
+                                                                                  : r.implementation},
           {"evaluation", evaluation}};
 }
 

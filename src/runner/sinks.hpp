@@ -69,6 +69,9 @@ nlohmann::json trace_line(const RunResult& r, const catalog::Workload& workload,
 
 // The human table: problem, workload, implementation, status, latency, speedup, floor ratios.
 std::string results_table(const BenchReport& report);
+// kindex beside the fastest peer that passed on each workload, with the ratio, and the peers not available
+// ("" when the report has no peer and none was missing). Part of results_table.
+std::string peer_table(const BenchReport& report);
 
 // Writes `text` to `path` (creating its directory) and lists it in `files`. Throws Error naming --out.
 void write_output_file(const std::string& path, const std::string& text, std::vector<std::string>& files);

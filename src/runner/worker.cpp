@@ -1,9 +1,12 @@
 #include "runner/worker.hpp"
 
+#include <fcntl.h>
 #include <poll.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <csignal>
@@ -31,11 +34,15 @@ bool write_all(int fd, const std::string& s) {
 Worker::Worker(const Serve& serve) {
     int down[2], up[2];
     if (pipe(down) != 0 || pipe(up) != 0) throw std::runtime_error("pipe failed: " + std::string(strerror(errno)));
+    const pid_t parent = getpid();
     std::cout.flush();
     std::cerr.flush();
     pid_ = fork();
     if (pid_ < 0) throw std::runtime_error("fork failed: " + std::string(strerror(errno)));
     if (pid_ == 0) {
+      // A worker dies with the runner (killed at a time limit, interrupted), rather than finishing its run alone.
+      prctl(PR_SET_PDEATHSIG, SIGKILL);
+      if (getppid() != parent) _exit(1);
       ::close(down[1]);
       ::close(up[0]);
       signal(SIGPIPE, SIG_DFL);
@@ -62,6 +69,41 @@ Worker::Worker(const Serve& serve) {
     ::close(up[1]);
     to_ = down[1];
     from_ = up[0];
+}
+
+Worker::Worker(const std::vector<std::string>& argv, const std::string& stderr_path) {
+  if (argv.empty()) throw std::runtime_error("Worker: no program to run");
+  int down[2], up[2];
+  if (pipe(down) != 0 || pipe(up) != 0) throw std::runtime_error("pipe failed: " + std::string(strerror(errno)));
+  std::vector<char*> args;
+  for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  const pid_t parent = getpid();
+  std::cout.flush();
+  std::cerr.flush();
+  pid_ = fork();
+  if (pid_ < 0) throw std::runtime_error("fork failed: " + std::string(strerror(errno)));
+  if (pid_ == 0) {
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (getppid() != parent) _exit(127);  // the parent died before prctl
+    signal(SIGPIPE, SIG_DFL);
+    dup2(down[0], 0);
+    dup2(up[1], 1);
+    int err = ::open(stderr_path.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+    if (err >= 0) dup2(err, 2);
+    // Nothing else of this process's: above all not its own pipes to the runner, which must see them close when
+    // this process dies.
+    for (int fd = 3, n = int(std::min<long>(sysconf(_SC_OPEN_MAX), 65536)); fd < n; ++fd) ::close(fd);
+    execvp(args[0], args.data());
+    _exit(127);
+  }
+  ::close(down[0]);
+  ::close(up[1]);
+  to_ = down[1];
+  from_ = up[0];
+  // The runner's other pipes must not leak into later children.
+  fcntl(to_, F_SETFD, FD_CLOEXEC);
+  fcntl(from_, F_SETFD, FD_CLOEXEC);
 }
 
 Worker::Reply Worker::request(const std::string& line, double timeout_s, std::string* reply) {

@@ -1,11 +1,13 @@
 #pragma once
 // A worker process: forked from the runner before CUDA is touched, it answers one request line with one reply
 // line. A crash, a hang (killed at the timeout) or a sticky CUDA error ends that worker; the runner starts another.
+// A worker dies with the process that started it (PR_SET_PDEATHSIG).
 #include <signal.h>
 #include <sys/types.h>
 
 #include <functional>
 #include <string>
+#include <vector>
 
 namespace kindex::runner {
 
@@ -14,6 +16,10 @@ class Worker {
   // serve(request, &exit_after) -> reply; the worker exits after the reply when exit_after is set.
   using Serve = std::function<std::string(const std::string&, bool*)>;
   explicit Worker(const Serve& serve);  // forks
+  // Forks and runs argv[0] (searched on PATH) with the request pipe as its stdin and the reply pipe as its stdout,
+  // and `stderr_path` (appended to) as its stderr. It dies with this process (PR_SET_PDEATHSIG), so a worker killed
+  // at its timeout leaves no orphan. A program that cannot be started exits with code 127.
+  Worker(const std::vector<std::string>& argv, const std::string& stderr_path);
   ~Worker() { stop(); }
   Worker(const Worker&) = delete;
   Worker& operator=(const Worker&) = delete;

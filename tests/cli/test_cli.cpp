@@ -164,6 +164,8 @@ TEST_F(BenchCli, BadArgumentsNameTheArgumentAndTheValue) {
       {"bench " + kProblem + "--timeout 0", "--timeout"},
       {"bench " + kProblem + "--reference numpy", "--reference"},
       {"bench " + kProblem + "--baseline /no/such/baseline.json", "--baseline: /no/such/baseline.json: cannot be read"},
+      {"bench " + kProblem + "--impl solution:/no/such/solution.json", "--impl = solution:/no/such/solution.json"},
+      {"bench " + kProblem + "--peer triton", "--peer: triton not in"},
   };
   for (const auto& c : cases) {
     Outcome o = run(c.args);

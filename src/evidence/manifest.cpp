@@ -84,6 +84,23 @@ json correctness_json(const Correctness& c) {
 
 }  // namespace
 
+std::string clip_text(std::string_view utf8, size_t max_chars) {
+  if (max_chars == 0) return {};
+  // Characters are counted at their first byte (a continuation byte is 10xxxxxx).
+  size_t chars = 0, cut = utf8.size(), keep = 0;
+  for (size_t i = 0; i < utf8.size(); ++i) {
+    if ((static_cast<unsigned char>(utf8[i]) & 0xC0) == 0x80) continue;
+    if (chars == max_chars - 1) keep = i;  // where "…" goes if the text is too long
+    if (chars == max_chars) {
+      cut = i;
+      break;
+    }
+    ++chars;
+  }
+  if (cut == utf8.size()) return std::string(utf8);
+  return std::string(utf8.substr(0, keep)) + "\u2026";
+}
+
 Manifest make_manifest(json document, const std::string& where) {
   validate_manifest(document, where);
   Manifest m;

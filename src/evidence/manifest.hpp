@@ -30,12 +30,17 @@ struct Manifest {
 
 struct Metadata {
   std::string name;  // required: ^[a-z0-9][a-z0-9._-]*$
-  std::string title;
-  std::string description;
+  std::string title;        // at most kMaxTitleChars characters
+  std::string description;  // at most kMaxDescriptionChars characters
   std::map<std::string, std::string> labels;
   std::vector<std::string> author_names;
   std::vector<std::string> source_urls;
 };
+
+// The schema's limits on metadata text (characters, i.e. code points), and a text cut to fit one of them: whole
+// UTF-8 sequences only, the last kept character replaced by "…" when something was cut.
+inline constexpr size_t kMaxTitleChars = 200, kMaxDescriptionChars = 2000;
+std::string clip_text(std::string_view utf8, size_t max_chars);
 
 // Normalises, validates (throws kindex::Error naming `where`, the JSON pointer, the value and the rule) and
 // digests a manifest document {apiVersion, kind, metadata, spec}.

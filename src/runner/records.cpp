@@ -45,8 +45,8 @@ evidence::Manifest implementation_manifest(const ImplementationInfo& info, const
                                            const std::string& operation_digest, const Environment& env) {
   evidence::ImplementationRevisionModel m;
   m.metadata.name = manifest_name(info.name + "-" + def.name);
-  m.metadata.title = info.name + " · " + def.name;
-  m.metadata.description = info.description.substr(0, 2000);
+  m.metadata.title = evidence::clip_text(info.name + " · " + def.name, evidence::kMaxTitleChars);
+  m.metadata.description = evidence::clip_text(info.description, evidence::kMaxDescriptionChars);
   m.version = info.version.empty() ? env.kindex_version : info.version;
   if (info.path.empty() && is_hex40(env.kindex_commit)) m.commit = env.kindex_commit;
   m.operation_spec_digest = operation_digest;
@@ -80,7 +80,7 @@ evidence::Manifest protocol_manifest(const RunResult& r, const Environment& env,
   std::string timer = r.timing.timer;
   if (timer.empty()) timer = r.timed_on_device ? (prefer_cupti ? "cupti_activity" : "cuda_events") : "wall_clock";
   m.metadata.name = manifest_name("kindex-bench-" + r.source + "-" + timer);
-  m.metadata.title = "kindex bench, " + r.source + " protocol (" + timer + ")";
+  m.metadata.title = evidence::clip_text("kindex bench, " + r.source + " protocol (" + timer + ")", evidence::kMaxTitleChars);
   m.harness_name = "kindex bench";
   m.harness_version = env.kindex_version;
   if (is_hex40(env.kindex_commit)) m.harness_commit = env.kindex_commit;
@@ -118,7 +118,8 @@ evidence::Manifest environment_manifest(const Environment& env) {
   evidence::ExecutionEnvironmentModel m;
   if (env.has_gpu) {
     m.metadata.name = manifest_name(env.gpu_name + "-" + env.driver_version + "-cuda-" + env.cuda_runtime_version);
-    m.metadata.title = env.gpu_name + " (driver " + env.driver_version + ", CUDA " + env.cuda_runtime_version + ")";
+    m.metadata.title = evidence::clip_text(
+        env.gpu_name + " (driver " + env.driver_version + ", CUDA " + env.cuda_runtime_version + ")", evidence::kMaxTitleChars);
     m.vendor = "nvidia";
     m.product = env.gpu_name;
     m.architecture = env.architecture;
@@ -133,7 +134,7 @@ evidence::Manifest environment_manifest(const Environment& env) {
   } else {
     const std::string& cpu = env.cpu_model;
     m.metadata.name = manifest_name("cpu-" + cpu + "-" + std::to_string(env.cpu_threads) + "-threads");
-    m.metadata.title = cpu + ", " + std::to_string(env.cpu_threads) + " threads (no GPU)";
+    m.metadata.title = evidence::clip_text(cpu + ", " + std::to_string(env.cpu_threads) + " threads (no GPU)", evidence::kMaxTitleChars);
     m.vendor =
         cpu.find("AMD") != std::string::npos ? "amd" : (cpu.find("Intel") != std::string::npos ? "intel" : "cpu");
     m.product = cpu.empty() ? "unknown CPU" : cpu;
@@ -157,8 +158,8 @@ evidence::Manifest run_manifest(const RunResult& r, const std::string& impl_dige
   evidence::BenchmarkRunModel m;
   m.metadata.name = manifest_name("kindex-" + r.implementation.substr(0, 60) + "-" + r.definition + "-" +
                                   r.workload_uuid.substr(0, 8));
-  m.metadata.title = r.implementation + " · " + r.definition + " · " + r.workload_uuid;
-  if (!r.message.empty()) m.metadata.description = r.message.substr(0, 2000);
+  m.metadata.title = evidence::clip_text(r.implementation + " · " + r.definition + " · " + r.workload_uuid, evidence::kMaxTitleChars);
+  if (!r.message.empty()) m.metadata.description = evidence::clip_text(r.message, evidence::kMaxDescriptionChars);
   m.implementation_digest = impl_digest;
   m.workload_digest = workload_digest;
   m.protocol_digest = protocol_digest;

@@ -6,6 +6,7 @@
 
 #include "core/error.hpp"
 #include "evidence/digest.hpp"
+#include "evidence/manifest.hpp"
 #include "evidence/reader.hpp"
 #include "evidence/schema.hpp"
 #include "support/paths.hpp"
@@ -272,4 +273,15 @@ TEST(Schema, RulesNameThePointerValueAndRule) {
 
   EXPECT_NE(error_of([] { validate_manifest(json{{"kind", "Bogus"}}, "x"); }).find("unknown manifest kind"), std::string::npos);
   EXPECT_NE(error_of([] { validate_manifest(json::array(), "x"); }).find("object"), std::string::npos);
+}
+
+// Metadata text cut to the schema's limits counts characters, never splits a UTF-8 sequence, and says it was cut.
+TEST(Manifests, ClipTextCutsWholeCharacters) {
+  EXPECT_EQ(clip_text("short", 200), "short");
+  EXPECT_EQ(clip_text("abcdef", 6), "abcdef");
+  EXPECT_EQ(clip_text("abcdefg", 6), "abcde\u2026");
+  EXPECT_EQ(clip_text("\u00e9\u00e9\u00e9\u00e9", 3), "\u00e9\u00e9\u2026");  // 2-byte characters
+  EXPECT_EQ(clip_text("ab\u20ac\u20accd", 4), "ab\u20ac\u2026");               // a 3-byte one kept whole
+  EXPECT_EQ(clip_text("abc", 0), "");
+  EXPECT_EQ(clip_text(std::string(500, 't'), kMaxTitleChars).size(), 199u + 3u);  // 199 ASCII + one 3-byte "…"
 }

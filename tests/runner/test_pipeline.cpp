@@ -190,6 +190,10 @@ TEST(Pipeline, GpuShapedRecordsAreValidManifests) {
   r.timed_on_device = true;
   r.timing.timer = r.reference_timing.timer = "cupti_activity";
   r.protocol = {6, 10, 50, true};
+  // A solution named by its path, longer than the schema's 200-character titles (an H200 run of a FlashInfer-Bench
+  // solution failed so): the titles and descriptions are cut to fit, on a character boundary.
+  r.implementation = r.implementation_info.name = "solution:/" + std::string(150, 'd') + "/\u00e9" + std::string(150, 's');
+  r.implementation_info.description = std::string(2500, 'x');
   auto written = write_outputs(report, items, {dir.string(), "sqlite:" + (dir / "db" / "k.db").string()});
   EXPECT_EQ(written.runs_recorded, 1);
   int manifests = 0;
@@ -203,6 +207,11 @@ TEST(Pipeline, GpuShapedRecordsAreValidManifests) {
     }
     if (m["kind"] == "BenchmarkProtocol") {
       EXPECT_EQ(m["spec"]["measurement"]["timer"], "cupti_activity");
+    }
+    if (m["kind"] == "ImplementationRevision") {
+      const std::string title = m["metadata"]["title"];
+      EXPECT_EQ(title.substr(0, 160), r.implementation.substr(0, 160));
+      EXPECT_TRUE(title.ends_with("\u2026")) << title;
     }
     ++manifests;
   }

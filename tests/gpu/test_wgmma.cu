@@ -4,7 +4,8 @@
 // documented accumulator layout, must equal a plain CPU product exactly (the operands are small multiples of 1/4,
 // so every product and partial sum is exact in fp32 whatever the summation order). One layout, descriptor or
 // fragment mapping wrong anywhere shows up as a mismatch here before it shows up as a wrong gradient.
-//   dP = dO V^T:  A and B K-major from shared memory, N = 64, K = 128 (two 64-column blocks of each operand)
+//   dP = dO V^T:  A and B K-major from shared memory, N = 64, K = 128 (two 64-column blocks of each operand);
+//                 and A from registers (mma.sync A fragments) with B K-major
 //   dQ = dS K:    A from registers (mma.sync A fragments), B MN-major, N = 128, K = 64
 //   dV = A^T dO:  A and B MN-major from shared memory, N = 128, K = 64, A taken from the second 64-column block of
 //                 a 128-column tile (the descriptor's block offset)
@@ -26,7 +27,8 @@ namespace {
 using bf16 = __nv_bfloat16;
 using namespace kindex::ptx;
 
-enum class Form { ss_kmajor_n64, rs_mnmajor_n128, ss_mnmajor_n128 };
+enum class Form { ss_kmajor_n64, rs_kmajor_n64, rs_mnmajor_n128, ss_mnmajor_n128 };
+__host__ __device__ constexpr bool register_a(Form f) { return f == Form::rs_kmajor_n64 || f == Form::rs_mnmajor_n128; }
 
 struct FormShape {
   int n, k;             // product 64 x n over k
@@ -35,9 +37,10 @@ struct FormShape {
 };
 // dP: A = dO [64][128], B = V [64][128] (C = A B^T). dQ: A = dS [64][64], B = K [64][128] (C = A B).
 // dV: A = X [64][128] used as X[:, 64:128]^T, B = dO [64][128] (C = X[:, 64:]^T B).
-constexpr FormShape shape_of(Form f) {
+__host__ __device__ constexpr FormShape shape_of(Form f) {
   switch (f) {
-    case Form::ss_kmajor_n64: return {64, 128, 64, 128, 64, 128};
+    case Form::ss_kmajor_n64:
+    case Form::rs_kmajor_n64: return {64, 128, 64, 128, 64, 128};
     case Form::rs_mnmajor_n128: return {128, 64, 64, 64, 64, 128};
     case Form::ss_mnmajor_n128: return {128, 64, 64, 128, 64, 128};
   }
@@ -60,7 +63,7 @@ __global__ void wgmma_tile_kernel(const bf16* a, const bf16* b, float* c) {
   uint8_t* smem = raw + ((1024 - uint32_t(__cvta_generic_to_shared(raw)) % 1024) % 1024);
   uint8_t* tile_a = smem;
   uint8_t* tile_b = smem + 64 * 128 * 2;
-  if (kForm != Form::rs_mnmajor_n128) store_tile(tile_a, a, s.a_rows, s.a_cols);
+  if (!register_a(kForm)) store_tile(tile_a, a, s.a_rows, s.a_cols);
   store_tile(tile_b, b, s.b_rows, s.b_cols);
   fence_proxy_async_shared();
   __syncthreads();
@@ -72,7 +75,7 @@ __global__ void wgmma_tile_kernel(const bf16* a, const bf16* b, float* c) {
   for (int i = 0; i < s.n / 2; ++i) d[i] = -1.f;  // overwritten: the first k-step does not accumulate
   // A fragments for the register form, straight from global memory (rows 16 warp + g, + 8).
   uint32_t frag[s.k / 16][4];
-  if constexpr (kForm == Form::rs_mnmajor_n128) {
+  if constexpr (register_a(kForm)) {
     const int r0 = warp * 16 + g;
     auto pair = [&](int r, int col) {
       __nv_bfloat162 v{a[r * s.a_cols + col], a[r * s.a_cols + col + 1]};
@@ -93,6 +96,8 @@ __global__ void wgmma_tile_kernel(const bf16* a, const bf16* b, float* c) {
     const int k0 = kc * 16;
     if constexpr (kForm == Form::ss_kmajor_n64) {
       Wgmma<64>::ss<kKMajor, kKMajor>(d, kmajor_descriptor(sa, 64, k0), kmajor_descriptor(sb, 64, k0), kc > 0);
+    } else if constexpr (kForm == Form::rs_kmajor_n64) {
+      Wgmma<64>::rs<kKMajor>(d, frag[kc], kmajor_descriptor(sb, 64, k0), kc > 0);
     } else if constexpr (kForm == Form::rs_mnmajor_n128) {
       Wgmma<128>::rs<kMnMajor>(d, frag[kc], mnmajor_descriptor(sb, 64, k0, 0), kc > 0);
     } else {
@@ -151,7 +156,8 @@ void check_form() {
       for (int k = 0; k < s.k; ++k) {
         double x = 0, y = 0;
         switch (kForm) {
-          case Form::ss_kmajor_n64: x = a[m * s.a_cols + k], y = b[n * s.b_cols + k]; break;
+          case Form::ss_kmajor_n64:
+          case Form::rs_kmajor_n64: x = a[m * s.a_cols + k], y = b[n * s.b_cols + k]; break;
           case Form::rs_mnmajor_n128: x = a[m * s.a_cols + k], y = b[k * s.b_cols + n]; break;
           case Form::ss_mnmajor_n128: x = a[k * s.a_cols + 64 + m], y = b[k * s.b_cols + n]; break;
         }
@@ -188,6 +194,7 @@ void check_form() {
 }
 
 TEST(Wgmma, KMajorOperandsFromSharedMemoryN64) { check_form<Form::ss_kmajor_n64>(); }
+TEST(Wgmma, RegisterAWithKMajorBN64) { check_form<Form::rs_kmajor_n64>(); }
 TEST(Wgmma, RegisterAWithMnMajorBN128) { check_form<Form::rs_mnmajor_n128>(); }
 TEST(Wgmma, MnMajorOperandsFromSharedMemoryN128) { check_form<Form::ss_mnmajor_n128>(); }
 

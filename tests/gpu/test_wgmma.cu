@@ -9,6 +9,9 @@
 //   dQ = dS K:    A from registers (mma.sync A fragments), B MN-major, N = 128, K = 64
 //   dV = A^T dO:  A and B MN-major from shared memory, N = 128, K = 64, A taken from the second 64-column block of
 //                 a 128-column tile (the descriptor's block offset)
+// And the TMA path the next kernels will load through (common/tma.cuh, tensor_map.hpp): two 64-column boxes of each
+// of two matrices into shared memory, completing one mbarrier, must land byte for byte in that same layout, rows past
+// the matrix as zeros, and feed the dV-form product exactly.
 // Skips without a device of compute capability 9.0 (the only one wgmma exists on).
 #include <gtest/gtest.h>
 
@@ -20,6 +23,8 @@
 #include <string>
 #include <vector>
 
+#include "kernels/common/tensor_map.hpp"
+#include "kernels/common/tma.cuh"
 #include "kernels/common/wgmma.cuh"
 
 namespace {
@@ -118,6 +123,46 @@ __global__ void wgmma_tile_kernel(const bf16* a, const bf16* b, float* c) {
     }
 }
 
+// Rows row0 .. row0 + 63 of X and Y (both [rows][128]) by TMA, two 64-column boxes each, into swizzled tiles; the X
+// tile's bytes go to `raw`, and c = X_tile[:, 64:128]^T Y_tile (the dV form) to `c`.
+__global__ void tma_tile_kernel(const __grid_constant__ CUtensorMap map_x, const __grid_constant__ CUtensorMap map_y,
+                                int row0, bf16* raw, float* c) {
+  __shared__ uint8_t buffer[2 * 64 * 128 * 2 + 1024];
+  __shared__ uint64_t barrier;
+  uint8_t* smem = buffer + ((1024 - uint32_t(__cvta_generic_to_shared(buffer)) % 1024) % 1024);
+  const uint32_t sx = uint32_t(__cvta_generic_to_shared(smem)), sy = sx + 64 * 128 * 2;
+  const uint32_t bar = uint32_t(__cvta_generic_to_shared(&barrier));
+  if (threadIdx.x == 0) {
+    mbarrier_init(bar, 1);
+    mbarrier_init_fence();
+  }
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    mbarrier_arrive_expect_tx(bar, 4 * 64 * 64 * 2);
+    for (int block = 0; block < 2; ++block) {
+      tma_load_2d(sx + block * 64 * 128, &map_x, bar, block * 64, row0);
+      tma_load_2d(sy + block * 64 * 128, &map_y, bar, block * 64, row0);
+    }
+  }
+  mbarrier_wait(bar, 0);
+  for (int i = threadIdx.x; i < 64 * 128; i += blockDim.x) raw[i] = reinterpret_cast<const bf16*>(smem)[i];
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+  float d[64];
+  wgmma_fence_operands(d);
+  wgmma_fence();
+#pragma unroll
+  for (int kc = 0; kc < 4; ++kc)
+    Wgmma<128>::ss<kMnMajor, kMnMajor>(d, mnmajor_descriptor(sx, 64, kc * 16, 64),
+                                       mnmajor_descriptor(sy, 64, kc * 16, 0), kc > 0);
+  wgmma_commit();
+  wgmma_wait<0>();
+  wgmma_fence_operands(d);
+#pragma unroll
+  for (int i = 0; i < 16; ++i)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) c[(warp * 16 + g + (e >> 1) * 8) * 128 + i * 8 + 2 * t + (e & 1)] = d[4 * i + e];
+}
+
 bool have_sm90() {
   int n = 0, major = 0, minor = 0;
   if (cudaGetDeviceCount(&n) != cudaSuccess || n == 0) return false;
@@ -191,6 +236,54 @@ void check_form() {
         first = "(" + std::to_string(m) + ", " + std::to_string(n) + "): got " + std::to_string(got[m * s.n + n]) +
                 ", want " + std::to_string(want[m * s.n + n]);
   EXPECT_EQ(mismatches, 0) << "of " << want.size() << " elements; first " << first;
+}
+
+TEST(Wgmma, TmaLoadsTheSwizzledLayoutWithZeroFill) {
+  if (!have_sm90()) GTEST_SKIP() << "needs a device of compute capability 9.0 (wgmma)";
+  constexpr int kRows = 100, kRow0 = 64;  // rows 64..99 exist, 100..127 of the tile read as zeros
+  const std::vector<float> x = small_values(size_t(kRows) * 128, 21), y = small_values(size_t(kRows) * 128, 22);
+  std::vector<bf16> x16(x.begin(), x.end()), y16(y.begin(), y.end());
+  bf16 *dx = nullptr, *dy = nullptr, *draw = nullptr;
+  float* dc = nullptr;
+  CUDA_OK(cudaMalloc(&dx, x16.size() * sizeof(bf16)));
+  CUDA_OK(cudaMalloc(&dy, y16.size() * sizeof(bf16)));
+  CUDA_OK(cudaMalloc(&draw, 64 * 128 * sizeof(bf16)));
+  CUDA_OK(cudaMalloc(&dc, 64 * 128 * sizeof(float)));
+  CUDA_OK(cudaMemcpy(dx, x16.data(), x16.size() * sizeof(bf16), cudaMemcpyHostToDevice));
+  CUDA_OK(cudaMemcpy(dy, y16.data(), y16.size() * sizeof(bf16), cudaMemcpyHostToDevice));
+  CUDA_OK(cudaMemset(draw, 0xff, 64 * 128 * sizeof(bf16)));
+  CUDA_OK(cudaMemset(dc, 0xff, 64 * 128 * sizeof(float)));
+  CUtensorMap map_x{}, map_y{};
+  std::string error;
+  ASSERT_TRUE(kindex::kernels::encode_sw128_map(map_x, dx, kRows, 128, 128, 64, error)) << error;
+  ASSERT_TRUE(kindex::kernels::encode_sw128_map(map_y, dy, kRows, 128, 128, 64, error)) << error;
+  tma_tile_kernel<<<1, 128>>>(map_x, map_y, kRow0, draw, dc);
+  CUDA_OK(cudaGetLastError());
+  CUDA_OK(cudaDeviceSynchronize());
+  std::vector<bf16> raw(64 * 128);
+  std::vector<float> got(64 * 128);
+  CUDA_OK(cudaMemcpy(raw.data(), draw, raw.size() * sizeof(bf16), cudaMemcpyDeviceToHost));
+  CUDA_OK(cudaMemcpy(got.data(), dc, got.size() * sizeof(float), cudaMemcpyDeviceToHost));
+  cudaFree(dx);
+  cudaFree(dy);
+  cudaFree(draw);
+  cudaFree(dc);
+
+  auto x_at = [&](int r, int col) { return kRow0 + r < kRows ? x[(kRow0 + r) * 128 + col] : 0.f; };
+  auto y_at = [&](int r, int col) { return kRow0 + r < kRows ? y[(kRow0 + r) * 128 + col] : 0.f; };
+  int layout_mismatches = 0;
+  for (int r = 0; r < 64; ++r)
+    for (int col = 0; col < 128; ++col)
+      if (float(raw[sw128_offset(64, r, col) / 2]) != x_at(r, col)) ++layout_mismatches;
+  EXPECT_EQ(layout_mismatches, 0) << "of 8192 elements of the X tile not where sw128_offset puts them";
+  int product_mismatches = 0;
+  for (int m = 0; m < 64; ++m)
+    for (int n = 0; n < 128; ++n) {
+      double want = 0;
+      for (int k = 0; k < 64; ++k) want += double(x_at(k, 64 + m)) * y_at(k, n);
+      if (double(got[m * 128 + n]) != want) ++product_mismatches;
+    }
+  EXPECT_EQ(product_mismatches, 0) << "of 8192 elements of X[:, 64:]^T Y from the TMA-loaded tiles";
 }
 
 TEST(Wgmma, KMajorOperandsFromSharedMemoryN64) { check_form<Form::ss_kmajor_n64>(); }

@@ -238,14 +238,10 @@ struct RowLayout {
 };
 
 template <RowPass kPass, bool kStoredDp, int kWarps, bool kWgmma>
-__global__ void __launch_bounds__(kWarps * 32, RowLayout<kPass, kStoredDp, kWarps, kWgmma>::kMinBlocks)
-    row_kernel(const AttentionArgs p) {
+__device__ __forceinline__ void row_kernel_body(const AttentionArgs& p) {
   using L = RowLayout<kPass, kStoredDp, kWarps, kWgmma>;
   constexpr bool kSums = L::kSums;
   constexpr int kThreads = L::kThreads, kRows = L::kRows;
-#if !KINDEX_HAVE_WGMMA
-  if constexpr (kWgmma) __trap();  // never launched where wgmma does not exist (wgmma_supported)
-#endif
   extern __shared__ __align__(128) uint8_t smem_raw[];
   uint8_t* smem = kWgmma ? align_1024(smem_raw) : smem_raw;
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
@@ -455,6 +451,15 @@ __global__ void __launch_bounds__(kWarps * 32, RowLayout<kPass, kStoredDp, kWarp
   }
 }
 
+// The wgmma form exists only where wgmma does (sm_90a); elsewhere (sm_80, sm_100a) it is a stub that traps, never
+// launched (wgmma_supported), and its body is not even compiled.
+template <RowPass kPass, bool kStoredDp, int kWarps, bool kWgmma>
+__global__ void __launch_bounds__(kWarps * 32, RowLayout<kPass, kStoredDp, kWarps, kWgmma>::kMinBlocks)
+    row_kernel(const AttentionArgs p) {
+  if constexpr (kWgmma && !KINDEX_HAVE_WGMMA) __trap();
+  else row_kernel_body<kPass, kStoredDp, kWarps, kWgmma>(p);
+}
+
 // The column kernels, one CTA per (16 kWarps key rows, KV group, batch), one matmul per tile over the 4 heads of the
 // group and all 64-query blocks, the GQA sum being the fp32 accumulation itself:
 //   ColumnGrad::value: dV += A^T dO  (needs only dO, so it runs beside the row passes)
@@ -476,14 +481,10 @@ struct ColumnLayout {
 };
 
 template <ColumnGrad kGrad, int kWarps, bool kWgmma>
-__global__ void __launch_bounds__(kWarps * 32, ColumnLayout<kWarps, kWgmma>::kMinBlocks)
-    column_kernel(const AttentionArgs p) {
+__device__ __forceinline__ void column_kernel_body(const AttentionArgs& p) {
   using L = ColumnLayout<kWarps, kWgmma>;
   constexpr bool kKey = kGrad == ColumnGrad::key;
   constexpr int kThreads = L::kThreads, kKeys = L::kKeys, kStages = L::kStages;
-#if !KINDEX_HAVE_WGMMA
-  if constexpr (kWgmma) __trap();  // never launched where wgmma does not exist (wgmma_supported)
-#endif
   extern __shared__ __align__(128) uint8_t smem_raw[];
   uint8_t* smem = kWgmma ? align_1024(smem_raw) : smem_raw;
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
@@ -570,6 +571,13 @@ __global__ void __launch_bounds__(kWarps * 32, ColumnLayout<kWarps, kWgmma>::kMi
     float* out = p.column_partials + (int64_t(kKey ? splits : 0) + part) * tokens * kKvCols;
     store_partial(acc, out, b, S, j0 + warp * 16, grp * kDim, lane);
   }
+}
+
+template <ColumnGrad kGrad, int kWarps, bool kWgmma>
+__global__ void __launch_bounds__(kWarps * 32, ColumnLayout<kWarps, kWgmma>::kMinBlocks)
+    column_kernel(const AttentionArgs p) {
+  if constexpr (kWgmma && !KINDEX_HAVE_WGMMA) __trap();  // as row_kernel
+  else column_kernel_body<kGrad, kWarps, kWgmma>(p);
 }
 
 template <class Kernel>

@@ -402,7 +402,8 @@ int main(int argc, char** argv) {
               geomean, score_sum / count, faster, count, score_other_sum / count, score_best_sum / count);
   const nlohmann::json doc = {
       {"problem", "sol-execbench L2/003_grouped_query_attention_with_rope_backward"},
-      {"implementation", "kindex layer_backward v4 (tuned cuBLASLt GEMMs + mma.sync attention, dS stored, dK/dV sums split over CTAs)"},
+      {"implementation", "kindex layer_backward v5 (tuned cuBLASLt GEMMs + attention kernels on attention_kernels' "
+                         "instructions, schedule attention_schedule, dK/dV sums split over CTAs on small grids)"},
       {"attention_schedule", schedule_name(schedule)},
       {"attention_tiling", primary.tiling.row_warps == 0
                                ? std::string("default_tiling (4,4)")

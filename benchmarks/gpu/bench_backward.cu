@@ -14,7 +14,7 @@
 // workload and variant, a summary per variant, JSON with all of it); SPEC = store|recompute:R:C:v3|value|high|rows
 // optionally followed by :N, the cap on the split of the dK/dV sums (1: no split, as in v3; default 8), and then by
 // :wgmma or :mma_sync, the attention kernels' instructions (attention.hpp AttentionKernels; default mma_sync;
-// wgmma needs R = C = 4 and an sm_90 device). --kernels picks them for the primary variant.
+// wgmma needs an sm_90 device). --kernels picks them for the primary variant.
 #include <cuda_runtime.h>
 
 #include <algorithm>

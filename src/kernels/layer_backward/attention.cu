@@ -91,8 +91,9 @@ __device__ __forceinline__ uint8_t* align_1024(uint8_t* smem) {
 
 // The kRows x kCols attn_weights tile at (i0, j0) of one (batch, head) [S, S] matrix stored with row stride `ld` (a
 // multiple of 8 elements, so every 16-byte chunk is aligned; columns S..ld-1 hold zeros); entries outside the
-// matrix are 0. Tile rows are kCols / 8 swizzled 16-byte chunks.
-template <int kRows, int kCols, int kThreads>
+// matrix are 0. Tile rows are kCols / 8 swizzled 16-byte chunks, or (kSw128) wgmma's 64-column swizzled blocks (the
+// same bytes when kCols is 64).
+template <int kRows, int kCols, int kThreads, bool kSw128 = false>
 __device__ __forceinline__ void load_a_tile(uint32_t tile, const bf16* a, int S, int64_t ld, int i0, int j0, int tid) {
   constexpr int kChunks = kCols / 8;
   static_assert(kRows * kChunks % kThreads == 0);
@@ -100,7 +101,9 @@ __device__ __forceinline__ void load_a_tile(uint32_t tile, const bf16* a, int S,
   for (int k = 0; k < kRows * kChunks / kThreads; ++k) {
     const int q = tid + k * kThreads, r = q / kChunks, ch = q % kChunks, row = i0 + r, col = j0 + ch * 8;
     const bool valid = row < S && col < S;  // a chunk that starts inside the row ends inside ld
-    cp_async16(tile + r * (kChunks * 16) + ((ch ^ (r & 7)) << 4), a + (valid ? row * ld + col : 0), valid);
+    const uint32_t offset =
+        kSw128 ? sw128_chunk_offset(kRows, r, ch) : uint32_t(r * (kChunks * 16) + ((ch ^ (r & 7)) << 4));
+    cp_async16(tile + offset, a + (valid ? row * ld + col : 0), valid);
   }
 }
 
@@ -219,7 +222,6 @@ __global__ void column_reduce_kernel(const AttentionArgs p, const float* __restr
 enum class RowPass { row_sums, grad_q };
 template <RowPass kPass, bool kStoredDp, int kWarps, bool kWgmma = false>
 struct RowLayout {
-  static_assert(!kWgmma || kWarps == 4, "one warpgroup per CTA");
   static constexpr int kThreads = kWarps * 32, kRows = kWarps * 16;
   static constexpr bool kSums = kPass == RowPass::row_sums;
   static constexpr bool kNeedDo = kSums || !kStoredDp;  // dP is computed here
@@ -233,8 +235,10 @@ struct RowLayout {
   static constexpr uint32_t kStagesOffset = kNeedDo ? kDoBytes : 0;  // after the dO tile
   static constexpr uint32_t kSmem = kStagesOffset + 2 * kStage + (kWgmma ? 1024 : 0);
   // 4 warps: 64 KB passes fit 3 CTAs per SM when they keep to 168 registers. 8 warps: 96 KB passes fit 2 CTAs per
-  // SM at 128 registers (no spills: checked with -Xptxas -v); the 128 KB recompute_dp grad_q pass runs 1.
-  static constexpr int kMinBlocks = kWarps == 4 ? (kSmem <= 72 * 1024 ? 3 : 1) : (kSmem <= 112 * 1024 ? 2 : 1);
+  // SM at 128 registers (no spills: checked with -Xptxas -v); the 128 KB recompute_dp grad_q pass runs 1, and so
+  // does the wgmma grad_q pass (the dQ accumulators and the tile's dS fragments spill at 128 registers).
+  static constexpr int kMinBlocks = kWarps == 4 ? (kSmem <= 72 * 1024 ? 3 : 1)
+                                                : (kSmem <= 112 * 1024 && (kSums || !kWgmma) ? 2 : 1);
 };
 
 template <RowPass kPass, bool kStoredDp, int kWarps, bool kWgmma>
@@ -405,8 +409,9 @@ __device__ __forceinline__ void row_kernel_body(const AttentionArgs& p) {
           ds_block(kc, dpb);
         }
       } else {
-        // Not unrolled: with 8 warps (128 registers) the unrolled loop spills.
-#pragma unroll(kWarps == 8 ? 1 : 4)
+        // Not unrolled with 8 mma.sync warps (128 registers): the unrolled loop spills. The wgmma form keeps the
+        // tile's dS fragments in registers (ds_tile), which needs static indices: unrolled.
+#pragma unroll(kWarps == 8 && !kWgmma ? 1 : 4)
         for (int kc = 0; kc < 4; ++kc) {
           uint32_t dpf[4];  // stored round(dP), loaded like A
           ldmatrix_x4(dpf, a_addr(st + L::kDpOffset, warp * 16, kc * 16, lane, 8));
@@ -470,7 +475,6 @@ enum class ColumnGrad { value, key };
 
 template <int kWarps, bool kWgmma = false>
 struct ColumnLayout {
-  static_assert(!kWgmma || kWarps == 4, "one warpgroup per CTA");
   static constexpr int kThreads = kWarps * 32, kKeys = kWarps * 16;
   // Stage: the [64 queries, 128] operand (dO or Q), then the [64 queries, kKeys] tile (A or dS) read transposed.
   static constexpr uint32_t kStage = kRowTileBytes + kBlock * kKeys * 2;
@@ -504,16 +508,16 @@ __device__ __forceinline__ void column_kernel_body(const AttentionArgs& p) {
     if (kKey) {
       load_rows<kBlock, kThreads, kWgmma>(st, static_cast<const bf16*>(p.query_states) + bh * S * kDim, kDim, i0, S,
                                           tid);
-      load_a_tile<kBlock, kKeys, kThreads>(st + kRowTileBytes,
-                                           static_cast<const bf16*>(p.grad_scores) + bh * padded * padded,
-                                           int(padded), padded, i0, j0, tid);
+      load_a_tile<kBlock, kKeys, kThreads, kWgmma>(st + kRowTileBytes,
+                                                   static_cast<const bf16*>(p.grad_scores) + bh * padded * padded,
+                                                   int(padded), padded, i0, j0, tid);
     } else {
       load_rows<kBlock, kThreads, kWgmma>(
           st, static_cast<const bf16*>(p.grad_attn_output) + int64_t(b) * S * kQProjCols + h * kDim, kQProjCols, i0,
           S, tid);
-      load_a_tile<kBlock, kKeys, kThreads>(st + kRowTileBytes,
-                                           static_cast<const bf16*>(p.attn_weights) + bh * S * p.attn_row_stride, S,
-                                           p.attn_row_stride, i0, j0, tid);
+      load_a_tile<kBlock, kKeys, kThreads, kWgmma>(
+          st + kRowTileBytes, static_cast<const bf16*>(p.attn_weights) + bh * S * p.attn_row_stride, S,
+          p.attn_row_stride, i0, j0, tid);
     }
   };
 
@@ -535,14 +539,16 @@ __device__ __forceinline__ void column_kernel_body(const AttentionArgs& p) {
     __syncthreads();
     const uint32_t sx = base + stage_off(it), sy = sx + kRowTileBytes;
     if constexpr (kWgmma) {
-      // acc (64 keys x 128) += Y^T X: Y = the [64 queries, 64 keys] tile (A or dS) as an MN-major A operand, X =
-      // the [64 queries, 128] tile (dO or Q) as an MN-major B operand; 4 k-steps over the queries.
+      // acc (this warpgroup's 64 keys x 128) += Y^T X: Y = the [64 queries, kKeys] tile (A or dS), its 64-column
+      // block of the warpgroup's keys as an MN-major A operand, X = the [64 queries, 128] tile (dO or Q) as an
+      // MN-major B operand; 4 k-steps over the queries.
       float(&d)[64] = reinterpret_cast<float(&)[64]>(acc);
+      const int keys0 = (warp >> 2) * 64;
       wgmma_fence_operands(d);
       wgmma_fence();
 #pragma unroll
       for (int kc = 0; kc < 4; ++kc)
-        Wgmma<128>::ss<kMnMajor, kMnMajor>(d, mnmajor_descriptor(sy, kBlock, kc * 16, 0),
+        Wgmma<128>::ss<kMnMajor, kMnMajor>(d, mnmajor_descriptor(sy, kBlock, kc * 16, keys0),
                                            mnmajor_descriptor(sx, kBlock, kc * 16, 0), true);
       wgmma_commit();
       wgmma_wait<0>();
@@ -599,9 +605,10 @@ cudaError_t launch_column(int warps, const AttentionArgs& args, cudaStream_t str
     return launch(column_kernel<kGrad, kWarps, kWgmma>, grid, L::kThreads, L::kSmem, args, stream);
   };
   using Four = std::integral_constant<int, 4>;
-  cudaError_t err = args.kernels == AttentionKernels::wgmma ? go(Four{}, std::true_type{})
-                    : warps == 8 ? go(std::integral_constant<int, 8>{}, std::false_type{})
-                                 : go(Four{}, std::false_type{});
+  using Eight = std::integral_constant<int, 8>;
+  const bool wgmma = args.kernels == AttentionKernels::wgmma;
+  cudaError_t err = wgmma ? (warps == 8 ? go(Eight{}, std::true_type{}) : go(Four{}, std::true_type{}))
+                          : (warps == 8 ? go(Eight{}, std::false_type{}) : go(Four{}, std::false_type{}));
   if (err != cudaSuccess || args.column_splits == 1) return err;
   constexpr bool kKey = kGrad == ColumnGrad::key;
   const int64_t tokens = int64_t(args.batch_size) * args.seq_len;
@@ -670,7 +677,6 @@ cudaError_t launch_attention(const AttentionArgs& given, const AttentionStreams&
   if ((tiling.row_warps != 4 && tiling.row_warps != 8) || (tiling.col_warps != 4 && tiling.col_warps != 8))
     return cudaErrorInvalidValue;
   const bool wgmma = args.kernels == AttentionKernels::wgmma;
-  if (wgmma && (tiling.row_warps != 4 || tiling.col_warps != 4)) return cudaErrorInvalidValue;
   if (wgmma && !wgmma_supported()) return cudaErrorNotSupported;
   args.column_splits = std::max(1, std::min(args.max_column_splits, column_splits(args.batch_size, S)));
   if (S % 8 != 0) {
@@ -696,12 +702,18 @@ cudaError_t launch_attention(const AttentionArgs& given, const AttentionStreams&
     if (cudaError_t err = cudaStreamWaitEvent(rows, streams.inputs_ready, 0); err != cudaSuccess) return err;
   }
   const bool stored = args.schedule == AttentionSchedule::store_dp;
-  const cudaError_t row_err = wgmma ? (stored ? launch_row_passes<true, 4, true>(args, rows)
-                                             : launch_row_passes<false, 4, true>(args, rows))
-                              : tiling.row_warps == 8 ? (stored ? launch_row_passes<true, 8>(args, rows)
-                                                                : launch_row_passes<false, 8>(args, rows))
-                                                      : (stored ? launch_row_passes<true, 4>(args, rows)
-                                                                : launch_row_passes<false, 4>(args, rows));
+  auto row_passes = [&](auto warps, auto with_wgmma) {
+    constexpr int kWarps = decltype(warps)::value;
+    constexpr bool kWgmma = decltype(with_wgmma)::value;
+    return stored ? launch_row_passes<true, kWarps, kWgmma>(args, rows)
+                  : launch_row_passes<false, kWarps, kWgmma>(args, rows);
+  };
+  using Four = std::integral_constant<int, 4>;
+  using Eight = std::integral_constant<int, 8>;
+  const bool eight = tiling.row_warps == 8;
+  const cudaError_t row_err =
+      wgmma ? (eight ? row_passes(Eight{}, std::true_type{}) : row_passes(Four{}, std::true_type{}))
+            : (eight ? row_passes(Eight{}, std::false_type{}) : row_passes(Four{}, std::false_type{}));
   if (row_err != cudaSuccess) return row_err;
   if (cudaError_t err = cudaEventRecord(streams.grad_q_ready, rows); err != cudaSuccess) return err;
   if (cudaError_t err = cudaStreamWaitEvent(streams.column, streams.grad_q_ready, 0); err != cudaSuccess) return err;

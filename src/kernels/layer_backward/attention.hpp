@@ -29,11 +29,12 @@ enum class AttentionSchedule { recompute_dp, store_dp };
 
 // Which tensor-core instructions the four attention kernels use (docs/perf/layer_backward.md, v5):
 //   mma_sync: m16n8k16 per warp, both operands through ldmatrix from padded shared memory (sm_80 on).
-//   wgmma: Hopper warpgroup MMA (common/wgmma.cuh), one warpgroup of 4 warps per 64 rows: dP = dO V^T with dO from
-//     registers and V from shared memory, dQ = dS K with dS from registers, dV = A^T dO and dK = dS^T Q with both
-//     operands from shared memory (128-byte-swizzle tiles, a 3-stage cp.async pipeline in the dV/dK kernels).
-//     Needs a device of compute capability 9.0 (wgmma_supported) and tiling {4, 4}. Same rounding points as
-//     mma_sync; fp32 sums in another order, so not bit-identical to it (checked against the CPU reference).
+//   wgmma: Hopper warpgroup MMA (common/wgmma.cuh), one warpgroup (4 warps) per 64 rows, so a tiling of 8 warps
+//     is two warpgroups sharing the other operand's tile: dP = dO V^T with dO from registers and V from shared
+//     memory, dQ = dS K with dS from registers, dV = A^T dO and dK = dS^T Q with both operands from shared memory
+//     (128-byte-swizzle tiles, a 3-stage cp.async pipeline in the dV/dK kernels). Needs a device of compute
+//     capability 9.0 (wgmma_supported). Same rounding points as mma_sync; fp32 sums in another order, so not
+//     bit-identical to it (checked against the CPU reference), but bit-identical across its own tilings.
 enum class AttentionKernels { mma_sync, wgmma };
 bool wgmma_supported();  // the current device runs the wgmma kernels (compute capability 9.0)
 
@@ -104,7 +105,7 @@ struct AttentionStreams {
 };
 
 // cudaErrorNotSupported when args.kernels is wgmma and the device cannot run it; cudaErrorInvalidValue for a tiling
-// other than {4, 4}, {4, 8}, {8, 4}, {8, 8} ({4, 4} only with wgmma).
+// other than {4, 4}, {4, 8}, {8, 4}, {8, 8}.
 cudaError_t launch_attention(const AttentionArgs& args, const AttentionStreams& streams);
 
 }  // namespace kindex::kernels::backward

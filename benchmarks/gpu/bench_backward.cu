@@ -7,12 +7,14 @@
 // bit-identical results), so one run shows which schedule wins where.
 //   bench_backward [--out FILE.json] [--iters N] [--warmup N] [--cases 1x128,4x1024] [--attention-only]
 //                  [--schedule store_dp|recompute_dp] [--tiling R,C] [--plan v3|value_stream|value_high|rows_high]
-//                  [--max-splits N] [--variants SPEC/SPEC/...]
+//                  [--max-splits N] [--kernels mma_sync|wgmma] [--variants SPEC/SPEC/...]
 // --attention-only runs just the attention kernels (no cuBLASLt, no JSON): for compute-sanitizer racecheck, which
 // cannot instrument cuBLASLt's Hopper kernels. --schedule, --tiling (row_warps,col_warps: 4 or 8) and --plan pick
 // the primary variant (default: the C ABI's). --variants sweeps variants instead (whole call and attention only per
 // workload and variant, a summary per variant, JSON with all of it); SPEC = store|recompute:R:C:v3|value|high|rows
-// optionally followed by :N, the cap on the split of the dK/dV sums (1: no split, as in v3; default 8).
+// optionally followed by :N, the cap on the split of the dK/dV sums (1: no split, as in v3; default 8), and then by
+// :wgmma or :mma_sync, the attention kernels' instructions (attention.hpp AttentionKernels; default mma_sync;
+// wgmma needs an sm_90 device). --kernels picks them for the primary variant.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -144,6 +146,12 @@ int main(int argc, char** argv) {
            : s == kb::StreamPlan::value_high   ? "value_high"
                                                : "rows_high";
   };
+  auto parse_kernels = [](const std::string& v, kb::AttentionKernels& out) {
+    if (v == "mma_sync") out = kb::AttentionKernels::mma_sync;
+    else if (v == "wgmma") out = kb::AttentionKernels::wgmma;
+    else return false;
+    return true;
+  };
   auto parse_plan = [](const std::string& v, kb::StreamPlan& out) {
     if (v == "v3") out = kb::StreamPlan::v3;
     else if (v == "value" || v == "value_stream") out = kb::StreamPlan::value_stream;
@@ -173,6 +181,7 @@ int main(int argc, char** argv) {
     else if (a == "--tiling" && std::sscanf(argv[i + 1], "%d,%d", &primary.tiling.row_warps,
                                             &primary.tiling.col_warps) == 2) {
     } else if (a == "--plan" && parse_plan(argv[i + 1], primary.streams)) {
+    } else if (a == "--kernels" && parse_kernels(argv[i + 1], primary.kernels)) {
     } else if (a == "--variants") variant_list = argv[i + 1];
     else if (a == "--max-splits") primary.max_column_splits = std::atoi(argv[i + 1]);
     else {
@@ -189,12 +198,14 @@ int main(int argc, char** argv) {
     const size_t end = std::min(variant_list.find('/', pos), variant_list.size());
     const std::string spec = variant_list.substr(pos, end - pos);
     pos = end + 1;
-    char sched[16] = {}, plan[16] = {};
+    char sched[16] = {}, plan[16] = {}, kernels[16] = {};
     Variant v{spec, {}};
-    const int fields = std::sscanf(spec.c_str(), "%15[a-z]:%d:%d:%15[a-z_0-9]:%d", sched, &v.options.tiling.row_warps,
-                                   &v.options.tiling.col_warps, plan, &v.options.max_column_splits);
-    if (fields < 4 ||
-        !parse_plan(plan, v.options.streams) || (std::string(sched) != "store" && std::string(sched) != "recompute")) {
+    const int fields = std::sscanf(spec.c_str(), "%15[a-z]:%d:%d:%15[a-z_0-9]:%d:%15[a-z_]", sched,
+                                   &v.options.tiling.row_warps, &v.options.tiling.col_warps, plan,
+                                   &v.options.max_column_splits, kernels);
+    if (fields < 4 || !parse_plan(plan, v.options.streams) ||
+        (std::string(sched) != "store" && std::string(sched) != "recompute") ||
+        (fields == 6 && !parse_kernels(kernels, v.options.kernels))) {
       std::fprintf(stderr, "bad variant %s\n", spec.c_str());
       return 2;
     }
@@ -391,13 +402,15 @@ int main(int argc, char** argv) {
               geomean, score_sum / count, faster, count, score_other_sum / count, score_best_sum / count);
   const nlohmann::json doc = {
       {"problem", "sol-execbench L2/003_grouped_query_attention_with_rope_backward"},
-      {"implementation", "kindex layer_backward v4 (tuned cuBLASLt GEMMs + mma.sync attention, dS stored, dK/dV sums split over CTAs)"},
+      {"implementation", "kindex layer_backward v5 (tuned cuBLASLt GEMMs + attention kernels on attention_kernels' "
+                         "instructions, schedule attention_schedule, dK/dV sums split over CTAs on small grids)"},
       {"attention_schedule", schedule_name(schedule)},
       {"attention_tiling", primary.tiling.row_warps == 0
                                ? std::string("default_tiling (4,4)")
                                : std::to_string(primary.tiling.row_warps) + "," +
                                      std::to_string(primary.tiling.col_warps)},
       {"stream_plan", plan_name(primary.streams)},
+      {"attention_kernels", primary.kernels == kb::AttentionKernels::wgmma ? "wgmma" : "mma_sync"},
       {"column_splits", "column_splits(B, S) (attention.hpp), capped at " + std::to_string(primary.max_column_splits)},
       {"command", cmd},
       {"date", date},

@@ -256,14 +256,32 @@ TEST_P(BackwardWorkload, MatchesCpuReferenceWithSolComparator) {
       EXPECT_TRUE(bit_equal(actual, dev.download())) << "two calls on the same inputs differ";
     }
     // Other splits of the dK/dV sums over CTAs (attention.hpp column_splits; 1 = none) sum in other fp32 orders, so
-    // they are checked against the reference too: no split in every round, at most 2 and 4 parts in the first.
+    // they are checked against the reference too: no split in every round, at most 2 and 4 parts in the first. So
+    // are the wgmma kernels on an sm_90 device (other fp32 orders again): default splits and no split in every round,
+    // the recompute_dp schedule and a second call (bit-identical) in the first.
     namespace kb = kindex::kernels::backward;
     std::vector<std::pair<std::string, std::map<std::string, Tensor>>> results;
     results.emplace_back("", actual);
+    std::vector<std::pair<std::string, kb::RunOptions>> others;
     for (int cap : {1, 2, 4}) {
       if (round > 0 && cap != 1) continue;
       kb::RunOptions options;
       options.max_column_splits = cap;
+      others.emplace_back(" splits<=" + std::to_string(cap), options);
+    }
+    if (kb::wgmma_supported()) {
+      kb::RunOptions options;
+      options.kernels = kb::AttentionKernels::wgmma;
+      others.emplace_back(" wgmma", options);
+      options.max_column_splits = 1;
+      others.emplace_back(" wgmma splits<=1", options);
+      if (round == 0) {
+        options.max_column_splits = int(kb::kMaxColumnSplits);
+        options.schedule = kb::AttentionSchedule::recompute_dp;
+        others.emplace_back(" wgmma recompute_dp", options);
+      }
+    }
+    for (const auto& [label, options] : others) {
       dev.poison_outputs();
       std::string message;
       ASSERT_EQ(kb::run(dev.params, dev.workspace->ptr, dev.workspace->bytes, stream, kb::Parts::all, message,
@@ -271,7 +289,16 @@ TEST_P(BackwardWorkload, MatchesCpuReferenceWithSolComparator) {
                 KINDEX_STATUS_OK)
           << message;
       CUDA_OK(cudaStreamSynchronize(stream));
-      results.emplace_back(" splits<=" + std::to_string(cap), dev.download());
+      results.emplace_back(label, dev.download());
+      if (round == 0 && label == " wgmma") {  // deterministic too
+        dev.poison_outputs();
+        ASSERT_EQ(kb::run(dev.params, dev.workspace->ptr, dev.workspace->bytes, stream, kb::Parts::all, message,
+                          options),
+                  KINDEX_STATUS_OK)
+            << message;
+        CUDA_OK(cudaStreamSynchronize(stream));
+        EXPECT_TRUE(bit_equal(results.back().second, dev.download())) << "two wgmma calls on the same inputs differ";
+      }
     }
     const auto expected = cpu_reference(c.batch_size, c.seq_len, inputs);
     for (const auto& [which, result] : results) {
@@ -370,6 +397,44 @@ TEST(Backward, AttentionSchedulesAreBitIdentical) {
       {},  // the defaults
   };
   for (const Case& c : {Case{1, 131, 0}, Case{2, 449, 0}, Case{1, 1024, 0}, Case{16, 128, 0}, Case{1, 691, 0}}) {
+    SCOPED_TRACE(std::to_string(c.batch_size) + "x" + std::to_string(c.seq_len));
+    DeviceProblem dev(c.batch_size, c.seq_len, make_inputs(c, kSeed + 7));
+    ASSERT_TRUE(dev.allocated());
+    std::map<std::string, Tensor> first;
+    for (size_t i = 0; i < std::size(variants); ++i) {
+      SCOPED_TRACE("variant " + std::to_string(i));
+      dev.poison_outputs();
+      std::string message;
+      ASSERT_EQ(kb::run(dev.params, dev.workspace->ptr, dev.workspace->bytes, nullptr, kb::Parts::all, message,
+                        variants[i]),
+                KINDEX_STATUS_OK)
+          << message;
+      CUDA_OK(cudaDeviceSynchronize());
+      if (i == 0) first = dev.download();
+      else EXPECT_TRUE(bit_equal(first, dev.download()));
+    }
+  }
+}
+
+// The wgmma kernels sum in other fp32 orders than mma.sync (checked against the CPU reference above), but among
+// themselves the schedules, tilings and stream plans must be bit-identical: the dP of the grad_q pass
+// (recompute_dp) is the same wgmma sequence as the one the row_sums pass stores (store_dp), and a CTA of two
+// warpgroups runs for each the same instructions on the same operands as a CTA of one.
+TEST(Backward, WgmmaSchedulesAreBitIdentical) {
+  namespace kb = kindex::kernels::backward;
+  if (!have_device() || !kb::wgmma_supported()) GTEST_SKIP() << "needs a device of compute capability 9.0";
+  using S = kb::AttentionSchedule;
+  const kb::AttentionKernels W = kb::AttentionKernels::wgmma;
+  const kb::RunOptions variants[] = {
+      {S::store_dp, {4, 4}, kb::StreamPlan::v3, int(kb::kMaxColumnSplits), W},
+      {S::recompute_dp, {4, 4}, kb::StreamPlan::v3, int(kb::kMaxColumnSplits), W},
+      {S::store_dp, {0, 0}, kb::StreamPlan::rows_high, int(kb::kMaxColumnSplits), W},
+      {S::recompute_dp, {4, 4}, kb::StreamPlan::value_high, int(kb::kMaxColumnSplits), W},
+      {S::store_dp, {8, 8}, kb::StreamPlan::v3, int(kb::kMaxColumnSplits), W},
+      {S::recompute_dp, {8, 4}, kb::StreamPlan::v3, int(kb::kMaxColumnSplits), W},
+      {S::store_dp, {4, 8}, kb::StreamPlan::value_stream, int(kb::kMaxColumnSplits), W},
+  };
+  for (const Case& c : {Case{1, 131, 0}, Case{2, 449, 0}, Case{1, 1024, 0}, Case{16, 128, 0}}) {
     SCOPED_TRACE(std::to_string(c.batch_size) + "x" + std::to_string(c.seq_len));
     DeviceProblem dev(c.batch_size, c.seq_len, make_inputs(c, kSeed + 7));
     ASSERT_TRUE(dev.allocated());

@@ -1,6 +1,9 @@
 // Tensor-core kernels of the L2/003 attention backward (see attention.hpp for what each computes).
 // mma.sync m16n8k16 bf16 -> fp32, operands staged in shared memory by a two-stage cp.async pipeline, 16-byte
-// chunks XOR-swizzled by (row & 7) so that ldmatrix reads of 8 rows hit 8 different bank groups.
+// chunks XOR-swizzled by (row & 7) so that ldmatrix reads of 8 rows hit 8 different bank groups. The wgmma variant
+// (kWgmma, AttentionKernels::wgmma) is the same kernels with the matmuls on Hopper warpgroup MMA: the tiles wgmma
+// reads are stored in its 128-byte-swizzle layout (common/wgmma.cuh; for 64-column tiles that is the very layout
+// above), everything else (loads, dS, rounding, epilogues, grids, splits) is shared.
 #include "kernels/layer_backward/attention.hpp"
 
 #include <cuda_bf16.h>
@@ -10,6 +13,7 @@
 #include <type_traits>
 
 #include "kernels/common/ptx.cuh"
+#include "kernels/common/wgmma.cuh"
 
 namespace kindex::kernels::backward {
 namespace {
@@ -65,8 +69,8 @@ __device__ __forceinline__ uint32_t bk_addr(uint32_t tile, int k0, int n0, int l
 }
 
 // kRows rows x 128 columns starting at `row0` of a [rows, ld] bf16 matrix, loaded by kThreads threads; rows >= nrows
-// are zero-filled.
-template <int kRows, int kThreads>
+// are zero-filled. Stored in 256-byte rows for ldmatrix, or (kSw128) in wgmma's two 64-column swizzled blocks.
+template <int kRows, int kThreads, bool kSw128 = false>
 __device__ __forceinline__ void load_rows(uint32_t tile, const bf16* base, int64_t ld, int row0, int nrows,
                                           int tid) {
   static_assert(kRows * 16 % kThreads == 0);
@@ -74,14 +78,22 @@ __device__ __forceinline__ void load_rows(uint32_t tile, const bf16* base, int64
   for (int k = 0; k < kRows * 16 / kThreads; ++k) {
     const int q = tid + k * kThreads, r = q >> 4, ch = q & 15, row = row0 + r;
     const bool valid = row < nrows;
-    cp_async16(tile + r * 256 + ((ch ^ (r & 7)) << 4), base + (valid ? row * ld + ch * 8 : 0), valid);
+    const uint32_t offset = kSw128 ? sw128_chunk_offset(kRows, r, ch) : uint32_t(r * 256 + ((ch ^ (r & 7)) << 4));
+    cp_async16(tile + offset, base + (valid ? row * ld + ch * 8 : 0), valid);
   }
+}
+
+// The first 1024-byte boundary at or after the dynamic shared memory's start (wgmma's swizzled tiles need it; the
+// wgmma kernels ask for 1 KB more).
+__device__ __forceinline__ uint8_t* align_1024(uint8_t* smem) {
+  return smem + ((1024u - uint32_t(__cvta_generic_to_shared(smem)) % 1024u) % 1024u);
 }
 
 // The kRows x kCols attn_weights tile at (i0, j0) of one (batch, head) [S, S] matrix stored with row stride `ld` (a
 // multiple of 8 elements, so every 16-byte chunk is aligned; columns S..ld-1 hold zeros); entries outside the
-// matrix are 0. Tile rows are kCols / 8 swizzled 16-byte chunks.
-template <int kRows, int kCols, int kThreads>
+// matrix are 0. Tile rows are kCols / 8 swizzled 16-byte chunks, or (kSw128) wgmma's 64-column swizzled blocks (the
+// same bytes when kCols is 64).
+template <int kRows, int kCols, int kThreads, bool kSw128 = false>
 __device__ __forceinline__ void load_a_tile(uint32_t tile, const bf16* a, int S, int64_t ld, int i0, int j0, int tid) {
   constexpr int kChunks = kCols / 8;
   static_assert(kRows * kChunks % kThreads == 0);
@@ -89,7 +101,9 @@ __device__ __forceinline__ void load_a_tile(uint32_t tile, const bf16* a, int S,
   for (int k = 0; k < kRows * kChunks / kThreads; ++k) {
     const int q = tid + k * kThreads, r = q / kChunks, ch = q % kChunks, row = i0 + r, col = j0 + ch * 8;
     const bool valid = row < S && col < S;  // a chunk that starts inside the row ends inside ld
-    cp_async16(tile + r * (kChunks * 16) + ((ch ^ (r & 7)) << 4), a + (valid ? row * ld + col : 0), valid);
+    const uint32_t offset =
+        kSw128 ? sw128_chunk_offset(kRows, r, ch) : uint32_t(r * (kChunks * 16) + ((ch ^ (r & 7)) << 4));
+    cp_async16(tile + offset, a + (valid ? row * ld + col : 0), valid);
   }
 }
 
@@ -206,7 +220,7 @@ __global__ void column_reduce_kernel(const AttentionArgs p, const float* __restr
 // fewer per tile for two more passes over a dS-sized buffer. Both give bit-identical results: round(dP) is the
 // same bf16 value either way.
 enum class RowPass { row_sums, grad_q };
-template <RowPass kPass, bool kStoredDp, int kWarps>
+template <RowPass kPass, bool kStoredDp, int kWarps, bool kWgmma = false>
 struct RowLayout {
   static constexpr int kThreads = kWarps * 32, kRows = kWarps * 16;
   static constexpr bool kSums = kPass == RowPass::row_sums;
@@ -219,19 +233,21 @@ struct RowLayout {
   static constexpr uint32_t kDpOffset = kAOffset + kATileBytes;
   static constexpr uint32_t kStage = kDpOffset + (!kSums && kStoredDp ? kATileBytes : 0);
   static constexpr uint32_t kStagesOffset = kNeedDo ? kDoBytes : 0;  // after the dO tile
-  static constexpr uint32_t kSmem = kStagesOffset + 2 * kStage;
+  static constexpr uint32_t kSmem = kStagesOffset + 2 * kStage + (kWgmma ? 1024 : 0);
   // 4 warps: 64 KB passes fit 3 CTAs per SM when they keep to 168 registers. 8 warps: 96 KB passes fit 2 CTAs per
-  // SM at 128 registers (no spills: checked with -Xptxas -v); the 128 KB recompute_dp grad_q pass runs 1.
-  static constexpr int kMinBlocks = kWarps == 4 ? (kSmem <= 72 * 1024 ? 3 : 1) : (kSmem <= 112 * 1024 ? 2 : 1);
+  // SM at 128 registers (no spills: checked with -Xptxas -v); the 128 KB recompute_dp grad_q pass runs 1, and so
+  // does the wgmma grad_q pass (the dQ accumulators and the tile's dS fragments spill at 128 registers).
+  static constexpr int kMinBlocks = kWarps == 4 ? (kSmem <= 72 * 1024 ? 3 : 1)
+                                                : (kSmem <= 112 * 1024 && (kSums || !kWgmma) ? 2 : 1);
 };
 
-template <RowPass kPass, bool kStoredDp, int kWarps>
-__global__ void __launch_bounds__(kWarps * 32, RowLayout<kPass, kStoredDp, kWarps>::kMinBlocks)
-    row_kernel(const AttentionArgs p) {
-  using L = RowLayout<kPass, kStoredDp, kWarps>;
+template <RowPass kPass, bool kStoredDp, int kWarps, bool kWgmma>
+__device__ __forceinline__ void row_kernel_body(const AttentionArgs& p) {
+  using L = RowLayout<kPass, kStoredDp, kWarps, kWgmma>;
   constexpr bool kSums = L::kSums;
   constexpr int kThreads = L::kThreads, kRows = L::kRows;
-  extern __shared__ __align__(128) uint8_t smem[];
+  extern __shared__ __align__(128) uint8_t smem_raw[];
+  uint8_t* smem = kWgmma ? align_1024(smem_raw) : smem_raw;
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
   const int S = p.seq_len, i0 = blockIdx.x * kRows, h = blockIdx.y, b = blockIdx.z;
   const int64_t bh = int64_t(b) * 32 + h;
@@ -258,8 +274,8 @@ __global__ void __launch_bounds__(kWarps * 32, RowLayout<kPass, kStoredDp, kWarp
   auto issue = [&](int it) {
     const int j0 = it * kBlock;
     const uint32_t st = base + stage_off(it);
-    if (L::kNeedDo) load_rows<kBlock, kThreads>(st, v, kDim, j0, S, tid);
-    if (!kSums) load_rows<kBlock, kThreads>(st + L::kKOffset, k, kDim, j0, S, tid);
+    if (L::kNeedDo) load_rows<kBlock, kThreads, kWgmma>(st, v, kDim, j0, S, tid);
+    if (!kSums) load_rows<kBlock, kThreads, kWgmma>(st + L::kKOffset, k, kDim, j0, S, tid);
     load_a_tile<kRows, kBlock, kThreads>(st + L::kAOffset, attn, S, ld, i0, j0, tid);
     if (!kSums && kStoredDp)
       load_a_tile<kRows, kBlock, kThreads>(st + L::kDpOffset, scores, int(padded), padded, i0, j0, tid);
@@ -284,6 +300,7 @@ __global__ void __launch_bounds__(kWarps * 32, RowLayout<kPass, kStoredDp, kWarp
     if (it + 1 < nJ) issue(it + 1);
     cp_async_commit();
     cp_async_wait<1>();
+    if constexpr (kWgmma) fence_proxy_async_shared();  // cp.async wrote what wgmma (async proxy) reads
     __syncthreads();
     const uint32_t st = base + stage_off(it), sv = st, sk = st + L::kKOffset, sa = st + L::kAOffset;
     const int64_t col = (int64_t(it) * kBlock) / 2;  // this tile's first column pair in scores_out
@@ -296,14 +313,26 @@ __global__ void __launch_bounds__(kWarps * 32, RowLayout<kPass, kStoredDp, kWarp
       }
 #pragma unroll
       for (int n = 0; n < 8; ++n) dp[n][0] = dp[n][1] = dp[n][2] = dp[n][3] = 0.f;
+      if constexpr (kWgmma) {
+        // dP (64 x 64) = dO (registers, the fragments above) x V^T (V tile K-major): 8 k-steps over head_dim.
+        float(&d)[32] = reinterpret_cast<float(&)[32]>(dp);
+        wgmma_fence_operands(d);
+        wgmma_fence();
 #pragma unroll
-      for (int kc = 0; kc < 8; ++kc) {
+        for (int kc = 0; kc < 8; ++kc) Wgmma<64>::rs<kKMajor>(d, dof[kc], kmajor_descriptor(sv, kBlock, kc * 16), true);
+        wgmma_commit();
+        wgmma_wait<0>();
+        wgmma_fence_operands(d);
+      } else {
 #pragma unroll
-        for (int np = 0; np < 4; ++np) {
-          uint32_t bf[4];
-          ldmatrix_x4(bf, bn_addr(sv, np * 16, kc * 16, lane, 16));
-          mma(dp[2 * np], dof[kc], bf[0], bf[1]);
-          mma(dp[2 * np + 1], dof[kc], bf[2], bf[3]);
+        for (int kc = 0; kc < 8; ++kc) {
+#pragma unroll
+          for (int np = 0; np < 4; ++np) {
+            uint32_t bf[4];
+            ldmatrix_x4(bf, bn_addr(sv, np * 16, kc * 16, lane, 16));
+            mma(dp[2 * np], dof[kc], bf[0], bf[1]);
+            mma(dp[2 * np + 1], dof[kc], bf[2], bf[3]);
+          }
         }
       }
 #pragma unroll
@@ -333,7 +362,10 @@ __global__ void __launch_bounds__(kWarps * 32, RowLayout<kPass, kStoredDp, kWarp
         }
       }
     } else {
-      // One 16-column block of dS at a time (fewer live registers): form it, store it, multiply it into dQ.
+      // One 16-column block of dS at a time (fewer live registers): form it, store it, multiply it into dQ (mma.sync),
+      // or keep it as a wgmma A fragment for the four k-steps after the loop (wgmma must not read registers that
+      // are still being written, so the tile's dS is formed first).
+      [[maybe_unused]] uint32_t ds_tile[4][4];
       auto ds_block = [&](int kc, const float (&dpb)[2][4]) {
         uint32_t af[4], dsf[4];
         ldmatrix_x4(af, a_addr(sa, warp * 16, kc * 16, lane, 8));
@@ -353,12 +385,17 @@ __global__ void __launch_bounds__(kWarps * 32, RowLayout<kPass, kStoredDp, kWarp
             scores_out[col + 4 * padded + nt * 4] = dsf[2 * e + 1];
           }
         }
+        if constexpr (kWgmma) {
 #pragma unroll
-        for (int np = 0; np < 8; ++np) {
-          uint32_t bf[4];
-          ldmatrix_x4_trans(bf, bk_addr(sk, kc * 16, np * 16, lane, 16));
-          mma(dq[2 * np], dsf, bf[0], bf[1]);
-          mma(dq[2 * np + 1], dsf, bf[2], bf[3]);
+          for (int e = 0; e < 4; ++e) ds_tile[kc][e] = dsf[e];
+        } else {
+#pragma unroll
+          for (int np = 0; np < 8; ++np) {
+            uint32_t bf[4];
+            ldmatrix_x4_trans(bf, bk_addr(sk, kc * 16, np * 16, lane, 16));
+            mma(dq[2 * np], dsf, bf[0], bf[1]);
+            mma(dq[2 * np + 1], dsf, bf[2], bf[3]);
+          }
         }
       };
       if constexpr (L::kNeedDo) {
@@ -372,8 +409,9 @@ __global__ void __launch_bounds__(kWarps * 32, RowLayout<kPass, kStoredDp, kWarp
           ds_block(kc, dpb);
         }
       } else {
-        // Not unrolled: with 8 warps (128 registers) the unrolled loop spills.
-#pragma unroll(kWarps == 8 ? 1 : 4)
+        // Not unrolled with 8 mma.sync warps (128 registers): the unrolled loop spills. The wgmma form keeps the
+        // tile's dS fragments in registers (ds_tile), which needs static indices: unrolled.
+#pragma unroll(kWarps == 8 && !kWgmma ? 1 : 4)
         for (int kc = 0; kc < 4; ++kc) {
           uint32_t dpf[4];  // stored round(dP), loaded like A
           ldmatrix_x4(dpf, a_addr(st + L::kDpOffset, warp * 16, kc * 16, lane, 8));
@@ -388,6 +426,18 @@ __global__ void __launch_bounds__(kWarps * 32, RowLayout<kPass, kStoredDp, kWarp
           }
           ds_block(kc, dpb);
         }
+      }
+      if constexpr (kWgmma) {
+        // dQ (64 x 128) += dS (registers) x K (K tile MN-major: its rows are the k dimension).
+        float(&d)[64] = reinterpret_cast<float(&)[64]>(dq);
+        wgmma_fence_operands(d);
+        wgmma_fence();
+#pragma unroll
+        for (int kc = 0; kc < 4; ++kc)
+          Wgmma<128>::rs<kMnMajor>(d, ds_tile[kc], mnmajor_descriptor(sk, kBlock, kc * 16, 0), true);
+        wgmma_commit();
+        wgmma_wait<0>();
+        wgmma_fence_operands(d);
       }
     }
     __syncthreads();
@@ -406,6 +456,15 @@ __global__ void __launch_bounds__(kWarps * 32, RowLayout<kPass, kStoredDp, kWarp
   }
 }
 
+// The wgmma form exists only where wgmma does (sm_90a); elsewhere (sm_80, sm_100a) it is a stub that traps, never
+// launched (wgmma_supported), and its body is not even compiled.
+template <RowPass kPass, bool kStoredDp, int kWarps, bool kWgmma>
+__global__ void __launch_bounds__(kWarps * 32, RowLayout<kPass, kStoredDp, kWarps, kWgmma>::kMinBlocks)
+    row_kernel(const AttentionArgs p) {
+  if constexpr (kWgmma && !KINDEX_HAVE_WGMMA) __trap();
+  else row_kernel_body<kPass, kStoredDp, kWarps, kWgmma>(p);
+}
+
 // The column kernels, one CTA per (16 kWarps key rows, KV group, batch), one matmul per tile over the 4 heads of the
 // group and all 64-query blocks, the GQA sum being the fp32 accumulation itself:
 //   ColumnGrad::value: dV += A^T dO  (needs only dO, so it runs beside the row passes)
@@ -414,21 +473,24 @@ __global__ void __launch_bounds__(kWarps * 32, RowLayout<kPass, kStoredDp, kWarp
 // longer waits for dS.
 enum class ColumnGrad { value, key };
 
-template <int kWarps>
+template <int kWarps, bool kWgmma = false>
 struct ColumnLayout {
   static constexpr int kThreads = kWarps * 32, kKeys = kWarps * 16;
   // Stage: the [64 queries, 128] operand (dO or Q), then the [64 queries, kKeys] tile (A or dS) read transposed.
   static constexpr uint32_t kStage = kRowTileBytes + kBlock * kKeys * 2;
-  static constexpr uint32_t kSmem = 2 * kStage;
+  // wgmma: 3 stages (72 KB + 1 KB for the alignment, still 3 CTAs per SM), so two tiles load while one multiplies.
+  static constexpr int kStages = kWgmma ? 3 : 2;
+  static constexpr uint32_t kSmem = kStages * kStage + (kWgmma ? 1024 : 0);
   static constexpr int kMinBlocks = kWarps == 4 ? 3 : 2;
 };
 
-template <ColumnGrad kGrad, int kWarps>
-__global__ void __launch_bounds__(kWarps * 32, ColumnLayout<kWarps>::kMinBlocks) column_kernel(const AttentionArgs p) {
-  using L = ColumnLayout<kWarps>;
+template <ColumnGrad kGrad, int kWarps, bool kWgmma>
+__device__ __forceinline__ void column_kernel_body(const AttentionArgs& p) {
+  using L = ColumnLayout<kWarps, kWgmma>;
   constexpr bool kKey = kGrad == ColumnGrad::key;
-  constexpr int kThreads = L::kThreads, kKeys = L::kKeys;
-  extern __shared__ __align__(128) uint8_t smem[];
+  constexpr int kThreads = L::kThreads, kKeys = L::kKeys, kStages = L::kStages;
+  extern __shared__ __align__(128) uint8_t smem_raw[];
+  uint8_t* smem = kWgmma ? align_1024(smem_raw) : smem_raw;
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
   // blockIdx.y = group * splits + part: the CTA sums iterations [begin, end) of the group's (head, query block) loop.
   const int splits = p.column_splits, part = int(blockIdx.y) % splits;
@@ -437,51 +499,73 @@ __global__ void __launch_bounds__(kWarps * 32, ColumnLayout<kWarps>::kMinBlocks)
   const int begin = total * part / splits, end = total * (part + 1) / splits;
   const int64_t padded = int64_t(nI) * kBlock;
   const uint32_t base = uint32_t(__cvta_generic_to_shared(smem));
-  auto stage_off = [&](int it) { return uint32_t(it & 1) * L::kStage; };
+  auto stage_off = [&](int it) { return uint32_t(it % kStages) * L::kStage; };
 
   auto issue = [&](int it) {
     const int r = it / nI, i0 = (it - r * nI) * kBlock, h = grp * kHeadsPerGroup + r;
     const int64_t bh = int64_t(b) * 32 + h;
     const uint32_t st = base + stage_off(it);
     if (kKey) {
-      load_rows<kBlock, kThreads>(st, static_cast<const bf16*>(p.query_states) + bh * S * kDim, kDim, i0, S, tid);
-      load_a_tile<kBlock, kKeys, kThreads>(st + kRowTileBytes,
-                                           static_cast<const bf16*>(p.grad_scores) + bh * padded * padded,
-                                           int(padded), padded, i0, j0, tid);
+      load_rows<kBlock, kThreads, kWgmma>(st, static_cast<const bf16*>(p.query_states) + bh * S * kDim, kDim, i0, S,
+                                          tid);
+      load_a_tile<kBlock, kKeys, kThreads, kWgmma>(st + kRowTileBytes,
+                                                   static_cast<const bf16*>(p.grad_scores) + bh * padded * padded,
+                                                   int(padded), padded, i0, j0, tid);
     } else {
-      load_rows<kBlock, kThreads>(st, static_cast<const bf16*>(p.grad_attn_output) + int64_t(b) * S * kQProjCols +
-                                          h * kDim,
-                                  kQProjCols, i0, S, tid);
-      load_a_tile<kBlock, kKeys, kThreads>(st + kRowTileBytes,
-                                           static_cast<const bf16*>(p.attn_weights) + bh * S * p.attn_row_stride, S,
-                                           p.attn_row_stride, i0, j0, tid);
+      load_rows<kBlock, kThreads, kWgmma>(
+          st, static_cast<const bf16*>(p.grad_attn_output) + int64_t(b) * S * kQProjCols + h * kDim, kQProjCols, i0,
+          S, tid);
+      load_a_tile<kBlock, kKeys, kThreads, kWgmma>(
+          st + kRowTileBytes, static_cast<const bf16*>(p.attn_weights) + bh * S * p.attn_row_stride, S,
+          p.attn_row_stride, i0, j0, tid);
     }
   };
 
-  issue(begin);
-  cp_async_commit();
+#pragma unroll
+  for (int s = 0; s < kStages - 1; ++s) {
+    if (begin + s < end) issue(begin + s);
+    cp_async_commit();
+  }
 
   float acc[16][4];
 #pragma unroll
   for (int n = 0; n < 16; ++n) acc[n][0] = acc[n][1] = acc[n][2] = acc[n][3] = 0.f;
 
   for (int it = begin; it < end; ++it) {
-    if (it + 1 < end) issue(it + 1);
+    if (it + kStages - 1 < end) issue(it + kStages - 1);
     cp_async_commit();
-    cp_async_wait<1>();
+    cp_async_wait<kStages - 1>();
+    if constexpr (kWgmma) fence_proxy_async_shared();  // cp.async wrote what wgmma (async proxy) reads
     __syncthreads();
     const uint32_t sx = base + stage_off(it), sy = sx + kRowTileBytes;
-    uint32_t yt[4][4];  // A^T or dS^T for this warp's 16 keys x the 64 queries of the block
+    if constexpr (kWgmma) {
+      // acc (this warpgroup's 64 keys x 128) += Y^T X: Y = the [64 queries, kKeys] tile (A or dS), its 64-column
+      // block of the warpgroup's keys as an MN-major A operand, X = the [64 queries, 128] tile (dO or Q) as an
+      // MN-major B operand; 4 k-steps over the queries.
+      float(&d)[64] = reinterpret_cast<float(&)[64]>(acc);
+      const int keys0 = (warp >> 2) * 64;
+      wgmma_fence_operands(d);
+      wgmma_fence();
 #pragma unroll
-    for (int kc = 0; kc < 4; ++kc) ldmatrix_x4_trans(yt[kc], at_addr(sy, warp * 16, kc * 16, lane, kKeys / 8));
+      for (int kc = 0; kc < 4; ++kc)
+        Wgmma<128>::ss<kMnMajor, kMnMajor>(d, mnmajor_descriptor(sy, kBlock, kc * 16, keys0),
+                                           mnmajor_descriptor(sx, kBlock, kc * 16, 0), true);
+      wgmma_commit();
+      wgmma_wait<0>();
+      wgmma_fence_operands(d);
+    } else {
+      uint32_t yt[4][4];  // A^T or dS^T for this warp's 16 keys x the 64 queries of the block
 #pragma unroll
-    for (int kc = 0; kc < 4; ++kc) {
+      for (int kc = 0; kc < 4; ++kc) ldmatrix_x4_trans(yt[kc], at_addr(sy, warp * 16, kc * 16, lane, kKeys / 8));
 #pragma unroll
-      for (int np = 0; np < 8; ++np) {
-        uint32_t bf[4];
-        ldmatrix_x4_trans(bf, bk_addr(sx, kc * 16, np * 16, lane, 16));
-        mma(acc[2 * np], yt[kc], bf[0], bf[1]);
-        mma(acc[2 * np + 1], yt[kc], bf[2], bf[3]);
+      for (int kc = 0; kc < 4; ++kc) {
+#pragma unroll
+        for (int np = 0; np < 8; ++np) {
+          uint32_t bf[4];
+          ldmatrix_x4_trans(bf, bk_addr(sx, kc * 16, np * 16, lane, 16));
+          mma(acc[2 * np], yt[kc], bf[0], bf[1]);
+          mma(acc[2 * np + 1], yt[kc], bf[2], bf[3]);
+        }
       }
     }
     __syncthreads();
@@ -495,6 +579,13 @@ __global__ void __launch_bounds__(kWarps * 32, ColumnLayout<kWarps>::kMinBlocks)
   }
 }
 
+template <ColumnGrad kGrad, int kWarps, bool kWgmma>
+__global__ void __launch_bounds__(kWarps * 32, ColumnLayout<kWarps, kWgmma>::kMinBlocks)
+    column_kernel(const AttentionArgs p) {
+  if constexpr (kWgmma && !KINDEX_HAVE_WGMMA) __trap();  // as row_kernel
+  else column_kernel_body<kGrad, kWarps, kWgmma>(p);
+}
+
 template <class Kernel>
 cudaError_t launch(Kernel kernel, dim3 grid, int threads, uint32_t smem_bytes, const AttentionArgs& args,
                    cudaStream_t stream) {
@@ -506,13 +597,18 @@ cudaError_t launch(Kernel kernel, dim3 grid, int threads, uint32_t smem_bytes, c
 
 template <ColumnGrad kGrad>
 cudaError_t launch_column(int warps, const AttentionArgs& args, cudaStream_t stream) {
-  auto go = [&](auto w) {
+  auto go = [&](auto w, auto wgmma) {
     constexpr int kWarps = decltype(w)::value;
-    using L = ColumnLayout<kWarps>;
+    constexpr bool kWgmma = decltype(wgmma)::value;
+    using L = ColumnLayout<kWarps, kWgmma>;
     const dim3 grid((args.seq_len + L::kKeys - 1) / L::kKeys, 8 * args.column_splits, args.batch_size);
-    return launch(column_kernel<kGrad, kWarps>, grid, L::kThreads, L::kSmem, args, stream);
+    return launch(column_kernel<kGrad, kWarps, kWgmma>, grid, L::kThreads, L::kSmem, args, stream);
   };
-  cudaError_t err = warps == 8 ? go(std::integral_constant<int, 8>{}) : go(std::integral_constant<int, 4>{});
+  using Four = std::integral_constant<int, 4>;
+  using Eight = std::integral_constant<int, 8>;
+  const bool wgmma = args.kernels == AttentionKernels::wgmma;
+  cudaError_t err = wgmma ? (warps == 8 ? go(Eight{}, std::true_type{}) : go(Four{}, std::true_type{}))
+                          : (warps == 8 ? go(Eight{}, std::false_type{}) : go(Four{}, std::false_type{}));
   if (err != cudaSuccess || args.column_splits == 1) return err;
   constexpr bool kKey = kGrad == ColumnGrad::key;
   const int64_t tokens = int64_t(args.batch_size) * args.seq_len;
@@ -522,15 +618,16 @@ cudaError_t launch_column(int warps, const AttentionArgs& args, cudaStream_t str
   return cudaGetLastError();
 }
 
-template <bool kStoredDp, int kWarps>
+template <bool kStoredDp, int kWarps, bool kWgmma = false>
 cudaError_t launch_row_passes(const AttentionArgs& args, cudaStream_t stream) {
-  using Sums = RowLayout<RowPass::row_sums, kStoredDp, kWarps>;
-  using GradQ = RowLayout<RowPass::grad_q, kStoredDp, kWarps>;
+  using Sums = RowLayout<RowPass::row_sums, kStoredDp, kWarps, kWgmma>;
+  using GradQ = RowLayout<RowPass::grad_q, kStoredDp, kWarps, kWgmma>;
   const dim3 grid((args.seq_len + Sums::kRows - 1) / Sums::kRows, 32, args.batch_size);
-  cudaError_t err =
-      launch(row_kernel<RowPass::row_sums, kStoredDp, kWarps>, grid, Sums::kThreads, Sums::kSmem, args, stream);
+  cudaError_t err = launch(row_kernel<RowPass::row_sums, kStoredDp, kWarps, kWgmma>, grid, Sums::kThreads,
+                           Sums::kSmem, args, stream);
   if (err == cudaSuccess)
-    err = launch(row_kernel<RowPass::grad_q, kStoredDp, kWarps>, grid, GradQ::kThreads, GradQ::kSmem, args, stream);
+    err = launch(row_kernel<RowPass::grad_q, kStoredDp, kWarps, kWgmma>, grid, GradQ::kThreads, GradQ::kSmem, args,
+                 stream);
   return err;
 }
 
@@ -549,6 +646,15 @@ size_t padded_attn_bytes(int64_t batch_size, int64_t seq_len) {
 }
 
 AttentionTiling default_tiling(int64_t, int64_t) { return AttentionTiling{4, 4}; }
+
+bool wgmma_supported() {
+  int device = 0, major = 0, minor = 0;
+  if (cudaGetDevice(&device) != cudaSuccess ||
+      cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess ||
+      cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device) != cudaSuccess)
+    return false;
+  return major == 9 && minor == 0;
+}
 
 int column_splits(int64_t batch_size, int64_t seq_len) {
   const int64_t blocks = (seq_len + kBlock - 1) / kBlock, ctas = blocks * 8 * batch_size;
@@ -570,6 +676,8 @@ cudaError_t launch_attention(const AttentionArgs& given, const AttentionStreams&
   const AttentionTiling tiling = args.tiling.row_warps == 0 ? default_tiling(args.batch_size, S) : args.tiling;
   if ((tiling.row_warps != 4 && tiling.row_warps != 8) || (tiling.col_warps != 4 && tiling.col_warps != 8))
     return cudaErrorInvalidValue;
+  const bool wgmma = args.kernels == AttentionKernels::wgmma;
+  if (wgmma && !wgmma_supported()) return cudaErrorNotSupported;
   args.column_splits = std::max(1, std::min(args.max_column_splits, column_splits(args.batch_size, S)));
   if (S % 8 != 0) {
     const int64_t ld = (S + 7) / 8 * 8, rows = int64_t(args.batch_size) * 32 * S;
@@ -594,11 +702,18 @@ cudaError_t launch_attention(const AttentionArgs& given, const AttentionStreams&
     if (cudaError_t err = cudaStreamWaitEvent(rows, streams.inputs_ready, 0); err != cudaSuccess) return err;
   }
   const bool stored = args.schedule == AttentionSchedule::store_dp;
-  const cudaError_t row_err = tiling.row_warps == 8
-                                  ? (stored ? launch_row_passes<true, 8>(args, rows)
-                                            : launch_row_passes<false, 8>(args, rows))
-                                  : (stored ? launch_row_passes<true, 4>(args, rows)
-                                            : launch_row_passes<false, 4>(args, rows));
+  auto row_passes = [&](auto warps, auto with_wgmma) {
+    constexpr int kWarps = decltype(warps)::value;
+    constexpr bool kWgmma = decltype(with_wgmma)::value;
+    return stored ? launch_row_passes<true, kWarps, kWgmma>(args, rows)
+                  : launch_row_passes<false, kWarps, kWgmma>(args, rows);
+  };
+  using Four = std::integral_constant<int, 4>;
+  using Eight = std::integral_constant<int, 8>;
+  const bool eight = tiling.row_warps == 8;
+  const cudaError_t row_err =
+      wgmma ? (eight ? row_passes(Eight{}, std::true_type{}) : row_passes(Four{}, std::true_type{}))
+            : (eight ? row_passes(Eight{}, std::false_type{}) : row_passes(Four{}, std::false_type{}));
   if (row_err != cudaSuccess) return row_err;
   if (cudaError_t err = cudaEventRecord(streams.grad_q_ready, rows); err != cudaSuccess) return err;
   if (cudaError_t err = cudaStreamWaitEvent(streams.column, streams.grad_q_ready, 0); err != cudaSuccess) return err;

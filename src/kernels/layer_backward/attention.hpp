@@ -27,6 +27,17 @@ namespace kindex::kernels::backward {
 //     the minimum, for two more passes over a dS-sized buffer).
 enum class AttentionSchedule { recompute_dp, store_dp };
 
+// Which tensor-core instructions the four attention kernels use (docs/perf/layer_backward.md, v5):
+//   mma_sync: m16n8k16 per warp, both operands through ldmatrix from padded shared memory (sm_80 on).
+//   wgmma: Hopper warpgroup MMA (common/wgmma.cuh), one warpgroup (4 warps) per 64 rows, so a tiling of 8 warps
+//     is two warpgroups sharing the other operand's tile: dP = dO V^T with dO from registers and V from shared
+//     memory, dQ = dS K with dS from registers, dV = A^T dO and dK = dS^T Q with both operands from shared memory
+//     (128-byte-swizzle tiles, a 3-stage cp.async pipeline in the dV/dK kernels). Needs a device of compute
+//     capability 9.0 (wgmma_supported). Same rounding points as mma_sync; fp32 sums in another order, so not
+//     bit-identical to it (checked against the CPU reference), but bit-identical across its own tilings.
+enum class AttentionKernels { mma_sync, wgmma };
+bool wgmma_supported();  // the current device runs the wgmma kernels (compute capability 9.0)
+
 // Warps per CTA (4 or 8, each warp owns 16 rows) of the row passes (query rows) and of the dV/dK kernels (key rows).
 // Bit-identical results for every choice. 8 warps halve the L2->SM re-reads of the 64x128 operand tiles but measured
 // no faster (v4 log: the kernels are not bound by those re-reads) and slower beside the GEMMs, so default_tiling
@@ -69,6 +80,7 @@ struct AttentionArgs {
   float* column_partials;        // column_partials_bytes(B, S) bytes (unused when column_splits(B, S) == 1)
   int max_column_splits;         // caps column_splits(B, S); 1: one CTA per (key block, group) as in v3
   int column_splits;             // set by launch_attention
+  AttentionKernels kernels = AttentionKernels::mma_sync;
 };
 
 // Rows of the D scratch per (batch, head): seq_len rounded up to the 64-row block.
@@ -92,6 +104,8 @@ struct AttentionStreams {
   cudaEvent_t inputs_ready, grad_q_ready, grad_v_ready, grad_kv_ready;
 };
 
+// cudaErrorNotSupported when args.kernels is wgmma and the device cannot run it; cudaErrorInvalidValue for a tiling
+// other than {4, 4}, {4, 8}, {8, 4}, {8, 8}.
 cudaError_t launch_attention(const AttentionArgs& args, const AttentionStreams& streams);
 
 }  // namespace kindex::kernels::backward

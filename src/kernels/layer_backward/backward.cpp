@@ -233,7 +233,8 @@ kindex_status run(const kindex_gqa_rope_backward_params& p, void* workspace, siz
                              .tiling = options.tiling,
                              .column_partials = reinterpret_cast<float*>(ws + l.column_partials),
                              .max_column_splits = options.max_column_splits,
-                             .column_splits = 1};
+                             .column_splits = 1,
+                             .kernels = options.kernels};
     const AttentionStreams as{.main = main,
                               .rows = options.streams == StreamPlan::rows_high ? ss.column : main,
                               .column = ss.column,

@@ -52,6 +52,7 @@ struct RunOptions {
   AttentionTiling tiling{};  // {0, 0}: default_tiling(batch_size, seq_len)
   StreamPlan streams = kDefaultStreamPlan;
   int max_column_splits = int(kMaxColumnSplits);  // caps attention.hpp's column_splits; 1: no split (v3)
+  AttentionKernels kernels = AttentionKernels::mma_sync;  // wgmma: the Hopper kernels (v5, not yet the default)
 };
 
 // Bytes of workspace for these sizes (dO, dQKV, the row sums D, a padded copy of attn_weights when seq_len % 8 != 0,

@@ -271,6 +271,37 @@ TEST(StoreImport, StoredIdWithDifferentContentIsRefusedNamingBothDigests) {
   }
 }
 
+// A re-import skips the checks of a row stored exactly as stated; a row that names a stored run (id and runDigest)
+// but differs from it in its manifest or in any column still gets every check, in a filled store as in an empty one.
+TEST(StoreImport, ReimportedRowThatDiffersFromTheStoredOneIsStillChecked) {
+  auto store = Store::open(":memory:");
+  import_files(*store, {every_table()});
+  const nlohmann::json counts = store->counts();
+  const auto refused_on = [&](std::vector<nlohmann::json> lines, const std::string& name) {
+    try {
+      import_files(*store, {write_lines(name, lines)});
+    } catch (const Error& e) {
+      EXPECT_EQ(store->counts(), counts);
+      return e.field();
+    }
+    return std::string("imported");
+  };
+  auto lines = lines_of(every_table());
+  case_run(lines)["row"]["manifest"]["run"]["spec"]["status"] = "timeout";  // its runDigest no longer matches
+  EXPECT_EQ(refused_on(lines, "reimport-changed-manifest.jsonl"), "runDigest");
+  lines = lines_of(every_table());
+  case_run(lines)["row"]["primaryValue"] = 1000;  // the manifest's median is 348254 ns
+  EXPECT_EQ(refused_on(lines, "reimport-changed-value.jsonl"), "primaryValue");
+  lines = lines_of(every_table());
+  for (auto& l : lines)
+    if (l["table"] == "measurements" && l["row"]["statistic"] == "std") l["row"]["value"] = 1;
+  EXPECT_EQ(refused_on(lines, "reimport-changed-measurement.jsonl"), "value");
+  ImportReport again = import_files(*store, {every_table()});
+  EXPECT_EQ(again.total_inserted(), 0);
+  EXPECT_EQ(again.skipped.at("benchmark_runs"), counts["benchmark_runs"].get<int64_t>());
+  EXPECT_EQ(store->counts(), counts);
+}
+
 }  // namespace
 }  // namespace kindex::store
 

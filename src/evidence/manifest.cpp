@@ -85,10 +85,9 @@ json correctness_json(const Correctness& c) {
 }  // namespace
 
 Manifest make_manifest(json document, const std::string& where) {
-  validate_manifest(document, where);
   Manifest m;
-  m.document = normalize_manifest(document, where);
-  m.digest = manifest_digest(m.document, where);
+  m.document = validate_manifest(document, where);  // normalised
+  m.digest = normalized_manifest_digest(m.document, where);
   return m;
 }
 

@@ -329,7 +329,7 @@ std::vector<SchemaViolation> check_manifest_schema(const nlohmann::json& manifes
   return out;
 }
 
-void validate_manifest(const nlohmann::json& manifest, const std::string& where) {
+nlohmann::json validate_manifest(const nlohmann::json& manifest, const std::string& where) {
   const auto problems = check_manifest_schema(manifest);
   if (!problems.empty()) {
     const auto& p = problems.front();
@@ -337,7 +337,7 @@ void validate_manifest(const nlohmann::json& manifest, const std::string& where)
     if (problems.size() > 1) rule += " (and " + std::to_string(problems.size() - 1) + " more problems)";
     throw Error(where, p.pointer.empty() ? "/" : p.pointer, p.value, rule);
   }
-  (void)normalize_manifest(manifest, where);  // durations that are not whole nanoseconds are refused here
+  return normalize_manifest(manifest, where);  // durations that are not whole nanoseconds are refused here
 }
 
 }  // namespace kindex::evidence

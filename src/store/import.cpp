@@ -17,6 +17,7 @@
 #include "evidence/reader.hpp"
 #include "problem_manifest/problem_manifest.hpp"
 #include "store/rows.hpp"
+#include "store/schema.hpp"
 
 namespace kindex::store {
 
@@ -57,7 +58,8 @@ void expect_digest(const std::string& where, const std::string& column, const js
 // transaction: a refused row leaves the store exactly as it was.
 class ExportImporter {
  public:
-  ExportImporter(Store& store, std::string path) : store_(store), db_(store.db()), path_(std::move(path)) {}
+  ExportImporter(Store& store, std::string path, const ImportOptions& options)
+      : store_(store), db_(store.db()), path_(std::move(path)), build_indexes_after_runs_(options.build_indexes_after_runs) {}
 
   ImportReport run() {
     Transaction tx(db_);
@@ -89,6 +91,7 @@ class ExportImporter {
     });
     handle_ahead();
     for (ParsedLine& pl : parse_batch(std::move(batch))) handle(pl);
+    if (indexes_dropped_) db_.script(kRunIndexes);
     for (const auto& ck : cohorts_) report_.record_events += store_.update_record(ck) ? 1 : 0;
     tx.commit();
     for (const auto& [table, rows] : unknown_tables_)
@@ -199,6 +202,10 @@ class ExportImporter {
       drop_unknown_columns(r.table, r.row);
       const bool inserted =
           insert_row(db_, r.table, r.row, where, pl.manifest_text.empty() ? nullptr : &pl.manifest_text);
+      if (inserted && r.table == "benchmark_runs" && ++inserted_runs_ == build_indexes_after_runs_) {
+        for (const char* index : kRunIndexNames) db_.script(std::string("DROP INDEX IF EXISTS ") + index);
+        indexes_dropped_ = true;
+      }
       if (!inserted) check_same_as_stored(r.table, r.row, where);
       count(report_, r.table, inserted);
     } catch (const Error&) {
@@ -500,6 +507,9 @@ class ExportImporter {
   Store& store_;
   Db& db_;
   std::string path_;
+  const int64_t build_indexes_after_runs_;
+  int64_t inserted_runs_ = 0;
+  bool indexes_dropped_ = false;  // built again before the import's record keeping reads them
   ImportReport report_;
   DigestMemo digests_;         // this thread's
   DigestMemo parser_digests_;  // the parsing thread's
@@ -579,8 +589,7 @@ json trace_protocol(const std::string& harness, const std::string& display_name,
 }  // namespace
 
 ImportReport import_export(Store& store, const std::string& path, const ImportOptions& options) {
-  (void)options;
-  return ExportImporter(store, path).run();
+  return ExportImporter(store, path, options).run();
 }
 
 ImportReport import_manifests(Store& store, const std::vector<std::string>& paths) {

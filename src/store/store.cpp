@@ -77,7 +77,7 @@ void Store::remember(const std::string& key, std::shared_ptr<const void> value) 
 
 void Store::create_schema() {
   db_->script(kSchema);
-  db_->script("CREATE INDEX IF NOT EXISTS ix_runs_supersedes ON benchmark_runs(supersedes_id)");
+  db_->script(kRunIndexes);
 }
 
 PutResult Store::put_manifest(const json& manifest, const std::string& where) {

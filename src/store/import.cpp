@@ -116,7 +116,6 @@ class ExportImporter {
     std::optional<evidence::ExportRow> row;
     std::optional<evidence::Manifest> run;  // a run row's manifest.run, validated and digested
     std::string protocol_digest, environment_digest;  // a run row's manifest.protocol and .environment
-    std::string manifest_text;                        // a run row's manifest as run_manifests stores it
   };
   std::vector<ParsedLine> parse_batch(std::vector<RawLine> lines) {
     std::vector<ParsedLine> out(lines.size());
@@ -133,7 +132,6 @@ class ExportImporter {
       try {
         const json& row = pl.row->row;
         const json& m = row.at("manifest");
-        pl.manifest_text = m.dump();
         if (names_known_run(row)) continue;  // the handling thread compares it with the stored run
         pl.run = evidence::make_manifest(m.at("run"), path_);
         pl.protocol_digest = parser_digests_.digest(m.at("protocol"), path_);
@@ -201,7 +199,7 @@ class ExportImporter {
       }
       drop_unknown_columns(r.table, r.row);
       const bool inserted =
-          insert_row(db_, r.table, r.row, where, pl.manifest_text.empty() ? nullptr : &pl.manifest_text);
+          insert_row(db_, r.table, r.row, where);
       if (inserted && r.table == "benchmark_runs" && ++inserted_runs_ == build_indexes_after_runs_) {
         for (const char* index : kRunIndexNames) db_.script(std::string("DROP INDEX IF EXISTS ") + index);
         indexes_dropped_ = true;
@@ -458,7 +456,7 @@ class ExportImporter {
     if (table != "benchmark_runs" && table != "measurements") return false;
     const auto id = row.find("id");
     if (id == row.end() || !id->is_string()) return false;
-    if (table == "benchmark_runs" && (parsed_->manifest_text.empty() || !names_known_run(row))) return false;
+    if (table == "benchmark_runs" && (!row.contains("manifest") || !names_known_run(row))) return false;
     if (table == "benchmark_runs") refile(row, "sourceId", source_ids_);
     const auto& keys = table_keys(table);
     const std::string sql = table == "benchmark_runs" ? kStoredRunSql : kStoredMeasurementSql;
@@ -471,7 +469,7 @@ class ExportImporter {
       if (!same_as_stored(*it, stored[0].cells[column - keys.begin()])) return false;
     }
     if (table == "benchmark_runs") {
-      if (stored[0].text(keys.size()) != parsed_->manifest_text) return false;
+      if (stored[0].text(keys.size()) != row["manifest"].dump()) return false;  // as run_manifests stores it
       cohorts_.insert(stored[0].text(std::find(keys.begin(), keys.end(), "comparisonKey") - keys.begin()));
     }
     return true;

@@ -111,8 +111,7 @@ const std::vector<std::string>& table_keys(const std::string& table) {
   return it->second;
 }
 
-bool insert_row(Db& db, const std::string& table, const nlohmann::json& row, const std::string& where,
-                const std::string* manifest_text) {
+bool insert_row(Db& db, const std::string& table, const nlohmann::json& row, const std::string& where) {
   if (!row.is_object()) throw Error(where, table, row.dump().substr(0, 80), "a row must be a JSON object");
   // A run's manifest is kept in run_manifests (see schema.hpp); the export shape carries it on the run row.
   const auto manifest = table == "benchmark_runs" ? row.find("manifest") : row.end();
@@ -141,7 +140,7 @@ bool insert_row(Db& db, const std::string& table, const nlohmann::json& row, con
   }
   const bool inserted = db.execute(p.sql, params) > 0;
   if (inserted && manifest != row.end()) {
-    db.execute(insert_sql("run_manifests").sql, {to_value(row.at("id")), manifest_text ? *manifest_text : manifest->dump()});
+    db.execute(insert_sql("run_manifests").sql, {to_value(row.at("id")), manifest->dump()});
   }
   return inserted;
 }

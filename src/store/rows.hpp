@@ -13,10 +13,8 @@ namespace kindex::store {
 // Inserts one row of an export table (sources, projects, operations, operation_aliases, workloads,
 // implementations, benchmark_runs, measurements, record_events, artifacts) or of kindex's tables (protocols, environments,
 // run_samples, manifests). Unknown keys are an error (naming `where`); a row whose key already exists inserts
-// nothing. Returns whether a row was inserted. `manifest_text`, when given, is a run row's manifest already
-// serialized (as row["manifest"].dump() would write it).
-bool insert_row(Db& db, const std::string& table, const nlohmann::json& row, const std::string& where,
-                const std::string* manifest_text = nullptr);
+// nothing. Returns whether a row was inserted.
+bool insert_row(Db& db, const std::string& table, const nlohmann::json& row, const std::string& where);
 
 // The columns (export keys, camelCase) of a table, in order.
 const std::vector<std::string>& table_keys(const std::string& table);

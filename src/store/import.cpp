@@ -198,8 +198,7 @@ class ExportImporter {
         return;
       }
       drop_unknown_columns(r.table, r.row);
-      const bool inserted =
-          insert_row(db_, r.table, r.row, where);
+      const bool inserted = insert_row(db_, r.table, r.row, where);
       if (inserted && r.table == "benchmark_runs" && ++inserted_runs_ == build_indexes_after_runs_) {
         for (const char* index : kRunIndexNames) db_.script(std::string("DROP INDEX IF EXISTS ") + index);
         indexes_dropped_ = true;
@@ -459,7 +458,7 @@ class ExportImporter {
     if (table == "benchmark_runs" && (!row.contains("manifest") || !names_known_run(row))) return false;
     if (table == "benchmark_runs") refile(row, "sourceId", source_ids_);
     const auto& keys = table_keys(table);
-    const std::string sql = table == "benchmark_runs" ? kStoredRunSql : kStoredMeasurementSql;
+    const std::string& sql = table == "benchmark_runs" ? kStoredRunSql : kStoredMeasurementSql;
     const auto stored = db_.query(sql, {id->get<std::string>()});
     if (stored.empty()) return false;
     for (auto it = row.begin(); it != row.end(); ++it) {
@@ -467,6 +466,17 @@ class ExportImporter {
       const auto column = std::find(keys.begin(), keys.end(), it.key());
       if (column == keys.end()) return false;  // an unknown column: the full path drops it with a warning
       if (!same_as_stored(*it, stored[0].cells[column - keys.begin()])) return false;
+    }
+    // A column the full check requires must be stated: a measurement states all of its own (an absent sampleCount
+    // is checked as null against the manifest), a run its digests and keys (its measured facts, when absent, are
+    // filled from the manifest).
+    static const std::vector<std::string> run_required = {"runDigest",      "workloadId",     "implementationId",
+                                                          "protocolKey",    "environmentKey", "correctnessKey",
+                                                          "comparisonKey"};
+    for (const auto& key : table == "benchmark_runs" ? run_required : keys) {
+      if (row.contains(key)) continue;
+      if (table == "benchmark_runs") return false;
+      if (!same_as_stored(json(), stored[0].cells[std::find(keys.begin(), keys.end(), key) - keys.begin()])) return false;
     }
     if (table == "benchmark_runs") {
       if (stored[0].text(keys.size()) != row["manifest"].dump()) return false;  // as run_manifests stores it

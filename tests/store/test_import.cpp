@@ -330,6 +330,13 @@ TEST(StoreImport, ReimportedRowThatDiffersFromTheStoredOneIsStillChecked) {
   for (auto& l : lines)
     if (l["table"] == "measurements" && l["row"]["statistic"] == "std") l["row"]["value"] = 1;
   EXPECT_EQ(refused_on(lines, "reimport-changed-measurement.jsonl"), "value");
+  lines = lines_of(every_table());
+  for (auto& l : lines)  // the manifest states 100 samples: leaving the count out is checked as null
+    if (l["table"] == "measurements" && l["row"]["sampleCount"] == 100) l["row"].erase("sampleCount");
+  EXPECT_EQ(refused_on(lines, "reimport-measurement-without-count.jsonl"), "sampleCount");
+  lines = lines_of(every_table());
+  case_run(lines)["row"].erase("comparisonKey");
+  EXPECT_EQ(refused_on(lines, "reimport-run-without-key.jsonl"), "comparisonKey");
   ImportReport again = import_files(*store, {every_table()});
   EXPECT_EQ(again.total_inserted(), 0);
   EXPECT_EQ(again.skipped.at("benchmark_runs"), counts["benchmark_runs"].get<int64_t>());

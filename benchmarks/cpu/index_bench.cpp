@@ -3,7 +3,11 @@
 // the whole store, p50/p99; and the import of an export of 100,000 generated runs (digests verified as in any
 // import). The server keeps answers until the store changes: each HTTP phase starts with an empty cache, and the
 // cost of computing an answer is reported in process and as each phase's first request ("cold").
-// Usage: index_bench [--runs 10000] [--import-runs 100000 (0: skip)] [--out FILE]
+// Imports: an export the size of KernelIndex's public catalog (--catalog-runs generated runs with one measurement
+// each: 49,641 rows against the public export's 49,611 digests, half of them rows with a manifest to validate and
+// digest, as in the slice) and the stress point of 100,000 runs; each is imported into a fresh store after the
+// slice, then imported again.
+// Usage: index_bench [--runs 10000] [--catalog-runs 24800] [--import-runs 100000] (0: skip) [--out FILE]
 #include <httplib.h>
 #include <unistd.h>
 
@@ -139,7 +143,7 @@ int main(int argc, char** argv) {
 }
 
 int run(int argc, char** argv) {
-  int runs = 10000, import_runs = 100000;
+  int runs = 10000, catalog_runs = 24800, import_runs = 100000;
   std::string out_path = "results/index/index_bench.json";
   bool keep = false;  // --keep 1: leave the stores in the temporary directory (for profiling)
   for (int i = 1; i + 1 < argc; i += 2) {
@@ -147,6 +151,7 @@ int run(int argc, char** argv) {
     if (a == "--keep") keep = std::atoi(argv[i + 1]) != 0;
     if (a == "--runs") runs = std::atoi(argv[i + 1]);
     else if (a == "--import-runs") import_runs = std::atoi(argv[i + 1]);
+    else if (a == "--catalog-runs") catalog_runs = std::atoi(argv[i + 1]);
     else if (a == "--out") out_path = argv[i + 1];
   }
   const std::string slice = std::string(KINDEX_TEST_DATA_DIR) + "/kernelindex/export-slice-gqa.jsonl.zst";
@@ -281,32 +286,43 @@ int run(int argc, char** argv) {
   result["operation_page_http_8_keepalive_clients"] = percentiles(concurrent_page);
   result["operation_page_http_8_keepalive_clients"]["pages_per_s"] = 800 / concurrent_s;
 
-  // 2. Import of `import_runs` generated runs into a fresh store (after the slice they refer to).
-  if (import_runs > 0) {
-    auto fresh = kindex::store::Store::open((dir / "import.db").string());
+  // 2. Imports of generated runs into a fresh store (after the slice they refer to), then the same file again.
+  auto import_point = [&](const std::string& name, int n, int seed) {
+    if (n <= 0) return;
+    auto fresh = kindex::store::Store::open((dir / (name + ".db")).string());
     kindex::store::import_files(*fresh, {slice});
-    std::string big = (dir / "big.jsonl").string();
-    generate_export(*fresh, big, import_runs, 2);
-    t = Clock::now();
-    auto big_rep = kindex::store::import_files(*fresh, {big});
-    result["import"] = {{"runs", big_rep.inserted["benchmark_runs"]}, {"rows", big_rep.total_inserted()},
-                        {"seconds", ms_since(t) / 1000}, {"digests_verified", true}};
-    t = Clock::now();
-    auto again = kindex::store::import_files(*fresh, {big});
-    result["reimport"] = {{"inserted", again.total_inserted()}, {"seconds", ms_since(t) / 1000}};
-  }
-
+    std::string file = (dir / (name + ".jsonl")).string();
+    generate_export(*fresh, file, n, seed);
+    auto t0 = Clock::now();
+    auto rep = kindex::store::import_files(*fresh, {file});
+    result[name] = {{"runs", rep.inserted["benchmark_runs"]}, {"rows", rep.total_inserted()},
+                    {"seconds", ms_since(t0) / 1000}, {"digests_verified", true}};
+    t0 = Clock::now();
+    auto again = kindex::store::import_files(*fresh, {file});
+    result[name + "_reimport"] = {{"inserted", again.total_inserted()}, {"seconds", ms_since(t0) / 1000}};
+    fresh.reset();
+    if (!keep) {
+      fs::remove((dir / (name + ".db")).string());
+      fs::remove(file);
+    }
+  };
+  import_point("catalog_import", catalog_runs, 3);
+  import_point("import", import_runs, 2);
   result["machine"]["load_average_at_end"] = load_average();
   result["targets"] = {{"operation_page_p99_ms", 50}, {"operation_page_8_clients_p99_ms", 50}, {"resolve_ms", 5},
-                       {"records_whole_store_ms", 100}, {"import_100k_s", 15}, {"reimport_100k_s", 10}};
+                       {"records_whole_store_ms", 100}, {"import_catalog_s", 15}, {"reimport_catalog_s", 10}};
   result["met"] = {{"operation_page", result["operation_page_http"]["p99_ms"].get<double>() < 50},
                    {"operation_page_8_clients", result["operation_page_http_8_keepalive_clients"]["p99_ms"].get<double>() < 50},
                    {"resolve", result["resolve_in_process"]["p99_ms"].get<double>() < 5},
                    {"records_whole_store_cached", result["records_whole_store_http"]["p50_ms"].get<double>() < 100},
                    {"records_whole_store_computed", result["records_whole_store_in_process"]["p50_ms"].get<double>() < 100}};
-  if (result.contains("import")) {
-    result["met"]["import"] = result["import"]["seconds"].get<double>() < 15;
-    result["met"]["reimport"] = result["reimport"]["seconds"].get<double>() < 10;
+  if (result.contains("catalog_import")) {
+    result["met"]["import_catalog"] = result["catalog_import"]["seconds"].get<double>() < 15;
+    result["met"]["reimport_catalog"] = result["catalog_import_reimport"]["seconds"].get<double>() < 10;
+  }
+  if (result.contains("import")) {  // the stress point, held to the same targets
+    result["met"]["import_100k"] = result["import"]["seconds"].get<double>() < 15;
+    result["met"]["reimport_100k"] = result["import_reimport"]["seconds"].get<double>() < 10;
   }
   if (keep) {
     std::cerr << "stores kept in " << dir << "\n";

@@ -111,10 +111,20 @@ nlohmann::json normalize_manifest(const nlohmann::json& manifest, const std::str
 
 std::string manifest_digest(const nlohmann::json& manifest, const std::string& where) {
   if (!manifest.is_object()) throw Error(where, "", "", "a manifest is a JSON object");
+  return normalized_manifest_digest(normalize_manifest(manifest, where), where);
+}
+
+std::string normalized_manifest_digest(const nlohmann::json& m, const std::string& where) {
+  if (!m.is_object()) throw Error(where, "", "", "a manifest is a JSON object");
   for (const char* key : {"apiVersion", "kind", "spec"})
-    if (!manifest.contains(key)) throw Error(where, std::string("/") + key, "", "missing (digests hash apiVersion, kind and spec)");
-  const nlohmann::json m = normalize_manifest(manifest, where);
-  return sha256_digest({{"apiVersion", m["apiVersion"]}, {"kind", m["kind"]}, {"spec", m["spec"]}});
+    if (!m.contains(key)) throw Error(where, std::string("/") + key, "", "missing (digests hash apiVersion, kind and spec)");
+  // The canonical form of {apiVersion, kind, spec}, written member by member instead of copying the spec into a
+  // new object: the three keys are ASCII, so their JCS order is this one.
+  std::string text = "{\"apiVersion\":" + canonical_json(m["apiVersion"]);
+  text += ",\"kind\":" + canonical_json(m["kind"]);
+  text += ",\"spec\":" + canonical_json(m["spec"]);
+  text += "}";
+  return "sha256:" + sha256_hex(text);
 }
 
 }  // namespace kindex::evidence

@@ -25,6 +25,8 @@ nlohmann::json normalize_manifest(const nlohmann::json& manifest, const std::str
 // Digest of a manifest document: normalises, then hashes {apiVersion, kind, spec} (metadata excluded). Does not
 // validate against the schema (see schema.hpp / manifest.hpp for that).
 std::string manifest_digest(const nlohmann::json& manifest, const std::string& where = "manifest");
+// The same digest of a manifest normalize_manifest already returned (not normalised again).
+std::string normalized_manifest_digest(const nlohmann::json& normalized, const std::string& where = "manifest");
 
 // Whether s looks like "sha256:<64 lowercase hex>".
 bool is_sha256_digest(std::string_view s);

@@ -102,10 +102,9 @@ std::string clip_text(std::string_view utf8, size_t max_chars) {
 }
 
 Manifest make_manifest(json document, const std::string& where) {
-  validate_manifest(document, where);
   Manifest m;
-  m.document = normalize_manifest(document, where);
-  m.digest = manifest_digest(m.document, where);
+  m.document = validate_manifest(document, where);  // normalised
+  m.digest = normalized_manifest_digest(m.document, where);
   return m;
 }
 

@@ -25,7 +25,8 @@ const nlohmann::json& schema_for_kind(const std::string& kind);
 // All violations of the manifest against the schema of its `kind` (empty when valid).
 std::vector<SchemaViolation> check_manifest_schema(const nlohmann::json& manifest);
 // Schema check plus the digest normalisations (so ambiguous durations are caught too); throws kindex::Error
-// (where, pointer, value, rule) for the first problem, mentioning how many more there are.
-void validate_manifest(const nlohmann::json& manifest, const std::string& where);
+// (where, pointer, value, rule) for the first problem, mentioning how many more there are. Returns the
+// normalised manifest (normalize_manifest's result).
+nlohmann::json validate_manifest(const nlohmann::json& manifest, const std::string& where);
 
 }  // namespace kindex::evidence

@@ -7,6 +7,7 @@
 #include <future>
 #include <optional>
 #include <set>
+#include <unordered_map>
 
 #include "core/error.hpp"
 #include "evidence/digest.hpp"
@@ -16,6 +17,7 @@
 #include "evidence/reader.hpp"
 #include "problem_manifest/problem_manifest.hpp"
 #include "store/rows.hpp"
+#include "store/schema.hpp"
 
 namespace kindex::store {
 
@@ -56,28 +58,40 @@ void expect_digest(const std::string& where, const std::string& column, const js
 // transaction: a refused row leaves the store exactly as it was.
 class ExportImporter {
  public:
-  ExportImporter(Store& store, std::string path) : store_(store), db_(store.db()), path_(std::move(path)) {}
+  ExportImporter(Store& store, std::string path, const ImportOptions& options)
+      : store_(store), db_(store.db()), path_(std::move(path)), build_indexes_after_runs_(options.build_indexes_after_runs) {}
 
   ImportReport run() {
     Transaction tx(db_);
+    // The runs already stored, by id: the parsing thread does not validate and digest the manifest of a row that
+    // names a stored (id, runDigest) again (a re-import); this thread then checks that the row is the stored one.
+    for (const auto& r : db_.query("SELECT id, run_digest FROM benchmark_runs")) known_runs_.emplace(r.text(0), r.text(1));
     // Parsing lines and validating and digesting run manifests (no store access) runs on a second thread, one batch
-    // ahead of this one, which checks and inserts rows in file order.
+    // ahead of this one, which checks and inserts rows in file order. The rows this thread has handled are freed
+    // on the parsing thread too.
     std::vector<RawLine> batch;
     std::future<std::vector<ParsedLine>> ahead;
+    std::vector<ParsedLine> handled;
     auto handle_ahead = [&] {
       if (!ahead.valid()) return;
-      for (ParsedLine& pl : ahead.get()) handle(pl);
+      handled = ahead.get();
+      for (ParsedLine& pl : handled) handle(pl);
     };
     evidence::for_each_export_line(path_, [&](std::string_view text, std::size_t line) {
       batch.push_back({std::string(text), line});
       if (batch.size() < kBatchLines) return;
-      auto next = std::async(std::launch::async, parse_batch, path_, std::move(batch));
+      auto next = std::async(std::launch::async, [this, lines = std::move(batch), old = std::move(handled)]() mutable {
+        old.clear();
+        return parse_batch(std::move(lines));
+      });
       batch.clear();
+      handled.clear();
       handle_ahead();
       ahead = std::move(next);
     });
     handle_ahead();
-    for (ParsedLine& pl : parse_batch(path_, std::move(batch))) handle(pl);
+    for (ParsedLine& pl : parse_batch(std::move(batch))) handle(pl);
+    if (indexes_dropped_) db_.script(kRunIndexes);
     for (const auto& ck : cohorts_) report_.record_events += store_.update_record(ck) ? 1 : 0;
     tx.commit();
     for (const auto& [table, rows] : unknown_tables_)
@@ -95,36 +109,73 @@ class ExportImporter {
     std::string text;
     std::size_t line;
   };
+  // What the parsing thread prepares for a line; anything it could not make is left empty and made again, in file
+  // order, by the check that reports the error where it belongs.
   struct ParsedLine {
     RawLine raw;                              // text kept only when parsing failed (parsed again, in order, to throw)
     std::optional<evidence::ExportRow> row;
     std::optional<evidence::Manifest> run;  // a run row's manifest.run, validated and digested
+    std::string protocol_digest, environment_digest;  // a run row's manifest.protocol and .environment
   };
-  static std::vector<ParsedLine> parse_batch(const std::string& path, std::vector<RawLine> lines) {
+  std::vector<ParsedLine> parse_batch(std::vector<RawLine> lines) {
     std::vector<ParsedLine> out(lines.size());
     for (std::size_t i = 0; i < lines.size(); ++i) {
       ParsedLine& pl = out[i];
       pl.raw.line = lines[i].line;
       try {
-        pl.row = evidence::parse_export_line(lines[i].text, path + ":" + std::to_string(lines[i].line));
+        pl.row = evidence::parse_export_line(lines[i].text, path_ + ":" + std::to_string(lines[i].line));
       } catch (...) {
         pl.raw.text = std::move(lines[i].text);
         continue;
       }
       if (pl.row->table != "benchmark_runs") continue;
-      try {  // on failure the row's own check repeats it and reports the error where it belongs
-        pl.run = evidence::make_manifest(pl.row->row.at("manifest").at("run"), path);
+      try {
+        const json& row = pl.row->row;
+        const json& m = row.at("manifest");
+        if (names_known_run(row)) continue;  // the handling thread compares it with the stored run
+        pl.run = evidence::make_manifest(m.at("run"), path_);
+        pl.protocol_digest = parser_digests_.digest(m.at("protocol"), path_);
+        pl.environment_digest = parser_digests_.digest(m.at("environment"), path_);
       } catch (...) {
       }
     }
     return out;
   }
+  bool names_known_run(const json& row) const {
+    const auto id = row.find("id"), digest = row.find("runDigest");
+    if (id == row.end() || digest == row.end() || !id->is_string() || !digest->is_string()) return false;
+    const auto it = known_runs_.find(id->get_ref<const std::string&>());
+    return it != known_runs_.end() && it->second == digest->get_ref<const std::string&>();
+  }
+
+  // Manifest digests, each distinct document validated once (protocols and environments repeat across runs).
+  class DigestMemo {
+   public:
+    std::string digest(const json& manifest, const std::string& where) {
+      // Most runs repeat one of a few protocols and environments: comparing with those is cheaper than serializing.
+      for (const auto& [doc, digest] : recent_) {
+        if (doc == manifest) return digest;
+      }
+      std::string key = manifest.dump();
+      auto it = by_text_.find(key);
+      if (it != by_text_.end()) return it->second;
+      std::string d = evidence::make_manifest(manifest, where).digest;
+      if (by_text_.size() < 10000) by_text_.emplace(std::move(key), d);
+      if (recent_.size() < 8) recent_.emplace_back(manifest, d);
+      return d;
+    }
+
+   private:
+    std::unordered_map<std::string, std::string> by_text_;
+    std::vector<std::pair<json, std::string>> recent_;  // the first documents seen, with their digests
+  };
 
   void handle(ParsedLine& pl) {
     const std::size_t line = pl.raw.line;
-    evidence::ExportRow r =
-        pl.row ? std::move(*pl.row) : evidence::parse_export_line(pl.raw.text, path_ + ":" + std::to_string(line));
+    if (!pl.row) pl.row = evidence::parse_export_line(pl.raw.text, path_ + ":" + std::to_string(line));
+    evidence::ExportRow& r = *pl.row;
     run_manifest_ = std::move(pl.run);
+    parsed_ = &pl;
     if (!evidence::is_export_table(r.table)) {
       ++unknown_tables_[r.table];
       return;
@@ -136,6 +187,10 @@ class ExportImporter {
       count(report_, r.table, false);
       return;
     }
+    if (is_stored_as_is(r.table, r.row)) {
+      count(report_, r.table, false);
+      return;
+    }
     try {
       prepare(r.table, r.row, where);
       if (names_adopted_run(r.table, r.row)) {  // checked, but that run's rows are already stored
@@ -144,6 +199,10 @@ class ExportImporter {
       }
       drop_unknown_columns(r.table, r.row);
       const bool inserted = insert_row(db_, r.table, r.row, where);
+      if (inserted && r.table == "benchmark_runs" && ++inserted_runs_ == build_indexes_after_runs_) {
+        for (const char* index : kRunIndexNames) db_.script(std::string("DROP INDEX IF EXISTS ") + index);
+        indexes_dropped_ = true;
+      }
       if (!inserted) check_same_as_stored(r.table, r.row, where);
       count(report_, r.table, inserted);
     } catch (const Error&) {
@@ -154,19 +213,7 @@ class ExportImporter {
   }
 
   // A manifest's digest, validated once per distinct document (protocols and environments repeat).
-  std::string digest_of(const json& manifest, const std::string& where) {
-    // Most runs repeat one of a few protocols and environments: comparing with those is cheaper than serializing.
-    for (const auto& [doc, digest] : recent_) {
-      if (doc == manifest) return digest;
-    }
-    std::string key = manifest.dump();
-    auto it = cache_.find(key);
-    if (it != cache_.end()) return it->second;
-    std::string d = evidence::make_manifest(manifest, where).digest;
-    if (cache_.size() < 10000) cache_.emplace(std::move(key), d);
-    if (recent_.size() < 8) recent_.emplace_back(manifest, d);
-    return d;
-  }
+  std::string digest_of(const json& manifest, const std::string& where) { return digests_.digest(manifest, where); }
 
   std::string operation_digest(const std::string& id, const std::string& where) {
     if (auto it = ops_.find(id); it != ops_.end()) return it->second;
@@ -279,8 +326,11 @@ class ExportImporter {
         run_manifest_ ? std::move(*run_manifest_) : evidence::make_manifest(m.at("run"), where + " manifest.run");
     run_manifest_.reset();
     expect_digest(where, "runDigest", row.value("runDigest", json()), run.digest);
-    std::string protocol = digest_of(m.at("protocol"), where + " manifest.protocol");
-    std::string environment = digest_of(m.at("environment"), where + " manifest.environment");
+    const std::string protocol = !parsed_->protocol_digest.empty() ? parsed_->protocol_digest
+                                                                   : digest_of(m.at("protocol"), where + " manifest.protocol");
+    const std::string environment = !parsed_->environment_digest.empty()
+                                        ? parsed_->environment_digest
+                                        : digest_of(m.at("environment"), where + " manifest.environment");
     expect_digest(where, "protocolKey", row.value("protocolKey", json()), protocol);
     expect_digest(where, "environmentKey", row.value("environmentKey", json()), environment);
     const json& spec = run.spec();
@@ -291,8 +341,8 @@ class ExportImporter {
     expect_digest(where, "manifest.run.spec.implementationDigest", spec.value("implementationDigest", json()),
                   implementation_digest(row.at("implementationId"), where));
     expect_digest(where, "correctnessKey", row.value("correctnessKey", json()), w.correctness_key);
-    std::string ck = evidence::comparison_key({operation_digest(w.operation_id, where), w.digest, protocol, environment,
-                                               w.correctness_key, evidence::run_metric_key(run.document)});
+    const std::string ck = comparison_key({operation_digest(w.operation_id, where), w.digest, protocol, environment,
+                                           w.correctness_key, evidence::run_metric_key(run.document)});
     expect_digest(where, "comparisonKey", row.value("comparisonKey", json()), ck);
     // Every value the row restates (what was measured, when, on what) must be what its manifest says.
     // A column the row leaves out is filled from the manifest.
@@ -388,11 +438,93 @@ class ExportImporter {
     }
   }
 
+  // Runs share a few cohorts: each distinct set of parts is hashed once.
+  std::string comparison_key(const evidence::ComparisonParts& parts) {
+    std::string key = parts.operation + ' ' + parts.workload + ' ' + parts.protocol + ' ' + parts.environment + ' ' +
+                      parts.correctness + ' ' + parts.metric;
+    auto it = comparison_keys_.find(key);
+    if (it == comparison_keys_.end()) it = comparison_keys_.emplace(std::move(key), evidence::comparison_key(parts)).first;
+    return it->second;
+  }
+
+  // A row whose id is stored with exactly the stated content (every column it states, and for a run the same
+  // manifest text) is already present: checking it again could only give the answer its first import gave, so its
+  // manifests are not validated and digested again (a re-import). Any difference takes the full check, which
+  // refuses a changed row naming both digests.
+  bool is_stored_as_is(const std::string& table, json& row) {
+    if (table != "benchmark_runs" && table != "measurements") return false;
+    const auto id = row.find("id");
+    if (id == row.end() || !id->is_string()) return false;
+    if (table == "benchmark_runs" && (!row.contains("manifest") || !names_known_run(row))) return false;
+    if (table == "benchmark_runs") refile(row, "sourceId", source_ids_);
+    const auto& keys = table_keys(table);
+    const std::string& sql = table == "benchmark_runs" ? kStoredRunSql : kStoredMeasurementSql;
+    const auto stored = db_.query(sql, {id->get<std::string>()});
+    if (stored.empty()) return false;
+    for (auto it = row.begin(); it != row.end(); ++it) {
+      if (it.key() == "manifest" || it.key() == "origin") continue;
+      const auto column = std::find(keys.begin(), keys.end(), it.key());
+      if (column == keys.end()) return false;  // an unknown column: the full path drops it with a warning
+      if (!same_as_stored(*it, stored[0].cells[column - keys.begin()])) return false;
+    }
+    // A column the full check requires must be stated: a measurement states all of its own (an absent sampleCount
+    // is checked as null against the manifest), a run its digests and keys (its measured facts, when absent, are
+    // filled from the manifest).
+    static const std::vector<std::string> run_required = {"runDigest",      "workloadId",     "implementationId",
+                                                          "protocolKey",    "environmentKey", "correctnessKey",
+                                                          "comparisonKey"};
+    for (const auto& key : table == "benchmark_runs" ? run_required : keys) {
+      if (row.contains(key)) continue;
+      if (table == "benchmark_runs") return false;
+      if (!same_as_stored(json(), stored[0].cells[std::find(keys.begin(), keys.end(), key) - keys.begin()])) return false;
+    }
+    if (table == "benchmark_runs") {
+      if (stored[0].text(keys.size()) != row["manifest"].dump()) return false;  // as run_manifests stores it
+      cohorts_.insert(stored[0].text(std::find(keys.begin(), keys.end(), "comparisonKey") - keys.begin()));
+    }
+    return true;
+  }
+  // Whether a stated value is what insert_row would have stored for it.
+  static bool same_as_stored(const json& stated, const Value& held) {
+    if (stated.is_null()) return std::holds_alternative<std::monostate>(held);
+    if (stated.is_boolean()) {
+      const auto n = std::get_if<int64_t>(&held);
+      return n && *n == (stated.get<bool>() ? 1 : 0);
+    }
+    if (stated.is_number()) {
+      if (const auto d = std::get_if<double>(&held)) return stated.get<double>() == *d;
+      const auto n = std::get_if<int64_t>(&held);
+      return n && stated.is_number_integer() && stated.get<int64_t>() == *n;
+    }
+    const auto text = std::get_if<std::string>(&held);
+    if (!text) return false;
+    if (stated.is_string()) return *text == stated.get_ref<const std::string&>();
+    return *text == stated.dump();
+  }
+  static inline const std::string kStoredRunSql = [] {
+    std::string cols;
+    for (const auto& k : table_keys("benchmark_runs")) cols += "r." + snake_case(k) + ", ";
+    return "SELECT " + cols + "m.manifest FROM benchmark_runs r JOIN run_manifests m ON m.run_id = r.id WHERE r.id = ?";
+  }();
+  static inline const std::string kStoredMeasurementSql = [] {
+    std::string cols;
+    for (const auto& k : table_keys("measurements")) cols += (cols.empty() ? "" : ", ") + snake_case(k);
+    return "SELECT " + cols + " FROM measurements WHERE id = ?";
+  }();
+
   Store& store_;
   Db& db_;
   std::string path_;
+  const int64_t build_indexes_after_runs_;
+  int64_t inserted_runs_ = 0;
+  bool indexes_dropped_ = false;  // built again before the import's record keeping reads them
   ImportReport report_;
-  std::map<std::string, std::string> cache_, ops_, impls_;
+  DigestMemo digests_;         // this thread's
+  DigestMemo parser_digests_;  // the parsing thread's
+  std::unordered_map<std::string, std::string> known_runs_;  // stored runs: id -> runDigest (read before parsing)
+  std::unordered_map<std::string, std::string> comparison_keys_;
+  const ParsedLine* parsed_ = nullptr;  // the line being handled
+  std::map<std::string, std::string> ops_, impls_;
   std::map<std::string, WorkloadInfo> workloads_;
   std::map<std::string, std::vector<evidence::RunMeasurement>> measurements_;
   std::map<std::string, std::size_t> unknown_tables_, unknown_columns_;
@@ -401,7 +533,6 @@ class ExportImporter {
   std::set<std::string> cohorts_;
   std::set<std::string> written_;  // protocol and environment digests inserted by this import
   std::optional<evidence::Manifest> run_manifest_;  // the current run row's manifest.run, made on the parsing thread
-  std::vector<std::pair<json, std::string>> recent_;  // the last documents digest_of saw, with their digests
 };
 
 std::vector<std::string> expand(const std::vector<std::string>& paths, const std::set<std::string>& extensions,
@@ -466,8 +597,7 @@ json trace_protocol(const std::string& harness, const std::string& display_name,
 }  // namespace
 
 ImportReport import_export(Store& store, const std::string& path, const ImportOptions& options) {
-  (void)options;
-  return ExportImporter(store, path).run();
+  return ExportImporter(store, path, options).run();
 }
 
 ImportReport import_manifests(Store& store, const std::vector<std::string>& paths) {

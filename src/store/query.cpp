@@ -143,7 +143,7 @@ json protocol_summary(Store& store, const std::string& key) {
 }
 
 // One cohort, ranked (over all its valid members), with its floor; run details for the first `limit` members.
-json cohort_view(Store& store, const std::string& ck, const json& op, const json& wl, size_t limit = 100) {
+json compute_cohort_view(Store& store, const std::string& ck, const json& op, const json& wl, size_t limit) {
   bool native = false;
   auto members = store.cohort(ck, &native);
   const size_t shown = std::min(limit, members.size());
@@ -237,6 +237,17 @@ json cohort_view(Store& store, const std::string& ck, const json& op, const json
     if (first > 0) out["recordAboveKindexFloor"] = first / *kindex_floor;
   }
   return out;
+}
+
+// A cohort's view, kept until the store changes: the operation page, resolve and the run pages of one workload
+// all show the same cohorts. The comparison key names the operation, workload, protocol, environment and metric,
+// so it (with the number of runs shown) determines the view.
+json cohort_view(Store& store, const std::string& ck, const json& op, const json& wl, size_t limit = 100) {
+  const std::string key = "cohort-view:" + std::to_string(limit) + ":" + ck;
+  if (auto kept = store.remembered(key)) return *std::static_pointer_cast<const json>(kept);
+  auto made = std::make_shared<const json>(compute_cohort_view(store, ck, op, wl, limit));
+  store.remember(key, made);
+  return *made;
 }
 
 json workloads_of(Store& store, const OperationRow& op) {
@@ -654,18 +665,36 @@ json resolve(Store& store, const ResolveQuery& q, int near_limit) {
     for (const auto& [name, _] : op_axes.items()) known += (known.empty() ? "" : ", ") + name;
     throw Error("resolve", "axis", k, "not an axis of " + op.name + " (its axes: " + known + ")");
   }
-  auto wrows = store.db().query("SELECT id, manifest, workload_digest FROM workloads WHERE operation_id = ? AND kind = 'WorkloadCase'",
-                                {op.id});
-  struct Candidate {
+  // The operation's workloads with their axes and dtypes, parsed once until the store changes.
+  struct WorkloadFacts {
     std::string id, digest;
     json manifest;
+    std::map<std::string, int64_t> axes;
+    std::set<std::string> dtypes;
+  };
+  using AllWorkloads = std::vector<WorkloadFacts>;
+  auto all_workloads = std::static_pointer_cast<const AllWorkloads>(store.remembered("resolve-workloads:" + op.id));
+  if (!all_workloads) {
+    auto made = std::make_shared<AllWorkloads>();
+    for (const auto& r : store.db().query(
+             "SELECT id, manifest, workload_digest FROM workloads WHERE operation_id = ? AND kind = 'WorkloadCase'", {op.id})) {
+      WorkloadFacts f{r.text(0), r.text(2), json::parse(r.text(1)), {}, {}};
+      f.axes = workload_axes(op.manifest, f.manifest);
+      f.dtypes = workload_dtypes(f.manifest);
+      made->push_back(std::move(f));
+    }
+    store.remember("resolve-workloads:" + op.id, made);
+    all_workloads = std::move(made);
+  }
+  struct Candidate {
+    const WorkloadFacts* w;
     json differs = json::array();
     double distance = 0;
   };
   std::vector<Candidate> candidates;
-  for (const auto& r : wrows) {
-    Candidate c{r.text(0), r.text(2), json::parse(r.text(1))};
-    auto axes = workload_axes(op.manifest, c.manifest);
+  for (const auto& w : *all_workloads) {
+    Candidate c{&w};
+    const auto& axes = w.axes;
     for (const auto& [k, want] : q.axes) {
       auto it = axes.find(k);
       if (it == axes.end()) {
@@ -676,8 +705,8 @@ json resolve(Store& store, const ResolveQuery& q, int near_limit) {
         c.distance += 1 + std::fabs(std::log((1.0 + it->second) / (1.0 + want)));
       }
     }
-    if (!q.dtype.empty() && !workload_dtypes(c.manifest).count(q.dtype)) {
-      c.differs.push_back({{"facet", "dtype"}, {"want", q.dtype}, {"have", *workload_dtypes(c.manifest).begin()}});
+    if (!q.dtype.empty() && !w.dtypes.count(q.dtype)) {
+      c.differs.push_back({{"facet", "dtype"}, {"want", q.dtype}, {"have", *w.dtypes.begin()}});
       c.distance += 5;
     }
     candidates.push_back(std::move(c));
@@ -694,13 +723,13 @@ json resolve(Store& store, const ResolveQuery& q, int near_limit) {
   auto cohort_gpus = [&](const Candidate& c) {
     return store.db().query(
         "SELECT comparison_key, MIN(hardware_model) FROM benchmark_runs WHERE workload_id = ? GROUP BY comparison_key",
-        {c.id});
+        {c.w->id});
   };
   auto cohorts_of = [&](const Candidate& c, const std::vector<Row>& groups) {
     json out = json::array();
     for (const auto& r : groups) {
       if (!gpu_matches(r.text(1))) continue;
-      out.push_back(cohort_view(store, r.text(0), op.manifest, c.manifest, 50));
+      out.push_back(cohort_view(store, r.text(0), op.manifest, c.w->manifest, 50));
     }
     return out;
   };
@@ -713,8 +742,8 @@ json resolve(Store& store, const ResolveQuery& q, int near_limit) {
     for (const auto& c : candidates) {
       if (c.differs.empty()) {
         json axes = json::object();
-        for (const auto& [k, v] : workload_axes(op.manifest, c.manifest)) axes[k] = v;
-        ambiguous.push_back({{"workloadId", c.id}, {"label", workload_label(c.manifest)}, {"axes", std::move(axes)}});
+        for (const auto& [k, v] : c.w->axes) axes[k] = v;
+        ambiguous.push_back({{"workloadId", c.w->id}, {"label", workload_label(c.w->manifest)}, {"axes", std::move(axes)}});
       }
     }
   }
@@ -754,7 +783,7 @@ json resolve(Store& store, const ResolveQuery& q, int near_limit) {
         best["comparisonKey"] = *e.comparison_key;
         ranked.push_back(std::move(best));
       }
-      exact = {{"workloadId", c.id}, {"digest", c.digest}, {"label", workload_label(c.manifest)},
+      exact = {{"workloadId", c.w->id}, {"digest", c.w->digest}, {"label", workload_label(c.w->manifest)},
                {"cohorts", std::move(cohorts)}, {"ranked", std::move(ranked)}};
       if (!q.gpu.empty()) {
         // The exact workload measured on other GPUs: only each cohort's GPU and leader are shown, so the full
@@ -763,7 +792,7 @@ json resolve(Store& store, const ResolveQuery& q, int near_limit) {
           if (static_cast<int>(near.size()) >= near_limit) break;
           if (gpu_matches(r.text(1))) continue;
           auto [gpu, best] = cohort_leader(store, r.text(0));
-          near.push_back({{"workloadId", c.id}, {"label", workload_label(c.manifest)},
+          near.push_back({{"workloadId", c.w->id}, {"label", workload_label(c.w->manifest)},
                           {"differs", json::array({{{"facet", "gpu"}, {"want", q.gpu}, {"have", std::move(gpu)}}})},
                           {"best", std::move(best)}});
         }
@@ -775,7 +804,7 @@ json resolve(Store& store, const ResolveQuery& q, int near_limit) {
         std::string("SELECT ") + kRunColumns + kRunJoins +
             "WHERE r.workload_id = ? AND r.status = 'passed' AND r.retracted_at IS NULL AND r.primary_value IS NOT NULL "
             "ORDER BY r.primary_value LIMIT 5",
-        {c.id});
+        {c.w->id});
     json best;
     for (const auto& r : cos) {
       if (gpu_matches(r.text(6))) {
@@ -789,7 +818,7 @@ json resolve(Store& store, const ResolveQuery& q, int near_limit) {
       differs.push_back({{"facet", "gpu"}, {"want", q.gpu}, {"have", best["gpu"]}});
     }
     if (best.is_null()) continue;
-    near.push_back({{"workloadId", c.id}, {"label", workload_label(c.manifest)}, {"differs", std::move(differs)},
+    near.push_back({{"workloadId", c.w->id}, {"label", workload_label(c.w->manifest)}, {"differs", std::move(differs)},
                     {"best", std::move(best)}});
   }
   return {{"operation", {{"slug", op.slug}, {"name", op.name}}},

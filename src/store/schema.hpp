@@ -64,6 +64,14 @@ CREATE TABLE IF NOT EXISTS artifacts (
 CREATE INDEX IF NOT EXISTS ix_alias ON operation_aliases(alias);
 CREATE INDEX IF NOT EXISTS ix_workloads_op ON workloads(operation_id);
 CREATE INDEX IF NOT EXISTS ix_impl_op ON implementations(operation_id);
+CREATE INDEX IF NOT EXISTS ix_events_cohort ON record_events(comparison_key);
+)SQL";
+
+// The secondary indexes of runs and measurements, apart from kSchema: a large import builds them once after its
+// rows are in (Store::defer_run_indexes) instead of inserting every row into each of them.
+inline constexpr const char* kRunIndexNames[] = {"ix_runs_workload", "ix_runs_cohort", "ix_runs_by_impl",
+                                                 "ix_runs_supersedes", "ix_meas_run"};
+inline constexpr const char* kRunIndexes = R"SQL(
 -- Covers the per-workload questions (ranked lists, best per implementation, plots, the operation page's pass over
 -- its runs with their evidence flags) without reading run rows. (ix_runs_by_workload, its earlier form, had no
 -- evidence flags.)
@@ -80,7 +88,7 @@ CREATE INDEX IF NOT EXISTS ix_runs_cohort ON benchmark_runs(comparison_key, stat
 CREATE INDEX IF NOT EXISTS ix_runs_by_impl ON benchmark_runs(implementation_id, workload_id, status, primary_value,
   retracted_at, reproduced_by_kernelindex);
 CREATE INDEX IF NOT EXISTS ix_meas_run ON measurements(run_id);
-CREATE INDEX IF NOT EXISTS ix_events_cohort ON record_events(comparison_key);
+CREATE INDEX IF NOT EXISTS ix_runs_supersedes ON benchmark_runs(supersedes_id);
 )SQL";
 
 }  // namespace kindex::store

@@ -77,7 +77,7 @@ void Store::remember(const std::string& key, std::shared_ptr<const void> value) 
 
 void Store::create_schema() {
   db_->script(kSchema);
-  db_->script("CREATE INDEX IF NOT EXISTS ix_runs_supersedes ON benchmark_runs(supersedes_id)");
+  db_->script(kRunIndexes);
 }
 
 PutResult Store::put_manifest(const json& manifest, const std::string& where) {
@@ -92,6 +92,18 @@ std::optional<json> Store::manifest(const std::string& digest) {
   if (rows.empty()) return std::nullopt;
   return json::parse(rows[0].text(0));
 }
+
+namespace {
+// "YYYY-MM-DDTHH:MM:SS.mmmZ", the form evidence::utc_instant writes.
+bool in_utc_instant_form(const std::string& t) {
+  if (t.size() != 24) return false;
+  for (std::size_t i = 0; i < t.size(); ++i) {
+    const char want = i == 4 || i == 7 ? '-' : i == 10 ? 'T' : i == 13 || i == 16 ? ':' : i == 19 ? '.' : i == 23 ? 'Z' : '0';
+    if (want == '0' ? (t[i] < '0' || t[i] > '9') : t[i] != want) return false;
+  }
+  return true;
+}
+}  // namespace
 
 std::vector<Ranked> Store::cohort(const std::string& comparison_key, bool* source_native) {
   auto rows = db_->query(
@@ -108,10 +120,14 @@ std::vector<Ranked> Store::cohort(const std::string& comparison_key, bool* sourc
     k.low = r.maybe_real(2);
     k.high = r.maybe_real(3);
     k.evidence = evidence_level({r.integer(4) != 0, r.integer(5), r.integer(6) != 0, r.integer(7) != 0});
-    try {  // one form (UTC, milliseconds) so that "newer first" compares instants
-      k.observed_at = evidence::utc_instant(r.text(8), "benchmark_runs", "observed_at");
-    } catch (const std::exception&) {
-      k.observed_at = r.text(8);
+    k.observed_at = r.text(8);
+    // One form (UTC, milliseconds) so that "newer first" compares instants. Text already in that form is kept as
+    // it is: utc_instant would give it back unchanged, or refuse it and keep it too (most stored times).
+    if (!in_utc_instant_form(k.observed_at)) {
+      try {
+        k.observed_at = evidence::utc_instant(k.observed_at, "benchmark_runs", "observed_at");
+      } catch (const std::exception&) {
+      }
     }
     k.source_native = r.integer(9) != 0;
     out.push_back(std::move(k));

@@ -189,7 +189,9 @@ std::string home_page(const json& operations, const std::string& query) {
   return page("kindex", body);
 }
 
-std::string operation_page(const json& v) {
+OperationPlots operation_plots(const json& v) { return {latency_plot_svg(v), floor_plot_svg(v)}; }
+
+std::string operation_page(const json& v, const OperationPlots* plots) {
   const json& op = v["operation"];
   std::string slug = op["slug"];
   std::string body = "<h1 id=\"title\">" + e(op["title"]) + "</h1>";
@@ -301,7 +303,9 @@ std::string operation_page(const json& v) {
   }
   body += "</table>";
   // Plots.
-  body += "<h2>Latency per workload</h2>" + latency_plot_svg(v) + "<h2>Records against their floors</h2>" + floor_plot_svg(v);
+  const OperationPlots made = plots ? OperationPlots{} : operation_plots(v);
+  if (!plots) plots = &made;
+  body += "<h2>Latency per workload</h2>" + plots->latency + "<h2>Records against their floors</h2>" + plots->floors;
   // Semantics.
   const json& s = v["semantics"];
   body += "<h2>Semantics</h2><h3>Inputs and outputs</h3><table id=\"io\">";

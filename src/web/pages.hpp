@@ -16,7 +16,14 @@ std::string format_ratio(double x);
 // The home page's search as you type (served as /assets/search.js; the page works without it: the form submits).
 const std::string& search_script();
 std::string home_page(const nlohmann::json& operations, const std::string& query);
-std::string operation_page(const nlohmann::json& view);
+// The operation page's two plots (latency per workload, records against their floors): they show the operation's
+// workloads and implementations only, so every workload's page of one operation has the same ones.
+struct OperationPlots {
+  std::string latency, floors;
+};
+OperationPlots operation_plots(const nlohmann::json& operation_view);
+// `plots`, when given, are operation_plots(view) made earlier (the server keeps them until the store changes).
+std::string operation_page(const nlohmann::json& view, const OperationPlots* plots = nullptr);
 std::string run_page(const nlohmann::json& view);
 std::string workload_page(const nlohmann::json& view);
 std::string implementation_page(const nlohmann::json& view);

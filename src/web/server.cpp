@@ -788,7 +788,16 @@ void IndexServer::routes() {
     send_html(res, home_page(store::search(store_, q, 200), q));
   });
   s.Get(R"(/operations/([^/]+))", [this](const httplib::Request& req, httplib::Response& res) {
-    send_html(res, operation_page(store::operation_view(store_, param(req, "operation"), param(req, "workload", 99))));
+    const json view = store::operation_view(store_, param(req, "operation"), param(req, "workload", 99));
+    // The plots (a third of a page's cost) are the same on every workload's page of the operation.
+    const std::string key = "operation-plots:" + view["operation"]["id"].get<std::string>();
+    auto plots = std::static_pointer_cast<const OperationPlots>(store_.remembered(key));
+    if (!plots) {
+      auto made = std::make_shared<const OperationPlots>(operation_plots(view));
+      store_.remember(key, made);
+      plots = std::move(made);
+    }
+    send_html(res, operation_page(view, plots.get()));
   });
   s.Get(R"(/operations/([^/]+)/leaderboard)", [this](const httplib::Request& req, httplib::Response& res) {
     send_html(res, leaderboard_page(store::leaderboard(store_, leaderboard_query(req))));

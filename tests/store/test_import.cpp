@@ -271,6 +271,78 @@ TEST(StoreImport, StoredIdWithDifferentContentIsRefusedNamingBothDigests) {
   }
 }
 
+// A large export drops the run indexes and builds them again after its rows (here from its first run on): the
+// store answers as after a row-by-row import, and a failed import leaves the indexes and rows as they were.
+TEST(StoreImport, IndexesBuiltAfterALargeImportAnswerTheSameAndAFailedOneKeepsThem) {
+  const auto index_names = [](Store& s) {
+    std::vector<std::string> names;
+    for (const auto& r : s.db().query("SELECT name FROM sqlite_master WHERE type = 'index' AND name LIKE 'ix_%' ORDER BY name"))
+      names.push_back(r.text(0));
+    return names;
+  };
+  auto row_by_row = Store::open(":memory:");
+  ImportOptions never;
+  never.build_indexes_after_runs = 0;
+  import_files(*row_by_row, {slice(), every_table()}, never);
+  auto rebuilt = Store::open(":memory:");
+  ImportOptions first_run;
+  first_run.build_indexes_after_runs = 1;
+  import_files(*rebuilt, {slice(), every_table()}, first_run);
+  EXPECT_EQ(index_names(*rebuilt), index_names(*row_by_row));
+  EXPECT_EQ(rebuilt->counts(), row_by_row->counts());
+  EXPECT_EQ(records(*rebuilt).dump(), records(*row_by_row).dump());
+  EXPECT_EQ(rebuilt->integrity_check(), "ok");
+
+  auto lines = lines_of(every_table());
+  lines.back()["row"]["contentDigest"] = "md5:0";  // the last line is refused, after the runs
+  auto store = Store::open(":memory:");
+  import_files(*store, {slice()}, first_run);
+  const auto before = index_names(*store);
+  const nlohmann::json counts = store->counts();
+  EXPECT_THROW(import_files(*store, {write_lines("large-then-bad.jsonl", lines)}, first_run), Error);
+  EXPECT_EQ(index_names(*store), before);
+  EXPECT_EQ(store->counts(), counts);
+  EXPECT_EQ(store->integrity_check(), "ok");
+}
+
+// A re-import skips the checks of a row stored exactly as stated; a row that names a stored run (id and runDigest)
+// but differs from it in its manifest or in any column still gets every check, in a filled store as in an empty one.
+TEST(StoreImport, ReimportedRowThatDiffersFromTheStoredOneIsStillChecked) {
+  auto store = Store::open(":memory:");
+  import_files(*store, {every_table()});
+  const nlohmann::json counts = store->counts();
+  const auto refused_on = [&](std::vector<nlohmann::json> lines, const std::string& name) {
+    try {
+      import_files(*store, {write_lines(name, lines)});
+    } catch (const Error& e) {
+      EXPECT_EQ(store->counts(), counts);
+      return e.field();
+    }
+    return std::string("imported");
+  };
+  auto lines = lines_of(every_table());
+  case_run(lines)["row"]["manifest"]["run"]["spec"]["status"] = "timeout";  // its runDigest no longer matches
+  EXPECT_EQ(refused_on(lines, "reimport-changed-manifest.jsonl"), "runDigest");
+  lines = lines_of(every_table());
+  case_run(lines)["row"]["primaryValue"] = 1000;  // the manifest's median is 348254 ns
+  EXPECT_EQ(refused_on(lines, "reimport-changed-value.jsonl"), "primaryValue");
+  lines = lines_of(every_table());
+  for (auto& l : lines)
+    if (l["table"] == "measurements" && l["row"]["statistic"] == "std") l["row"]["value"] = 1;
+  EXPECT_EQ(refused_on(lines, "reimport-changed-measurement.jsonl"), "value");
+  lines = lines_of(every_table());
+  for (auto& l : lines)  // the manifest states 100 samples: leaving the count out is checked as null
+    if (l["table"] == "measurements" && l["row"]["sampleCount"] == 100) l["row"].erase("sampleCount");
+  EXPECT_EQ(refused_on(lines, "reimport-measurement-without-count.jsonl"), "sampleCount");
+  lines = lines_of(every_table());
+  case_run(lines)["row"].erase("comparisonKey");
+  EXPECT_EQ(refused_on(lines, "reimport-run-without-key.jsonl"), "comparisonKey");
+  ImportReport again = import_files(*store, {every_table()});
+  EXPECT_EQ(again.total_inserted(), 0);
+  EXPECT_EQ(again.skipped.at("benchmark_runs"), counts["benchmark_runs"].get<int64_t>());
+  EXPECT_EQ(store->counts(), counts);
+}
+
 }  // namespace
 }  // namespace kindex::store
 

@@ -669,13 +669,17 @@ def test_harness_table_puts_each_trace_next_to_kindex_bench_of_its_workload(tmp_
     (tmp_path / "harnesses" / "sol-execbench").mkdir()
     shutil.copy(fixtures / "sol_traces_l2_003.jsonl", tmp_path / "harnesses" / "sol-execbench" / "traces.jsonl")
 
-    def run(results):
+    def run(results, peers=None):
         (tmp_path / "results.json").write_text(json.dumps({"results": results}))
+        extra = []
+        if peers is not None:  # a runs .jsonl, as `kindex bench` writes it
+            (tmp_path / "peers.jsonl").write_text("".join(json.dumps(r) + "\n" for r in peers))
+            extra = ["--peers", str(tmp_path / "peers.jsonl")]
         return subprocess.run([sys.executable, str(REPO / "python/tests/harness_table.py"), str(tmp_path / "harnesses"),
-                               str(tmp_path / "results.json")], capture_output=True, text=True)
+                               str(tmp_path / "results.json")] + extra, capture_output=True, text=True)
 
-    def result(definition, uuid, latency_ns):
-        return {"definition": definition, "workload_uuid": uuid, "implementation": "kindex", "status": "passed",
+    def result(definition, uuid, latency_ns, implementation="kindex"):
+        return {"definition": definition, "workload_uuid": uuid, "implementation": implementation, "status": "passed",
                 "timing": {"timer": "cupti_activity", "summary": {"latency_ns": latency_ns}}}
 
     done = run([result("gqa_paged_decode_h24_kv4_d128_ps64", "41664652-0df2-8b9e-8041-002f10d991bc", 28600.0),
@@ -686,11 +690,24 @@ def test_harness_table_puts_each_trace_next_to_kindex_bench_of_its_workload(tmp_
     # FIB: 30.1 us in the harness (its FlashInfer baseline 42.5), 28.6 in kindex bench (ratio 1.05, within 10%);
     # SOL: the same 887.5 us (1.00), no baseline. One row per kindex trace.
     assert len(rows) == 2
-    assert rows[0].split("|")[5:11] == [" 30.1 ", " 612.3 ", " 42.5 ", " 28.6 ", " 1.05 ", "  "]
-    assert rows[1].split("|")[5:11] == [" 887.5 ", " 4210.0 ", " — ", " 887.5 ", " 1.00 ", "  "]
+    assert rows[0].split("|")[5:12] == [" 30.1 ", " 612.3 ", " 42.5 ", " 28.6 ", " — ", " 1.05 ", "  "]
+    assert rows[1].split("|")[5:12] == [" 887.5 ", " 4210.0 ", " — ", " 887.5 ", " — ", " 1.00 ", "  "]
+    # Under the harness's timing FlashInfer's 42.5 us against kindex's 30.1: 1.41, kindex faster on 1 of 1.
+    assert "under the harness's timing: FlashInfer / kindex geomean 1.41, kindex faster on 1 of 1" in done.stdout
+    assert "kernel for kernel" not in done.stdout
     slow = run([result("gqa_paged_decode_h24_kv4_d128_ps64", "41664652-0df2-8b9e-8041-002f10d991bc", 15050.0)])
     assert slow.returncode == 1 and "1 traces have no passed kindex run" in slow.stderr
     assert "| 2.00 | > 10% |" in slow.stdout
+    # With the peers' run: FlashInfer's kernel 24.0 us against kindex's 30.0 in that run (0.80, kindex slower).
+    uuid = "41664652-0df2-8b9e-8041-002f10d991bc"
+    peers = run([result("gqa_paged_decode_h24_kv4_d128_ps64", uuid, 28600.0)],
+                [result("gqa_paged_decode_h24_kv4_d128_ps64", uuid, 30000.0),
+                 result("gqa_paged_decode_h24_kv4_d128_ps64", uuid, 24000.0, "flashinfer")])
+    assert peers.returncode == 1, peers.stderr  # the SOL trace has no kindex run now
+    row = next(line for line in peers.stdout.splitlines() if line.startswith("| FlashInfer"))
+    assert row.split("|")[8:11] == [" 28.6 ", " 24.0 ", " 1.05 "]
+    assert ("kernel for kernel (kindex bench, FlashInfer CUDA-core): FlashInfer / kindex geomean 0.80, "
+            "kindex faster on 0 of 1") in peers.stdout
 
 
 @needs_torch

@@ -715,6 +715,11 @@ ImportReport import_traces(Store& store, const std::string& path, const ImportOp
       auto sep = entry.find("::");
       impl_spec["callable"]["path"] = entry.substr(0, sep);
       if (sep != std::string::npos) impl_spec["callable"]["symbol"] = entry.substr(sep + 2);
+    } else {
+      // No solution document: the harness calls the solution by its name, so the name is the callable. Without
+      // it every solution of a definition digests alike, and one file's FlashInfer baseline and kindex's traces
+      // would file under one implementation (the first imported).
+      impl_spec["callable"]["symbol"] = evidence::clip_text(sol_name, 200);
     }
     if (sol.contains("sources") && sol["sources"].is_array() && !sol["sources"].empty()) {
       const json& src = sol["sources"][0];

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <fstream>
 #include <map>
+#include <tuple>
 
 #include "runner/implementation.hpp"
 #include "runner/sinks.hpp"
@@ -68,7 +69,7 @@ std::string first_line(const fs::path& file) {
 }
 
 struct Row {
-  std::string operation, workload, protocol, comparison, environment;
+  std::string operation, workload, protocol, comparison, environment, implementation;
 };
 
 // The store's runs by where they came from and their latency ("kindex 5000", "flashinfer-bench 4000").
@@ -76,11 +77,11 @@ std::map<std::string, Row> runs(store::Store& s) {
   std::map<std::string, Row> out;
   for (const auto& r : s.db().query(
            "SELECT r.origin, r.primary_value, w.operation_id, r.workload_id, r.protocol_key, r.comparison_key, "
-           "r.environment_key "
+           "r.environment_key, r.implementation_id "
            "FROM benchmark_runs r JOIN workloads w ON w.id = r.workload_id",
            {}))
     out[r.text(0) + " " + std::to_string(std::llround(r.real(1)))] = {r.text(2), r.text(3), r.text(4), r.text(5),
-                                                                       r.text(6)};
+                                                                       r.text(6), r.text(7)};
   return out;
 }
 
@@ -248,6 +249,67 @@ TEST(Cohort, TheTraceSolExecBenchWritesForL2003FilesUnderKindexsWorkload) {
                      fs::path(test::source_dir()) / "definitions/sol-execbench/L2" /
                          std::string(catalog::kSolGqaRopeBackward) / "definition.json",
                      "sol_traces_l2_003.jsonl", "sol-execbench 887500");
+}
+
+// Lines FlashInfer-Bench 0.1.2 and SOL ExecBench 1.0.1.1 wrote on the H200 (results/harnesses/, 2026-12-03) for the
+// first workload of a seed problem, imported as users import them (no --solutions): kindex's solution and, in the
+// FlashInfer-Bench file, FlashInfer's baseline on the same workload. Both file under kindex's own operation and
+// workload; they are two implementations of one cohort (one harness, one reported environment).
+void check_h200_file(const std::string& problem_name, const fs::path& definition_file, const std::string& fixture,
+                     const std::string& kindex_row, const std::string& flashinfer_row) {
+  auto problem = catalog::builtin_problem(problem_name);
+  const catalog::Definition& def = problem.definition;
+  auto dir = test::scratch_dir("cohort-h200-" + def.name);
+  const std::string uri = "sqlite:" + (dir / "k.db").string();
+  BenchReport report;
+  report.environment = h200();
+  report.results = {passed_run(def, problem.workloads.at(0), 5000)};
+  std::vector<WorkItem> items = {{&def, &problem.workloads.at(0)}};
+  ASSERT_EQ(write_outputs(report, items, {dir.string(), uri}).runs_recorded, 1);
+
+  auto s = store::Store::open(uri);
+  store::ImportOptions o;
+  o.definitions = {definition_file.string()};
+  const std::string harness_file = test::source_dir() + "/tests/data/harness-traces/" + fixture;
+  auto rep = store::import_files(*s, {harness_file}, o);
+  EXPECT_EQ(rep.inserted["benchmark_runs"], flashinfer_row.empty() ? 1 : 2);
+  EXPECT_EQ(s->counts()["workloads"].get<int64_t>(), 1);
+  auto rows = runs(*s);
+  const Row& own = rows.at("kindex 5000");
+  ASSERT_TRUE(rows.count(kindex_row)) << kindex_row;
+  const Row& harness_kindex = rows.at(kindex_row);
+  EXPECT_EQ(harness_kindex.operation, own.operation);
+  EXPECT_EQ(harness_kindex.workload, own.workload);
+  EXPECT_NE(harness_kindex.implementation, own.implementation);
+  if (!flashinfer_row.empty()) {
+    ASSERT_TRUE(rows.count(flashinfer_row)) << flashinfer_row;
+    const Row& harness_flashinfer = rows.at(flashinfer_row);
+    EXPECT_EQ(harness_flashinfer.workload, own.workload);
+    EXPECT_EQ(harness_flashinfer.comparison, harness_kindex.comparison);
+    EXPECT_NE(harness_flashinfer.implementation, harness_kindex.implementation);
+  }
+  // Re-importing the same file adds nothing.
+  EXPECT_EQ(store::import_files(*s, {harness_file}, o).inserted["benchmark_runs"], 0);
+  fs::remove_all(dir);
+}
+
+TEST(Cohort, TheH200FlashInferBenchTracesOfKindexAndFlashInferFileUnderKindexsWorkloadInOneCohort) {
+  for (const auto& [name, fixture, kindex_ns, flashinfer_ns] :
+       {std::tuple{"gqa_paged_decode_h24_kv4_d128_ps64", "h200_fib_ps64.jsonl", "51087", "426107"},
+        std::tuple{"gqa_paged_decode_h32_kv4_d128_ps1", "h200_fib_ps1.jsonl", "42011", "192486"}}) {
+    SCOPED_TRACE(name);
+    check_h200_file(name,
+                    fs::path(test::source_dir()) / "definitions/flashinfer-trace/definitions/gqa_paged" /
+                        (std::string(name) + ".json"),
+                    fixture, std::string("flashinfer-bench ") + kindex_ns, std::string("flashinfer-bench ") + flashinfer_ns);
+  }
+}
+
+TEST(Cohort, TheH200SolExecBenchTraceOfL2003FilesUnderKindexsWorkload) {
+  check_h200_file(std::string(catalog::kSolGqaRopeBackward),
+                  fs::path(test::source_dir()) / "definitions/sol-execbench/L2" /
+                      std::string(catalog::kSolGqaRopeBackward) / "definition.json",
+                  "h200_sol_l2_003.jsonl", "sol-execbench 516172", "");
 }
 
 }  // namespace kindex::runner

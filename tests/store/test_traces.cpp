@@ -131,6 +131,26 @@ TEST_F(Traces, SolExecBench1011TraceLinesImport) {
   EXPECT_EQ(rows[0].text(2), "sol-execbench");
 }
 
+TEST_F(Traces, H200HarnessLinesWithoutSolutionsFileOneImplementationPerSolution) {
+  // Lines FlashInfer-Bench 0.1.2 wrote on the H200 (results/harnesses/): kindex's solution and FlashInfer's baseline on
+  // one workload, imported without --solutions as users do. Before, both digested to one implementation (the
+  // solution name was only in the metadata) and FlashInfer's run was filed under kindex's solution.
+  auto s = Store::open(":memory:");
+  ImportOptions o;
+  o.definitions = {kindex::test::data_dir() + "/specs/flashinfer-trace/definitions"};
+  ImportReport rep = import_files(*s, {harness_traces() + "/h200_fib_ps64.jsonl"}, o);
+  EXPECT_EQ(rep.inserted["benchmark_runs"], 2);
+  auto rows = s->db().query(
+      "SELECT i.title, r.primary_value, r.comparison_key FROM benchmark_runs r JOIN implementations i ON i.id = "
+      "r.implementation_id ORDER BY r.primary_value");
+  ASSERT_EQ(rows.size(), 2u);
+  EXPECT_EQ(rows[0].text(0), "kindex_paged_decode_gqa_paged_decode_h24_kv4_d128_ps64");
+  EXPECT_EQ(rows[0].real(1), 51087);
+  EXPECT_EQ(rows[1].text(0), "flashinfer_decode_gqa_paged_decode_h24_kv4_d128_ps64");
+  EXPECT_EQ(rows[1].real(1), 426107);
+  EXPECT_EQ(rows[0].text(2), rows[1].text(2));  // one harness, one environment: one cohort
+}
+
 TEST_F(Traces, EveryBadLineIsNamedAndTheGoodLinesAreNotImported) {
   auto s = Store::open(":memory:");
   json late = fib_trace(0.3);

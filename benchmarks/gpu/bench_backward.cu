@@ -11,7 +11,8 @@
 // --attention-only runs just the attention kernels (no cuBLASLt, no JSON): for compute-sanitizer racecheck, which
 // cannot instrument cuBLASLt's Hopper kernels. --schedule, --tiling (row_warps,col_warps: 4 or 8) and --plan pick
 // the primary variant (default: the C ABI's plan for this device, backward.hpp resolve). --variants sweeps variants
-// instead (whole call and attention only per workload and variant, a summary per variant, JSON with all of it); SPEC = store|recompute:R:C:v3|value|high|rows
+// instead (whole call and attention only per workload and variant, a summary per variant, JSON with all of it);
+// SPEC = store|recompute:R:C:v3|value|high|rows
 // optionally followed by :N, the cap on the split of the dK/dV sums (1: no split, as in v3; default 8), and then by
 // :wgmma or :mma_sync, the attention kernels' instructions (attention.hpp AttentionKernels; default: the device's,
 // default_kernels; wgmma needs an sm_90 device). --kernels picks them for the primary variant.

@@ -2,7 +2,9 @@
 // with the SOL comparator (>= 99% of elements within max_atol + 0.05 |ref|, no NaN/Inf, not all zero), outputs
 // poisoned with NaN before each call, a second call bit-identical to the first, the other dK/dV summation (split or
 // not) also against the reference, a CUDA-graph replay identical to a direct call, the attention variants
-// (schedules, tilings, stream plans) bit-identical, and the C ABI's answers to bad params. Inputs come
+// (schedules, tilings, stream plans) bit-identical, the default plan per device (wgmma on compute capability 9.0,
+// mma_sync elsewhere; where wgmma is the default, mma_sync is checked against the reference too), and the C ABI's
+// answers to bad params. Inputs come
 // from the catalog (SOL rules), the ground truth from kindex::reference::gqa_rope_backward, the verdict from
 // kindex::compare::compare_sol.
 //

@@ -10,11 +10,12 @@
 //                  [--max-splits N] [--kernels mma_sync|wgmma] [--variants SPEC/SPEC/...]
 // --attention-only runs just the attention kernels (no cuBLASLt, no JSON): for compute-sanitizer racecheck, which
 // cannot instrument cuBLASLt's Hopper kernels. --schedule, --tiling (row_warps,col_warps: 4 or 8) and --plan pick
-// the primary variant (default: the C ABI's). --variants sweeps variants instead (whole call and attention only per
-// workload and variant, a summary per variant, JSON with all of it); SPEC = store|recompute:R:C:v3|value|high|rows
+// the primary variant (default: the C ABI's plan for this device, backward.hpp resolve). --variants sweeps variants
+// instead (whole call and attention only per workload and variant, a summary per variant, JSON with all of it);
+// SPEC = store|recompute:R:C:v3|value|high|rows
 // optionally followed by :N, the cap on the split of the dK/dV sums (1: no split, as in v3; default 8), and then by
-// :wgmma or :mma_sync, the attention kernels' instructions (attention.hpp AttentionKernels; default mma_sync;
-// wgmma needs an sm_90 device). --kernels picks them for the primary variant.
+// :wgmma or :mma_sync, the attention kernels' instructions (attention.hpp AttentionKernels; default: the device's,
+// default_kernels; wgmma needs an sm_90 device). --kernels picks them for the primary variant.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -23,6 +24,7 @@
 #include <cstdlib>
 #include <ctime>
 #include <fstream>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -135,7 +137,6 @@ int main(int argc, char** argv) {
   int iters = 50, warmup = 10;
   bool attention_only = false;
   kb::RunOptions primary;
-  kb::AttentionSchedule& schedule = primary.schedule;
   std::string variant_list;
   auto schedule_name = [](kb::AttentionSchedule s) {
     return s == kb::AttentionSchedule::store_dp ? "store_dp" : "recompute_dp";
@@ -146,7 +147,7 @@ int main(int argc, char** argv) {
            : s == kb::StreamPlan::value_high   ? "value_high"
                                                : "rows_high";
   };
-  auto parse_kernels = [](const std::string& v, kb::AttentionKernels& out) {
+  auto parse_kernels = [](const std::string& v, std::optional<kb::AttentionKernels>& out) {
     if (v == "mma_sync") out = kb::AttentionKernels::mma_sync;
     else if (v == "wgmma") out = kb::AttentionKernels::wgmma;
     else return false;
@@ -175,9 +176,10 @@ int main(int argc, char** argv) {
     else if (a == "--iters") iters = std::atoi(argv[i + 1]);
     else if (a == "--warmup") warmup = std::atoi(argv[i + 1]);
     else if (a == "--cases") cases = argv[i + 1];
-    else if (a == "--schedule" && std::string(argv[i + 1]) == "store_dp") schedule = kb::AttentionSchedule::store_dp;
+    else if (a == "--schedule" && std::string(argv[i + 1]) == "store_dp")
+      primary.schedule = kb::AttentionSchedule::store_dp;
     else if (a == "--schedule" && std::string(argv[i + 1]) == "recompute_dp")
-      schedule = kb::AttentionSchedule::recompute_dp;
+      primary.schedule = kb::AttentionSchedule::recompute_dp;
     else if (a == "--tiling" && std::sscanf(argv[i + 1], "%d,%d", &primary.tiling.row_warps,
                                             &primary.tiling.col_warps) == 2) {
     } else if (a == "--plan" && parse_plan(argv[i + 1], primary.streams)) {
@@ -215,6 +217,8 @@ int main(int argc, char** argv) {
   }
   cudaDeviceProp prop{};
   CHECK(cudaGetDeviceProperties(&prop, 0));
+  primary = kb::resolve(primary);  // the JSON names what ran
+  const kb::AttentionSchedule schedule = *primary.schedule;
   int driver = 0, runtime = 0;
   cudaDriverGetVersion(&driver);
   cudaRuntimeGetVersion(&runtime);
@@ -405,10 +409,8 @@ int main(int argc, char** argv) {
       {"implementation", "kindex layer_backward v5 (tuned cuBLASLt GEMMs + attention kernels on attention_kernels' "
                          "instructions, schedule attention_schedule, dK/dV sums split over CTAs on small grids)"},
       {"attention_schedule", schedule_name(schedule)},
-      {"attention_tiling", primary.tiling.row_warps == 0
-                               ? std::string("default_tiling (4,4)")
-                               : std::to_string(primary.tiling.row_warps) + "," +
-                                     std::to_string(primary.tiling.col_warps)},
+      {"attention_tiling",
+       std::to_string(primary.tiling.row_warps) + "," + std::to_string(primary.tiling.col_warps)},
       {"stream_plan", plan_name(primary.streams)},
       {"attention_kernels", primary.kernels == kb::AttentionKernels::wgmma ? "wgmma" : "mma_sync"},
       {"column_splits", "column_splits(B, S) (attention.hpp), capped at " + std::to_string(primary.max_column_splits)},

@@ -2,7 +2,9 @@
 // with the SOL comparator (>= 99% of elements within max_atol + 0.05 |ref|, no NaN/Inf, not all zero), outputs
 // poisoned with NaN before each call, a second call bit-identical to the first, the other dK/dV summation (split or
 // not) also against the reference, a CUDA-graph replay identical to a direct call, the attention variants
-// (schedules, tilings, stream plans) bit-identical, and the C ABI's answers to bad params. Inputs come
+// (schedules, tilings, stream plans) bit-identical, the default plan per device (wgmma on compute capability 9.0,
+// mma_sync elsewhere; where wgmma is the default, mma_sync is checked against the reference too), and the C ABI's
+// answers to bad params. Inputs come
 // from the catalog (SOL rules), the ground truth from kindex::reference::gqa_rope_backward, the verdict from
 // kindex::compare::compare_sol.
 //
@@ -256,9 +258,10 @@ TEST_P(BackwardWorkload, MatchesCpuReferenceWithSolComparator) {
       EXPECT_TRUE(bit_equal(actual, dev.download())) << "two calls on the same inputs differ";
     }
     // Other splits of the dK/dV sums over CTAs (attention.hpp column_splits; 1 = none) sum in other fp32 orders, so
-    // they are checked against the reference too: no split in every round, at most 2 and 4 parts in the first. So
-    // are the wgmma kernels on an sm_90 device (other fp32 orders again): default splits and no split in every round,
-    // the recompute_dp schedule and a second call (bit-identical) in the first.
+    // they are checked against the reference too: no split in every round, at most 2 and 4 parts in the first. Where
+    // the default is wgmma (compute capability 9.0) the mma_sync kernels, which sum in other orders again, are
+    // checked too: their default plan (store_dp, {4, 4}) in every round (twice in the first: bit-identical), and
+    // with no split in the first; and the wgmma kernels' other schedule and tiling in the first.
     namespace kb = kindex::kernels::backward;
     std::vector<std::pair<std::string, std::map<std::string, Tensor>>> results;
     results.emplace_back("", actual);
@@ -269,16 +272,18 @@ TEST_P(BackwardWorkload, MatchesCpuReferenceWithSolComparator) {
       options.max_column_splits = cap;
       others.emplace_back(" splits<=" + std::to_string(cap), options);
     }
-    if (kb::wgmma_supported()) {
+    if (kb::default_kernels() == kb::AttentionKernels::wgmma) {
       kb::RunOptions options;
-      options.kernels = kb::AttentionKernels::wgmma;
-      others.emplace_back(" wgmma", options);
-      options.max_column_splits = 1;
-      others.emplace_back(" wgmma splits<=1", options);
+      options.kernels = kb::AttentionKernels::mma_sync;
+      others.emplace_back(" mma_sync", options);
       if (round == 0) {
-        options.max_column_splits = int(kb::kMaxColumnSplits);
-        options.schedule = kb::AttentionSchedule::recompute_dp;
-        others.emplace_back(" wgmma recompute_dp", options);
+        options.max_column_splits = 1;
+        others.emplace_back(" mma_sync splits<=1", options);
+        kb::RunOptions wgmma_store;
+        wgmma_store.kernels = kb::AttentionKernels::wgmma;
+        wgmma_store.schedule = kb::AttentionSchedule::store_dp;
+        wgmma_store.tiling = {4, 4};
+        others.emplace_back(" wgmma store_dp 4x4", wgmma_store);
       }
     }
     for (const auto& [label, options] : others) {
@@ -290,15 +295,17 @@ TEST_P(BackwardWorkload, MatchesCpuReferenceWithSolComparator) {
           << message;
       CUDA_OK(cudaStreamSynchronize(stream));
       results.emplace_back(label, dev.download());
-      if (round == 0 && label == " wgmma") {  // deterministic too
+      if (round == 0 && label == " mma_sync") {  // deterministic too
         dev.poison_outputs();
         ASSERT_EQ(kb::run(dev.params, dev.workspace->ptr, dev.workspace->bytes, stream, kb::Parts::all, message,
                           options),
                   KINDEX_STATUS_OK)
             << message;
         CUDA_OK(cudaStreamSynchronize(stream));
-        EXPECT_TRUE(bit_equal(results.back().second, dev.download())) << "two wgmma calls on the same inputs differ";
+        EXPECT_TRUE(bit_equal(results.back().second, dev.download())) << "two mma_sync calls on the same inputs differ";
       }
+      if (label == " wgmma store_dp 4x4")  // the wgmma kernels are bit-identical across schedules and tilings
+        EXPECT_TRUE(bit_equal(actual, results.back().second)) << "the default (wgmma) and wgmma store_dp 4x4 differ";
     }
     const auto expected = cpu_reference(c.batch_size, c.seq_len, inputs);
     for (const auto& [which, result] : results) {
@@ -382,19 +389,25 @@ TEST(Backward, GraphReplayMatchesDirectCall) {
   cudaStreamDestroy(stream);
 }
 
-// The attention schedules (dP recomputed or stored), tilings (4 or 8 warps per CTA) and stream plans must all give
-// bit-identical outputs: every warp does the same arithmetic in the same order, and round(dP) is the same bf16 value
-// either way. Together with the CPU-reference test of the defaults this verifies the other variants.
+// The mma_sync kernels' schedules (dP recomputed or stored), tilings (4 or 8 warps per CTA) and stream plans must all
+// give bit-identical outputs: every warp does the same arithmetic in the same order, and round(dP) is the same bf16
+// value either way. Together with the CPU-reference test of mma_sync's default plan this verifies the other variants.
 TEST(Backward, AttentionSchedulesAreBitIdentical) {
   if (!have_device()) GTEST_SKIP() << "no CUDA device";
   namespace kb = kindex::kernels::backward;
   using S = kb::AttentionSchedule;
+  const kb::AttentionKernels M = kb::AttentionKernels::mma_sync;
+  const int splits = int(kb::kMaxColumnSplits);
   const kb::RunOptions variants[] = {
-      {S::store_dp, {4, 4}, kb::StreamPlan::v3},           {S::recompute_dp, {4, 4}, kb::StreamPlan::v3},
-      {S::store_dp, {8, 8}, kb::StreamPlan::value_stream}, {S::recompute_dp, {8, 8}, kb::StreamPlan::value_high},
-      {S::store_dp, {8, 4}, kb::StreamPlan::v3},           {S::store_dp, {4, 8}, kb::StreamPlan::value_stream},
-      {S::store_dp, {4, 4}, kb::StreamPlan::rows_high},    {S::recompute_dp, {8, 8}, kb::StreamPlan::rows_high},
-      {},  // the defaults
+      {S::store_dp, {4, 4}, kb::StreamPlan::v3, splits, M},
+      {S::recompute_dp, {4, 4}, kb::StreamPlan::v3, splits, M},
+      {S::store_dp, {8, 8}, kb::StreamPlan::value_stream, splits, M},
+      {S::recompute_dp, {8, 8}, kb::StreamPlan::value_high, splits, M},
+      {S::store_dp, {8, 4}, kb::StreamPlan::v3, splits, M},
+      {S::store_dp, {4, 8}, kb::StreamPlan::value_stream, splits, M},
+      {S::store_dp, {4, 4}, kb::StreamPlan::rows_high, splits, M},
+      {S::recompute_dp, {8, 8}, kb::StreamPlan::rows_high, splits, M},
+      {std::nullopt, {}, kb::StreamPlan::v3, splits, M},  // mma_sync's default plan
   };
   for (const Case& c : {Case{1, 131, 0}, Case{2, 449, 0}, Case{1, 1024, 0}, Case{16, 128, 0}, Case{1, 691, 0}}) {
     SCOPED_TRACE(std::to_string(c.batch_size) + "x" + std::to_string(c.seq_len));
@@ -433,6 +446,7 @@ TEST(Backward, WgmmaSchedulesAreBitIdentical) {
       {S::store_dp, {8, 8}, kb::StreamPlan::v3, int(kb::kMaxColumnSplits), W},
       {S::recompute_dp, {8, 4}, kb::StreamPlan::v3, int(kb::kMaxColumnSplits), W},
       {S::store_dp, {4, 8}, kb::StreamPlan::value_stream, int(kb::kMaxColumnSplits), W},
+      {},  // the device's default plan: wgmma here
   };
   for (const Case& c : {Case{1, 131, 0}, Case{2, 449, 0}, Case{1, 1024, 0}, Case{16, 128, 0}}) {
     SCOPED_TRACE(std::to_string(c.batch_size) + "x" + std::to_string(c.seq_len));
@@ -452,6 +466,52 @@ TEST(Backward, WgmmaSchedulesAreBitIdentical) {
       else EXPECT_TRUE(bit_equal(first, dev.download()));
     }
   }
+}
+
+// The plan the C ABI runs (backward.hpp resolve): wgmma + recompute_dp + {8, 8} on a device of compute capability
+// 9.0 when the build holds sm_90a code, mma_sync + store_dp + {4, 4} everywhere else (sm_80, sm_100, a PTX JIT);
+// fields set by the caller are kept.
+TEST(Backward, DefaultPlanFollowsTheDevice) {
+  namespace kb = kindex::kernels::backward;
+  using S = kb::AttentionSchedule;
+  const kb::AttentionPlan wgmma = kb::default_plan(kb::AttentionKernels::wgmma);
+  EXPECT_EQ(wgmma.kernels, kb::AttentionKernels::wgmma);
+  EXPECT_EQ(wgmma.schedule, S::recompute_dp);
+  EXPECT_EQ(wgmma.tiling, (kb::AttentionTiling{8, 8}));
+  const kb::AttentionPlan mma = kb::default_plan(kb::AttentionKernels::mma_sync);
+  EXPECT_EQ(mma.kernels, kb::AttentionKernels::mma_sync);
+  EXPECT_EQ(mma.schedule, S::store_dp);
+  EXPECT_EQ(mma.tiling, (kb::AttentionTiling{4, 4}));
+  if (!have_device()) GTEST_SKIP() << "no CUDA device";
+
+  int device = 0, major = 0, minor = 0;
+  CUDA_OK(cudaGetDevice(&device));
+  CUDA_OK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
+  CUDA_OK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device));
+  const std::string archs = "," KINDEX_TEST_CUDA_ARCHS ",";
+  const bool hopper = major == 9 && minor == 0 && archs.find(",90a,") != std::string::npos;
+  SCOPED_TRACE("compute capability " + std::to_string(major) + "." + std::to_string(minor) + ", archs " + archs);
+  const kb::AttentionPlan expected = hopper ? wgmma : mma;
+  EXPECT_EQ(kb::wgmma_supported(), hopper);
+  EXPECT_EQ(kb::default_kernels(), expected.kernels);
+  const kb::RunOptions resolved = kb::resolve({});
+  EXPECT_EQ(resolved.kernels, expected.kernels);
+  EXPECT_EQ(resolved.schedule, expected.schedule);
+  EXPECT_EQ(resolved.tiling, expected.tiling);
+  EXPECT_EQ(resolved.streams, kb::kDefaultStreamPlan);
+
+  kb::RunOptions mma_only;  // the kernels set, the rest from their plan
+  mma_only.kernels = kb::AttentionKernels::mma_sync;
+  const kb::RunOptions resolved_mma = kb::resolve(mma_only);
+  EXPECT_EQ(resolved_mma.schedule, S::store_dp);
+  EXPECT_EQ(resolved_mma.tiling, (kb::AttentionTiling{4, 4}));
+  const kb::RunOptions given{S::store_dp, {4, 8}, kb::StreamPlan::rows_high, 2, kb::AttentionKernels::wgmma};
+  const kb::RunOptions kept = kb::resolve(given);
+  EXPECT_EQ(kept.schedule, S::store_dp);
+  EXPECT_EQ(kept.tiling, (kb::AttentionTiling{4, 8}));
+  EXPECT_EQ(kept.streams, kb::StreamPlan::rows_high);
+  EXPECT_EQ(kept.max_column_splits, 2);
+  EXPECT_EQ(kept.kernels, kb::AttentionKernels::wgmma);
 }
 
 // Bad params need no device: validation runs before anything is enqueued.

@@ -645,7 +645,10 @@ size_t padded_attn_bytes(int64_t batch_size, int64_t seq_len) {
   return size_t(batch_size) * 32 * size_t(seq_len) * size_t((seq_len + 7) / 8 * 8) * 2;
 }
 
-AttentionTiling default_tiling(int64_t, int64_t) { return AttentionTiling{4, 4}; }
+AttentionPlan default_plan(AttentionKernels kernels) {
+  if (kernels == AttentionKernels::wgmma) return {kernels, AttentionSchedule::recompute_dp, {8, 8}};
+  return {kernels, AttentionSchedule::store_dp, {4, 4}};
+}
 
 bool wgmma_supported() {
   int device = 0, major = 0, minor = 0;
@@ -653,7 +656,19 @@ bool wgmma_supported() {
       cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess ||
       cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device) != cudaSuccess)
     return false;
-  return major == 9 && minor == 0;
+  if (major != 9 || minor != 0) return false;
+  // The code the device would run for a wgmma kernel: sm_90a SASS reports PTX version 90; the JIT of an sm_80
+  // build's PTX reports 80 (and holds only the trap stub).
+  cudaFuncAttributes attributes{};
+  if (cudaFuncGetAttributes(&attributes, row_kernel<RowPass::row_sums, false, 4, true>) != cudaSuccess) {
+    cudaGetLastError();  // not sticky: clear it so the caller's next launch check does not see it
+    return false;
+  }
+  return attributes.ptxVersion >= 90 && attributes.binaryVersion >= 90;
+}
+
+AttentionKernels default_kernels() {
+  return wgmma_supported() ? AttentionKernels::wgmma : AttentionKernels::mma_sync;
 }
 
 int column_splits(int64_t batch_size, int64_t seq_len) {
@@ -673,7 +688,7 @@ cudaError_t launch_attention(const AttentionArgs& given, const AttentionStreams&
   AttentionArgs args = given;
   const cudaStream_t stream = streams.main;
   const int S = args.seq_len;
-  const AttentionTiling tiling = args.tiling.row_warps == 0 ? default_tiling(args.batch_size, S) : args.tiling;
+  const AttentionTiling tiling = args.tiling == AttentionTiling{} ? default_plan(args.kernels).tiling : args.tiling;
   if ((tiling.row_warps != 4 && tiling.row_warps != 8) || (tiling.col_warps != 4 && tiling.col_warps != 8))
     return cudaErrorInvalidValue;
   const bool wgmma = args.kernels == AttentionKernels::wgmma;

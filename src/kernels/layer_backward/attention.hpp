@@ -36,16 +36,30 @@ enum class AttentionSchedule { recompute_dp, store_dp };
 //     capability 9.0 (wgmma_supported). Same rounding points as mma_sync; fp32 sums in another order, so not
 //     bit-identical to it (checked against the CPU reference), but bit-identical across its own tilings.
 enum class AttentionKernels { mma_sync, wgmma };
-bool wgmma_supported();  // the current device runs the wgmma kernels (compute capability 9.0)
+// The current device runs the wgmma kernels: compute capability 9.0 and this build holds their sm_90a code (an H200
+// running a build without 90a JIT-compiles the sm_80 PTX, whose wgmma kernels are traps).
+bool wgmma_supported();
+// The kernels the C ABI uses on the current device: wgmma where wgmma_supported() (v5 log: faster on all 16
+// workloads' geomean), else mma_sync (sm_80, sm_100, PTX JIT). Decided per call from the device, never a refusal.
+AttentionKernels default_kernels();
 
 // Warps per CTA (4 or 8, each warp owns 16 rows) of the row passes (query rows) and of the dV/dK kernels (key rows).
-// Bit-identical results for every choice. 8 warps halve the L2->SM re-reads of the 64x128 operand tiles but measured
-// no faster (v4 log: the kernels are not bound by those re-reads) and slower beside the GEMMs, so default_tiling
-// is {4, 4} for every size. {0, 0} = default_tiling.
+// Bit-identical results for every choice of the same kernels. {0, 0} = default_plan(kernels).tiling.
 struct AttentionTiling {
   int row_warps = 0, col_warps = 0;
+  bool operator==(const AttentionTiling&) const = default;
 };
-AttentionTiling default_tiling(int64_t batch_size, int64_t seq_len);
+
+// The schedule and tiling measured fastest for each kernel family (docs/perf/layer_backward.md):
+//   mma_sync: store_dp, {4, 4} (v3/v4 logs: 8 warps measured no faster alone and slower beside the GEMMs).
+//   wgmma: recompute_dp, {8, 8} (v5 log: geomean whole call 0.4575 ms vs 0.4757 for store_dp {4, 4}; the two
+//     warpgroups of a CTA share the other operand's tile, and recomputing dP beats two passes over the dS buffer).
+struct AttentionPlan {
+  AttentionKernels kernels;
+  AttentionSchedule schedule;
+  AttentionTiling tiling;
+};
+AttentionPlan default_plan(AttentionKernels kernels);
 
 // The dK/dV kernels' sum over the 4 heads x query blocks of a KV group is split over column_splits(B, S) CTAs per
 // (key block, group) when one CTA per pair would leave the GPU under-occupied: each part writes fp32 partials, a
@@ -76,7 +90,7 @@ struct AttentionArgs {
   int seq_len;
   float scaling;
   AttentionSchedule schedule;
-  AttentionTiling tiling;
+  AttentionTiling tiling;        // {0, 0}: default_plan(kernels).tiling
   float* column_partials;        // column_partials_bytes(B, S) bytes (unused when column_splits(B, S) == 1)
   int max_column_splits;         // caps column_splits(B, S); 1: one CTA per (key block, group) as in v3
   int column_splits;             // set by launch_attention

@@ -125,8 +125,18 @@ kindex_status validate(const kindex_gqa_rope_backward_params* p, const void* wor
   return KINDEX_STATUS_OK;
 }
 
+RunOptions resolve(const RunOptions& options) {
+  RunOptions resolved = options;
+  const AttentionPlan plan = default_plan(options.kernels.value_or(default_kernels()));
+  resolved.kernels = plan.kernels;
+  resolved.schedule = options.schedule.value_or(plan.schedule);
+  if (options.tiling == AttentionTiling{}) resolved.tiling = plan.tiling;
+  return resolved;
+}
+
 kindex_status run(const kindex_gqa_rope_backward_params& p, void* workspace, size_t, void* stream_ptr, Parts parts,
-                  std::string& message, const RunOptions& options) {
+                  std::string& message, const RunOptions& given) {
+  const RunOptions options = resolve(given);
   const auto main = static_cast<cudaStream_t>(stream_ptr);
   const int64_t B = p.batch_size, S = p.seq_len, N = B * S;
   auto* ws = reinterpret_cast<uint8_t*>(round_up(reinterpret_cast<uintptr_t>(workspace)));
@@ -229,12 +239,12 @@ kindex_status run(const kindex_gqa_rope_backward_params& p, void* workspace, siz
                              .batch_size = int(B),
                              .seq_len = int(S),
                              .scaling = p.scaling,
-                             .schedule = options.schedule,
+                             .schedule = *options.schedule,
                              .tiling = options.tiling,
                              .column_partials = reinterpret_cast<float*>(ws + l.column_partials),
                              .max_column_splits = options.max_column_splits,
                              .column_splits = 1,
-                             .kernels = options.kernels};
+                             .kernels = *options.kernels};
     const AttentionStreams as{.main = main,
                               .rows = options.streams == StreamPlan::rows_high ? ss.column : main,
                               .column = ss.column,

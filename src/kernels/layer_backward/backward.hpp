@@ -3,7 +3,8 @@
 // kindex_gqa_rope_backward. Device pointers, destination passing, one caller stream (work forks onto an
 // internal side stream with events and joins back, so a CUDA graph can capture it); no device->host copies.
 //
-// Plan (docs/perf/layer_backward.md has the numbers; StreamPlan::v3, the default):
+// Plan (docs/perf/layer_backward.md has the numbers; StreamPlan::v3, the default; the attention kernels' instructions,
+// schedule and tiling follow the device, RunOptions below):
 //   side stream: grad_o_weight = grad_output^T attn_output                                   (cuBLASLt)
 //   caller stream: dO = grad_output o_weight                                [B*S, 4096] bf16 (cuBLASLt)
 //                  [attn_weights padded to rows of 8 when seq_len is odd]
@@ -20,6 +21,7 @@
 // where dS = round(round(A * (round(dP) - D)) * scaling) exactly as the reference rounds it.
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include "kernels/layer_backward/attention.hpp"
@@ -35,9 +37,6 @@ constexpr int64_t kQkvProj = kQProj + 2 * kKvProj;  // 6144: dQ | dK | dV side b
 // kernels. The partial modes compute garbage-in/garbage-out values and exist for timing alone.
 enum class Parts { all, gemms, attention };
 
-// The schedule the C ABI uses (attention.hpp; chosen by the v3 benchmark in docs/perf/layer_backward.md).
-constexpr AttentionSchedule kDefaultSchedule = AttentionSchedule::store_dp;
-
 // Where dV and the row passes run (docs/perf/layer_backward.md, v4): v3 queues dV on the side stream behind
 // grad_o_weight and runs the row passes on the caller's stream; value_stream gives dV a stream of its own (default
 // priority); value_high puts dV on the highest-priority column stream ahead of dK; rows_high gives dV its own stream
@@ -46,14 +45,19 @@ constexpr AttentionSchedule kDefaultSchedule = AttentionSchedule::store_dp;
 enum class StreamPlan { v3, value_stream, value_high, rows_high };
 constexpr StreamPlan kDefaultStreamPlan = StreamPlan::v3;  // the others measured no better (v4 log)
 
-// Knobs of run() (the C ABI uses the defaults; the benchmark and the tests vary them).
+// Knobs of run() (the C ABI uses the defaults; the benchmark and the tests vary them). An unset field takes the
+// device's default plan (attention.hpp): kernels = default_kernels() (wgmma on compute capability 9.0, mma_sync
+// elsewhere), then schedule and tiling = default_plan(kernels).
 struct RunOptions {
-  AttentionSchedule schedule = kDefaultSchedule;
-  AttentionTiling tiling{};  // {0, 0}: default_tiling(batch_size, seq_len)
+  std::optional<AttentionSchedule> schedule;
+  AttentionTiling tiling{};  // {0, 0}: unset
   StreamPlan streams = kDefaultStreamPlan;
   int max_column_splits = int(kMaxColumnSplits);  // caps attention.hpp's column_splits; 1: no split (v3)
-  AttentionKernels kernels = AttentionKernels::mma_sync;  // wgmma: the Hopper kernels (v5, not yet the default)
+  std::optional<AttentionKernels> kernels;
 };
+
+// `options` with every unset field filled in from the current device's default plan (what run() executes).
+RunOptions resolve(const RunOptions& options);
 
 // Bytes of workspace for these sizes (dO, dQKV, the row sums D, a padded copy of attn_weights when seq_len % 8 != 0,
 // dS [B, 32, S64, S64] bf16 with S64 = seq_len rounded up to 64, two cuBLASLt workspaces).

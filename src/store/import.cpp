@@ -411,13 +411,18 @@ class ExportImporter {
       }
     }
     if (stored.empty()) {
-      // Not this id: another row holds one of its unique columns.
-      const std::string& first = it->second.front();
-      auto other = db_.query("SELECT id FROM " + table + " WHERE " + snake_case(first) + " = ?",
-                             {row.value(first, json()).is_string() ? row[first].get<std::string>() : row.value(first, json()).dump()});
-      throw Error(where, first, row.value(first, json()).dump(),
-                  "already stored under another id (" + (other.empty() ? std::string("a unique column") : other[0].text(0)) +
-                      "): refused rather than counted as present");
+      // Not this id: another row holds one of its unique columns. Name the column that clashes (an operation
+      // whose manifest changed keeps its slug, so the slug is what another id holds, not the new digest).
+      for (const auto& key : it->second) {
+        const json value = row.value(key, json());
+        auto other = db_.query("SELECT id FROM " + table + " WHERE " + snake_case(key) + " = ?",
+                               {value.is_string() ? value.get<std::string>() : value.dump()});
+        if (!other.empty())
+          throw Error(where, key, value.is_string() ? value.get<std::string>() : value.dump(),
+                      "already stored under another id (" + other[0].text(0) +
+                          "): refused rather than counted as present");
+      }
+      throw Error(where, "id", id, "not stored, yet a unique column of it is: refused rather than counted as present");
     }
     for (std::size_t i = 0; i < it->second.size(); ++i) {
       const std::string& key = it->second[i];

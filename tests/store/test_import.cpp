@@ -271,6 +271,32 @@ TEST(StoreImport, StoredIdWithDifferentContentIsRefusedNamingBothDigests) {
   }
 }
 
+// An operation whose manifest changed but kept its slug, under a new id (an older export imported into a store that
+// holds today's): refused, naming the slug the other id holds, not the new semanticDigest nobody holds.
+TEST(StoreImport, OperationWithAStoredSlugUnderAnotherIdIsRefusedNamingTheSlug) {
+  auto store = Store::open(":memory:");
+  import_files(*store, {every_table()});
+  auto lines = lines_of(every_table());
+  nlohmann::json* op = nullptr;
+  for (auto& l : lines)
+    if (l["table"] == "operations") op = &l["row"];
+  ASSERT_NE(op, nullptr);
+  const std::string slug = (*op)["slug"], stored_id = (*op)["id"];
+  (*op)["id"] = "01a00328-0000-7000-8000-000000000001";
+  (*op)["manifest"]["metadata"]["description"] = "changed since";
+  (*op)["manifest"]["spec"]["family"] = "changed-family";
+  (*op)["semanticDigest"] = evidence::manifest_digest((*op)["manifest"]);
+  try {
+    import_files(*store, {write_lines("same-slug.jsonl", {lines.front(), nlohmann::json{{"table", "operations"}, {"row", *op}}})});
+    FAIL() << "an operation whose slug another id holds was imported";
+  } catch (const Error& e) {
+    const std::string msg = e.what();
+    EXPECT_NE(msg.find("slug"), std::string::npos) << msg;
+    EXPECT_NE(msg.find(slug), std::string::npos) << msg;
+    EXPECT_NE(msg.find(stored_id), std::string::npos) << msg;
+  }
+}
+
 // A large export drops the run indexes and builds them again after its rows (here from its first run on): the
 // store answers as after a row-by-row import, and a failed import leaves the indexes and rows as they were.
 TEST(StoreImport, IndexesBuiltAfterALargeImportAnswerTheSameAndAFailedOneKeepsThem) {

@@ -733,7 +733,7 @@ ImportReport import_traces(Store& store, const std::string& path, const ImportOp
                              {"fileName", src.value("path", "source")}};
       if (!content.empty()) impl_spec["source"]["sizeBytes"] = content.size();
     }
-    json impl_meta = {{"name", problem_manifest::slug(sol_name)}, {"title", sol_name}};
+    json impl_meta = {{"name", problem_manifest::slug(sol_name)}, {"title", evidence::clip_text(sol_name, evidence::kMaxTitleChars)}};
     std::string author = sol.value("author", std::string("unknown"));
     impl_meta["authors"] = json::array({{{"name", author}}});
     json implementation = {{"apiVersion", evidence::kApiVersion},
@@ -823,10 +823,18 @@ ImportReport import_traces(Store& store, const std::string& path, const ImportOp
                 {"kind", "BenchmarkRun"},
                 {"metadata",
                  {{"name", problem_manifest::slug("trace-" + def_name) + "-" + evidence::sha256_hex(line).substr(0, 8)},
-                  {"title", sol_name + " · " + def_name},
+                  {"title", evidence::clip_text(sol_name + " · " + def_name, evidence::kMaxTitleChars)},
                   {"labels", labels}}},
                 {"spec", run_spec}};
-    OwnRun r{op, workload, implementation, project, protocol, environment, run, def_name};
+    OwnRun r;
+    r.operation = op;
+    r.workload = workload;
+    r.implementation = implementation;
+    r.project = project;
+    r.protocol = protocol;
+    r.environment = environment;
+    r.run = run;
+    r.definition_name = def_name;
     r.origin = source;
     RecordResult res = store.record_run(r);
     count(rep, "benchmark_runs", res.inserted);

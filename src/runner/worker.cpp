@@ -29,66 +29,76 @@ bool write_all(int fd, const std::string& s) {
   return true;
 }
 
+// Forks a child joined to this process by two pipes; the child dies with this process. Returns the child's pid;
+// `read_end` / `write_end` are the calling side's ends: in the child (pid 0) the ends towards the parent, in the
+// parent the ends towards the child (close-on-exec there, so they do not leak into later children).
+pid_t fork_joined(int& read_end, int& write_end) {
+  int down[2], up[2];
+  if (pipe(down) != 0 || pipe(up) != 0) throw std::runtime_error("pipe failed: " + std::string(strerror(errno)));
+  const pid_t parent = getpid();
+  std::cout.flush();
+  std::cerr.flush();
+  const pid_t pid = fork();
+  if (pid < 0) throw std::runtime_error("fork failed: " + std::string(strerror(errno)));
+  if (pid == 0) {
+    // A worker dies with the runner (killed at a time limit, interrupted), rather than finishing its run alone.
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (getppid() != parent) _exit(127);  // the parent died before prctl
+    signal(SIGPIPE, SIG_DFL);
+    ::close(down[1]);
+    ::close(up[0]);
+    read_end = down[0];
+    write_end = up[1];
+    return 0;
+  }
+  ::close(down[0]);
+  ::close(up[1]);
+  read_end = up[0];
+  write_end = down[1];
+  fcntl(read_end, F_SETFD, FD_CLOEXEC);
+  fcntl(write_end, F_SETFD, FD_CLOEXEC);
+  return pid;
+}
+
 }  // namespace
 
 Worker::Worker(const Serve& serve) {
-    int down[2], up[2];
-    if (pipe(down) != 0 || pipe(up) != 0) throw std::runtime_error("pipe failed: " + std::string(strerror(errno)));
-    const pid_t parent = getpid();
-    std::cout.flush();
-    std::cerr.flush();
-    pid_ = fork();
-    if (pid_ < 0) throw std::runtime_error("fork failed: " + std::string(strerror(errno)));
-    if (pid_ == 0) {
-      // A worker dies with the runner (killed at a time limit, interrupted), rather than finishing its run alone.
-      prctl(PR_SET_PDEATHSIG, SIGKILL);
-      if (getppid() != parent) _exit(1);
-      ::close(down[1]);
-      ::close(up[0]);
-      signal(SIGPIPE, SIG_DFL);
-      std::string buffer, line;
-      char chunk[256];
-      while (true) {
-        auto nl = buffer.find('\n');
-        if (nl == std::string::npos) {
-          ssize_t n = ::read(down[0], chunk, sizeof chunk);
-          if (n < 0 && errno == EINTR) continue;
-          if (n <= 0) break;
-          buffer.append(chunk, size_t(n));
-          continue;
-        }
-        line = buffer.substr(0, nl);
-        buffer.erase(0, nl + 1);
-        bool exit_after = false;
-        std::string reply = serve(line, &exit_after) + "\n";
-        if (!write_all(up[1], reply) || exit_after) break;
+  int in = -1, out = -1;
+  pid_ = fork_joined(in, out);
+  if (pid_ == 0) {
+    std::string buffer, line;
+    char chunk[256];
+    while (true) {
+      auto nl = buffer.find('\n');
+      if (nl == std::string::npos) {
+        ssize_t n = ::read(in, chunk, sizeof chunk);
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) break;
+        buffer.append(chunk, size_t(n));
+        continue;
       }
-      _exit(0);  // no atexit handlers or destructors of the parent's state
+      line = buffer.substr(0, nl);
+      buffer.erase(0, nl + 1);
+      bool exit_after = false;
+      std::string reply = serve(line, &exit_after) + "\n";
+      if (!write_all(out, reply) || exit_after) break;
     }
-    ::close(down[0]);
-    ::close(up[1]);
-    to_ = down[1];
-    from_ = up[0];
+    _exit(0);  // no atexit handlers or destructors of the parent's state
+  }
+  from_ = in;
+  to_ = out;
 }
 
 Worker::Worker(const std::vector<std::string>& argv, const std::string& stderr_path) {
   if (argv.empty()) throw std::runtime_error("Worker: no program to run");
-  int down[2], up[2];
-  if (pipe(down) != 0 || pipe(up) != 0) throw std::runtime_error("pipe failed: " + std::string(strerror(errno)));
   std::vector<char*> args;
   for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
   args.push_back(nullptr);
-  const pid_t parent = getpid();
-  std::cout.flush();
-  std::cerr.flush();
-  pid_ = fork();
-  if (pid_ < 0) throw std::runtime_error("fork failed: " + std::string(strerror(errno)));
+  int in = -1, out = -1;
+  pid_ = fork_joined(in, out);
   if (pid_ == 0) {
-    prctl(PR_SET_PDEATHSIG, SIGKILL);
-    if (getppid() != parent) _exit(127);  // the parent died before prctl
-    signal(SIGPIPE, SIG_DFL);
-    dup2(down[0], 0);
-    dup2(up[1], 1);
+    dup2(in, 0);
+    dup2(out, 1);
     int err = ::open(stderr_path.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
     if (err >= 0) dup2(err, 2);
     // Nothing else of this process's: above all not its own pipes to the runner, which must see them close when
@@ -97,13 +107,8 @@ Worker::Worker(const std::vector<std::string>& argv, const std::string& stderr_p
     execvp(args[0], args.data());
     _exit(127);
   }
-  ::close(down[0]);
-  ::close(up[1]);
-  to_ = down[1];
-  from_ = up[0];
-  // The runner's other pipes must not leak into later children.
-  fcntl(to_, F_SETFD, FD_CLOEXEC);
-  fcntl(from_, F_SETFD, FD_CLOEXEC);
+  from_ = in;
+  to_ = out;
 }
 
 Worker::Reply Worker::request(const std::string& line, double timeout_s, std::string* reply) {

@@ -85,22 +85,36 @@ std::map<std::string, Row> runs(store::Store& s) {
   return out;
 }
 
+// A store and --out folder (a scratch folder named folder_prefix + the definition) holding one run kindex bench
+// recorded itself, 5000 ns, of the problem's first workload: the "kindex 5000" row the checks below compare with.
+struct Recorded {
+  catalog::Problem problem;
+  fs::path dir;
+  std::string uri;
+};
+void record_first_workload(const std::string& problem_name, const std::string& folder_prefix, Recorded& r) {
+  r.problem = catalog::builtin_problem(problem_name);
+  const catalog::Definition& def = r.problem.definition;
+  r.dir = test::scratch_dir(folder_prefix + def.name);
+  r.uri = "sqlite:" + (r.dir / "k.db").string();
+  BenchReport report;
+  report.environment = h200();
+  report.results = {passed_run(def, r.problem.workloads.at(0), 5000)};
+  std::vector<WorkItem> items = {{&def, &r.problem.workloads.at(0)}};
+  ASSERT_EQ(write_outputs(report, items, {r.dir.string(), r.uri}).runs_recorded, 1);
+}
+
 // Records one kindex run of (definition, workload) into a store and an --out folder, then imports into the same
 // store the trace line kindex wrote and a harness trace of the same workload from another solution on the same
 // machine (the harness's own workload line, as the upstream dataset writes it).
 // With expect_same_workload false, the harness's workload is another one (and so another cohort).
 void check_one_cohort(const std::string& problem_name, const fs::path& definition_file, const json& harness_workload,
                       bool expect_same_workload = true) {
-  auto problem = catalog::builtin_problem(problem_name);
-  const catalog::Definition& def = problem.definition;
-  const catalog::Workload& w = problem.workloads.at(0);
-  auto dir = test::scratch_dir("cohort-" + def.name);
-  const std::string uri = "sqlite:" + (dir / "k.db").string();
-  BenchReport report;
-  report.environment = h200();
-  report.results = {passed_run(def, w, 5000)};
-  std::vector<WorkItem> items = {{&def, &w}};
-  ASSERT_EQ(write_outputs(report, items, {dir.string(), uri}).runs_recorded, 1);
+  Recorded recorded;
+  ASSERT_NO_FATAL_FAILURE(record_first_workload(problem_name, "cohort-", recorded));
+  const catalog::Definition& def = recorded.problem.definition;
+  const fs::path& dir = recorded.dir;
+  const std::string& uri = recorded.uri;
 
   const fs::path kindex_trace = dir / "traces" / (def.name + ".jsonl");
   json harness = json::parse(first_line(kindex_trace));
@@ -205,16 +219,11 @@ TEST(Cohort, AHarnessTraceOfAnotherPageTableIsAnotherWorkload) {
 // reported software agrees.
 void check_harness_file(const std::string& problem_name, const fs::path& definition_file, const std::string& fixture,
                         const std::string& harness_row) {
-  auto problem = catalog::builtin_problem(problem_name);
-  const catalog::Definition& def = problem.definition;
-  const catalog::Workload& w = problem.workloads.at(0);
-  auto dir = test::scratch_dir("cohort-harness-file-" + def.name);
-  const std::string uri = "sqlite:" + (dir / "k.db").string();
-  BenchReport report;
-  report.environment = h200();
-  report.results = {passed_run(def, w, 5000)};
-  std::vector<WorkItem> items = {{&def, &w}};
-  ASSERT_EQ(write_outputs(report, items, {dir.string(), uri}).runs_recorded, 1);
+  Recorded recorded;
+  ASSERT_NO_FATAL_FAILURE(record_first_workload(problem_name, "cohort-harness-file-", recorded));
+  const catalog::Definition& def = recorded.problem.definition;
+  const fs::path& dir = recorded.dir;
+  const std::string& uri = recorded.uri;
 
   auto s = store::Store::open(uri);
   store::ImportOptions o;
@@ -257,15 +266,10 @@ TEST(Cohort, TheTraceSolExecBenchWritesForL2003FilesUnderKindexsWorkload) {
 // workload; they are two implementations of one cohort (one harness, one reported environment).
 void check_h200_file(const std::string& problem_name, const fs::path& definition_file, const std::string& fixture,
                      const std::string& kindex_row, const std::string& flashinfer_row) {
-  auto problem = catalog::builtin_problem(problem_name);
-  const catalog::Definition& def = problem.definition;
-  auto dir = test::scratch_dir("cohort-h200-" + def.name);
-  const std::string uri = "sqlite:" + (dir / "k.db").string();
-  BenchReport report;
-  report.environment = h200();
-  report.results = {passed_run(def, problem.workloads.at(0), 5000)};
-  std::vector<WorkItem> items = {{&def, &problem.workloads.at(0)}};
-  ASSERT_EQ(write_outputs(report, items, {dir.string(), uri}).runs_recorded, 1);
+  Recorded recorded;
+  ASSERT_NO_FATAL_FAILURE(record_first_workload(problem_name, "cohort-h200-", recorded));
+  const fs::path& dir = recorded.dir;
+  const std::string& uri = recorded.uri;
 
   auto s = store::Store::open(uri);
   store::ImportOptions o;

@@ -22,6 +22,7 @@
 #include <fstream>
 #include <iostream>
 #include <map>
+#include <span>
 #include <memory>
 #include <optional>
 #include <sstream>
@@ -304,8 +305,9 @@ TEST_P(BackwardWorkload, MatchesCpuReferenceWithSolComparator) {
         CUDA_OK(cudaStreamSynchronize(stream));
         EXPECT_TRUE(bit_equal(results.back().second, dev.download())) << "two mma_sync calls on the same inputs differ";
       }
-      if (label == " wgmma store_dp 4x4")  // the wgmma kernels are bit-identical across schedules and tilings
+      if (label == " wgmma store_dp 4x4") {  // the wgmma kernels are bit-identical across schedules and tilings
         EXPECT_TRUE(bit_equal(actual, results.back().second)) << "the default (wgmma) and wgmma store_dp 4x4 differ";
+      }
     }
     const auto expected = cpu_reference(c.batch_size, c.seq_len, inputs);
     for (const auto& [which, result] : results) {
@@ -389,6 +391,28 @@ TEST(Backward, GraphReplayMatchesDirectCall) {
   cudaStreamDestroy(stream);
 }
 
+// Runs every variant on the case's inputs (outputs poisoned before each) and expects the first variant's outputs
+// bit for bit from all the others.
+void expect_bit_identical(const Case& c, std::span<const kindex::kernels::backward::RunOptions> variants) {
+  namespace kb = kindex::kernels::backward;
+  SCOPED_TRACE(std::to_string(c.batch_size) + "x" + std::to_string(c.seq_len));
+  DeviceProblem dev(c.batch_size, c.seq_len, make_inputs(c, kSeed + 7));
+  ASSERT_TRUE(dev.allocated());
+  std::map<std::string, Tensor> first;
+  for (size_t i = 0; i < variants.size(); ++i) {
+    SCOPED_TRACE("variant " + std::to_string(i));
+    dev.poison_outputs();
+    std::string message;
+    ASSERT_EQ(kb::run(dev.params, dev.workspace->ptr, dev.workspace->bytes, nullptr, kb::Parts::all, message,
+                      variants[i]),
+              KINDEX_STATUS_OK)
+        << message;
+    CUDA_OK(cudaDeviceSynchronize());
+    if (i == 0) first = dev.download();
+    else EXPECT_TRUE(bit_equal(first, dev.download()));
+  }
+}
+
 // The mma_sync kernels' schedules (dP recomputed or stored), tilings (4 or 8 warps per CTA) and stream plans must all
 // give bit-identical outputs: every warp does the same arithmetic in the same order, and round(dP) is the same bf16
 // value either way. Together with the CPU-reference test of mma_sync's default plan this verifies the other variants.
@@ -409,24 +433,8 @@ TEST(Backward, AttentionSchedulesAreBitIdentical) {
       {S::recompute_dp, {8, 8}, kb::StreamPlan::rows_high, splits, M},
       {std::nullopt, {}, kb::StreamPlan::v3, splits, M},  // mma_sync's default plan
   };
-  for (const Case& c : {Case{1, 131, 0}, Case{2, 449, 0}, Case{1, 1024, 0}, Case{16, 128, 0}, Case{1, 691, 0}}) {
-    SCOPED_TRACE(std::to_string(c.batch_size) + "x" + std::to_string(c.seq_len));
-    DeviceProblem dev(c.batch_size, c.seq_len, make_inputs(c, kSeed + 7));
-    ASSERT_TRUE(dev.allocated());
-    std::map<std::string, Tensor> first;
-    for (size_t i = 0; i < std::size(variants); ++i) {
-      SCOPED_TRACE("variant " + std::to_string(i));
-      dev.poison_outputs();
-      std::string message;
-      ASSERT_EQ(kb::run(dev.params, dev.workspace->ptr, dev.workspace->bytes, nullptr, kb::Parts::all, message,
-                        variants[i]),
-                KINDEX_STATUS_OK)
-          << message;
-      CUDA_OK(cudaDeviceSynchronize());
-      if (i == 0) first = dev.download();
-      else EXPECT_TRUE(bit_equal(first, dev.download()));
-    }
-  }
+  for (const Case& c : {Case{1, 131, 0}, Case{2, 449, 0}, Case{1, 1024, 0}, Case{16, 128, 0}, Case{1, 691, 0}})
+    ASSERT_NO_FATAL_FAILURE(expect_bit_identical(c, variants));
 }
 
 // The wgmma kernels sum in other fp32 orders than mma.sync (checked against the CPU reference above), but among
@@ -448,24 +456,8 @@ TEST(Backward, WgmmaSchedulesAreBitIdentical) {
       {S::store_dp, {4, 8}, kb::StreamPlan::value_stream, int(kb::kMaxColumnSplits), W},
       {},  // the device's default plan: wgmma here
   };
-  for (const Case& c : {Case{1, 131, 0}, Case{2, 449, 0}, Case{1, 1024, 0}, Case{16, 128, 0}}) {
-    SCOPED_TRACE(std::to_string(c.batch_size) + "x" + std::to_string(c.seq_len));
-    DeviceProblem dev(c.batch_size, c.seq_len, make_inputs(c, kSeed + 7));
-    ASSERT_TRUE(dev.allocated());
-    std::map<std::string, Tensor> first;
-    for (size_t i = 0; i < std::size(variants); ++i) {
-      SCOPED_TRACE("variant " + std::to_string(i));
-      dev.poison_outputs();
-      std::string message;
-      ASSERT_EQ(kb::run(dev.params, dev.workspace->ptr, dev.workspace->bytes, nullptr, kb::Parts::all, message,
-                        variants[i]),
-                KINDEX_STATUS_OK)
-          << message;
-      CUDA_OK(cudaDeviceSynchronize());
-      if (i == 0) first = dev.download();
-      else EXPECT_TRUE(bit_equal(first, dev.download()));
-    }
-  }
+  for (const Case& c : {Case{1, 131, 0}, Case{2, 449, 0}, Case{1, 1024, 0}, Case{16, 128, 0}})
+    ASSERT_NO_FATAL_FAILURE(expect_bit_identical(c, variants));
 }
 
 // The plan the C ABI runs (backward.hpp resolve): wgmma + recompute_dp + {8, 8} on a device of compute capability

@@ -26,6 +26,7 @@
 #include <fstream>
 #include <optional>
 #include <sstream>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -273,9 +274,10 @@ int main(int argc, char** argv) {
         const auto p = params_for(sets[it & 1]);
         CHECK(cudaMemsetAsync(flush, 0, flush_bytes, stream));
         CHECK(cudaEventRecord(start, stream));
-        std::string message;
-        if (kb::run(p, ws, ws_bytes, stream, parts, message, opt) != KINDEX_STATUS_OK) {
-          std::fprintf(stderr, "%s\n", message.c_str());
+        try {
+          kb::run(p, ws, ws_bytes, stream, parts, opt);
+        } catch (const std::exception& e) {
+          std::fprintf(stderr, "%s\n", e.what());
           std::exit(1);
         }
         CHECK(cudaEventRecord(stop, stream));

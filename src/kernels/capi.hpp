@@ -1,9 +1,23 @@
 #pragma once
+#include <exception>
+#include <stdexcept>
 #include <string>
 
+#include "core/error.hpp"
 #include "kindex/kindex.h"
 
 namespace kindex::capi {
+
+// A failure that is not a bad argument (those throw kindex::Error): its C ABI status and message.
+class Failure : public std::runtime_error {
+ public:
+  Failure(kindex_status status, const std::string& message) : std::runtime_error(message), status_(status) {}
+  kindex_status status() const { return status_; }
+
+ private:
+  kindex_status status_;
+};
+
 // Records `message` as the calling thread's last error and returns `status`.
 kindex_status fail(kindex_status status, const std::string& message);
 void clear_error();
@@ -11,4 +25,22 @@ void clear_error();
 // An entry point's first check: `params` is non-NULL and its leading struct_size is a size this library knows
 // (kindex.h: today exactly sizeof the struct). Reads nothing past struct_size. Records the error on failure.
 kindex_status check_params(const char* where, const void* params, size_t known_size, const char* type_name);
+
+// Runs an entry point's body and turns what it throws into the C ABI's status and last error: a Failure its own
+// status, kindex::Error (a bad argument, the message names the field and value) INVALID_ARGUMENT, anything else
+// CUDA_ERROR with `where` in front. OK clears the last error.
+template <class F>
+kindex_status guarded(const char* where, F&& body) {
+  try {
+    body();
+    clear_error();
+    return KINDEX_STATUS_OK;
+  } catch (const Failure& e) {
+    return fail(e.status(), e.what());
+  } catch (const Error& e) {
+    return fail(KINDEX_STATUS_INVALID_ARGUMENT, e.what());
+  } catch (const std::exception& e) {
+    return fail(KINDEX_STATUS_CUDA_ERROR, std::string(where) + ": " + e.what());
+  }
+}
 }  // namespace kindex::capi

@@ -26,7 +26,7 @@ constexpr const char* kWhere = "kindex_paged_decode";
 
 void check_cuda(cudaError_t err, const char* what) {
   if (err != cudaSuccess)
-    throw Failure(KINDEX_STATUS_CUDA_ERROR, std::string(kWhere) + ": " + what + ": " + cudaGetErrorString(err));
+    throw capi::Failure(KINDEX_STATUS_CUDA_ERROR, std::string(kWhere) + ": " + what + ": " + cudaGetErrorString(err));
 }
 
 // What a plan needs to know of the current device, cached per device: SM count, opt-in shared memory per CTA, L2.
@@ -145,7 +145,7 @@ Plan make_plan(const kindex_paged_decode_params& p, const Tuning& tune) {
     const size_t limit = tune.smem_limit ? std::min(tune.smem_limit, device.smem_optin) : device.smem_optin;
     plan.stages = detail::ring_stages(p.head_dim, limit);
     if (plan.stages == 0)
-      throw Failure(KINDEX_STATUS_NOT_SUPPORTED,
+      throw capi::Failure(KINDEX_STATUS_NOT_SUPPORTED,
                     format_error(kWhere, "params.head_dim", std::to_string(p.head_dim),
                                  "needs " + std::to_string(detail::ring_smem_bytes(p.head_dim, 2)) +
                                      " bytes of shared memory per CTA; this device allows " + std::to_string(limit)));
@@ -189,7 +189,7 @@ void paged_decode(const kindex_paged_decode_params& p, void* workspace, size_t w
   const Plan plan = make_plan(p, tuning);
   check_pointers(p);
   if (workspace_bytes < plan.workspace_bytes() || (plan.workspace_bytes() > 0 && !workspace))
-    throw Failure(KINDEX_STATUS_WORKSPACE_TOO_SMALL,
+    throw capi::Failure(KINDEX_STATUS_WORKSPACE_TOO_SMALL,
                   format_error(kWhere, "workspace_bytes", std::to_string(workspace ? workspace_bytes : 0),
                                "needs " + std::to_string(plan.workspace_bytes()) +
                                    " bytes (kindex_paged_decode_workspace_size)"));
@@ -203,31 +203,12 @@ void paged_decode(const kindex_paged_decode_params& p, void* workspace, size_t w
     unsigned long long code = ~0ull;
     check_cuda(cudaMemcpyAsync(&code, first_bad, sizeof code, cudaMemcpyDeviceToHost, stream), "cudaMemcpyAsync");
     check_cuda(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
-    if (code != ~0ull) throw Failure(KINDEX_STATUS_INVALID_INPUT, describe_bad_entry(p, code, stream));
+    if (code != ~0ull) throw capi::Failure(KINDEX_STATUS_INVALID_INPUT, describe_bad_entry(p, code, stream));
   }
   check_cuda(cudaError_t(detail::launch_decode(p, plan, workspace, stream)), "kernel launch");
 }
 
 }  // namespace kindex::decode
-
-namespace {
-
-template <class F>
-kindex_status guarded(F&& body) {
-  try {
-    body();
-    kindex::capi::clear_error();
-    return KINDEX_STATUS_OK;
-  } catch (const kindex::decode::Failure& e) {
-    return kindex::capi::fail(e.status(), e.what());
-  } catch (const kindex::Error& e) {
-    return kindex::capi::fail(KINDEX_STATUS_INVALID_ARGUMENT, e.what());
-  } catch (const std::exception& e) {
-    return kindex::capi::fail(KINDEX_STATUS_CUDA_ERROR, std::string("kindex_paged_decode: ") + e.what());
-  }
-}
-
-}  // namespace
 
 extern "C" {
 
@@ -238,7 +219,8 @@ kindex_status kindex_paged_decode_workspace_size(const kindex_paged_decode_param
     return s;
   if (!bytes)
     return kindex::capi::fail(KINDEX_STATUS_INVALID_ARGUMENT, "kindex_paged_decode_workspace_size: bytes = NULL: required");
-  return guarded([&] { *bytes = kindex::decode::workspace_size(*params); });
+  return kindex::capi::guarded("kindex_paged_decode_workspace_size",
+                               [&] { *bytes = kindex::decode::workspace_size(*params); });
 }
 
 kindex_status kindex_paged_decode(const kindex_paged_decode_params* params, void* workspace, size_t workspace_bytes,
@@ -247,7 +229,7 @@ kindex_status kindex_paged_decode(const kindex_paged_decode_params* params, void
           kindex::capi::check_params("kindex_paged_decode", params, sizeof *params, "kindex_paged_decode_params");
       s != KINDEX_STATUS_OK)
     return s;
-  return guarded([&] {
+  return kindex::capi::guarded("kindex_paged_decode", [&] {
     kindex::decode::paged_decode(*params, workspace, workspace_bytes, static_cast<cudaStream_t>(stream));
   });
 }

@@ -23,15 +23,6 @@ namespace kindex::decode {
 
 constexpr int kMaxGroup = 16;  // query heads per KV head: the MMA's 16 rows
 
-// A failure that is not a bad argument (those throw kindex::Error): its C ABI status and message.
-class Failure : public std::runtime_error {
- public:
-  Failure(kindex_status status, const std::string& message) : std::runtime_error(message), status_(status) {}
-  kindex_status status() const { return status_; }
-
- private:
-  kindex_status status_;
-};
 
 // Knobs for tuning runs and tests of the split paths: an explicit argument of the C++ entry points below, used only
 // by benchmarks/gpu/ and tests/. The C ABI always runs the defaults, which are what the library ships.
@@ -87,8 +78,8 @@ Plan make_plan(const kindex_paged_decode_params& p, const Tuning& tuning = {});
 // Bytes of workspace paged_decode needs for these bounds.
 size_t workspace_size(const kindex_paged_decode_params& p, const Tuning& tuning = {});
 
-// Enqueues the decode on `stream`. Throws kindex::Error for bad arguments and Failure for a too-small
-// workspace, a CUDA error, or (validation mode) a bad index array entry.
+// Enqueues the decode on `stream`. Throws kindex::Error for bad arguments and capi::Failure (kernels/capi.hpp) for a
+// too-small workspace, a CUDA error, or (validation mode) a bad index array entry.
 void paged_decode(const kindex_paged_decode_params& p, void* workspace, size_t workspace_bytes,
                   cudaStream_t stream, const Tuning& tuning = {});
 

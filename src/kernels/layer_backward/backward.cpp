@@ -62,8 +62,11 @@ Streams& streams() {
   return s;
 }
 
-std::string cuda_message(const char* what, cudaError_t err) {
-  return format_error(kWhere, "", "", std::string(what) + ": " + cudaGetErrorName(err) + ": " + cudaGetErrorString(err));
+void check_cuda(cudaError_t err, const char* what) {
+  if (err != cudaSuccess)
+    throw capi::Failure(KINDEX_STATUS_CUDA_ERROR, format_error(kWhere, "", "",
+                                                              std::string(what) + ": " + cudaGetErrorName(err) +
+                                                                  ": " + cudaGetErrorString(err)));
 }
 
 std::string hex(const void* p) {
@@ -76,53 +79,39 @@ std::string hex(const void* p) {
 
 size_t workspace_bytes(int64_t batch_size, int64_t seq_len) { return layout(batch_size, seq_len).end + kAlign; }
 
-kindex_status validate_sizes(const kindex_gqa_rope_backward_params* p, std::string& message) {
-  if (!p) return message = format_error(kWhere, "params", "NULL", "is required"), KINDEX_STATUS_INVALID_ARGUMENT;
-  if (p->batch_size < 1 || p->batch_size > kMaxBatch)
-    return message = format_error(kWhere, "batch_size", std::to_string(p->batch_size),
-                                  "must be in [1, " + std::to_string(kMaxBatch) + "]"),
-           KINDEX_STATUS_INVALID_ARGUMENT;
-  if (p->seq_len < 1 || p->seq_len > kMaxSeqLen)
-    return message = format_error(kWhere, "seq_len", std::to_string(p->seq_len),
-                                  "must be in [1, " + std::to_string(kMaxSeqLen) + "]"),
-           KINDEX_STATUS_INVALID_ARGUMENT;
-  if (int64_t(p->batch_size) * p->seq_len > kMaxTokens)
-    return message = format_error(kWhere, "batch_size * seq_len",
-                                  std::to_string(int64_t(p->batch_size) * p->seq_len),
-                                  "must be at most " + std::to_string(kMaxTokens)),
-           KINDEX_STATUS_INVALID_ARGUMENT;
-  return KINDEX_STATUS_OK;
+void validate_sizes(const kindex_gqa_rope_backward_params& p) {
+  if (p.batch_size < 1 || p.batch_size > kMaxBatch)
+    throw Error(kWhere, "batch_size", std::to_string(p.batch_size), "must be in [1, " + std::to_string(kMaxBatch) + "]");
+  if (p.seq_len < 1 || p.seq_len > kMaxSeqLen)
+    throw Error(kWhere, "seq_len", std::to_string(p.seq_len), "must be in [1, " + std::to_string(kMaxSeqLen) + "]");
+  if (int64_t(p.batch_size) * p.seq_len > kMaxTokens)
+    throw Error(kWhere, "batch_size * seq_len", std::to_string(int64_t(p.batch_size) * p.seq_len),
+                "must be at most " + std::to_string(kMaxTokens));
 }
 
-kindex_status validate(const kindex_gqa_rope_backward_params* p, const void* workspace, size_t bytes,
-                       std::string& message) {
-  if (kindex_status s = validate_sizes(p, message); s != KINDEX_STATUS_OK) return s;
+void validate(const kindex_gqa_rope_backward_params& p, const void* workspace, size_t bytes) {
+  validate_sizes(p);
   const std::pair<const char*, const void*> pointers[] = {
-      {"grad_output", p->grad_output},     {"hidden_states", p->hidden_states}, {"cos", p->cos},
-      {"sin", p->sin},                     {"q_weight", p->q_weight},           {"k_weight", p->k_weight},
-      {"v_weight", p->v_weight},           {"o_weight", p->o_weight},           {"query_states", p->query_states},
-      {"key_states", p->key_states},       {"value_states", p->value_states},   {"attn_weights", p->attn_weights},
-      {"attn_output", p->attn_output},     {"grad_hidden_states", p->grad_hidden_states},
-      {"grad_q_weight", p->grad_q_weight}, {"grad_k_weight", p->grad_k_weight}, {"grad_v_weight", p->grad_v_weight},
-      {"grad_o_weight", p->grad_o_weight}};
+      {"grad_output", p.grad_output},     {"hidden_states", p.hidden_states}, {"cos", p.cos},
+      {"sin", p.sin},                     {"q_weight", p.q_weight},           {"k_weight", p.k_weight},
+      {"v_weight", p.v_weight},           {"o_weight", p.o_weight},           {"query_states", p.query_states},
+      {"key_states", p.key_states},       {"value_states", p.value_states},   {"attn_weights", p.attn_weights},
+      {"attn_output", p.attn_output},     {"grad_hidden_states", p.grad_hidden_states},
+      {"grad_q_weight", p.grad_q_weight}, {"grad_k_weight", p.grad_k_weight}, {"grad_v_weight", p.grad_v_weight},
+      {"grad_o_weight", p.grad_o_weight}};
   for (auto [name, ptr] : pointers) {
-    if (!ptr) return message = format_error(kWhere, name, "NULL", "is required"), KINDEX_STATUS_INVALID_ARGUMENT;
+    if (!ptr) throw Error(kWhere, name, "NULL", "is required");
     // 16-byte vector loads and cuBLASLt's tensor-memory-access kernels need it; cudaMalloc gives 256.
-    if (reinterpret_cast<uintptr_t>(ptr) % 16 != 0)
-      return message = format_error(kWhere, name, hex(ptr), "must be 16-byte aligned"), KINDEX_STATUS_INVALID_ARGUMENT;
+    if (reinterpret_cast<uintptr_t>(ptr) % 16 != 0) throw Error(kWhere, name, hex(ptr), "must be 16-byte aligned");
   }
-  if (!std::isfinite(p->scaling))
-    return message = format_error(kWhere, "scaling", std::to_string(p->scaling), "must be finite"),
-           KINDEX_STATUS_INVALID_ARGUMENT;
-  const size_t needed = workspace_bytes(p->batch_size, p->seq_len);
+  if (!std::isfinite(p.scaling)) throw Error(kWhere, "scaling", std::to_string(p.scaling), "must be finite");
+  const size_t needed = workspace_bytes(p.batch_size, p.seq_len);
   if (bytes < needed)
-    return message = format_error(kWhere, "workspace_bytes", std::to_string(bytes),
-                                  "too small: needs at least " + std::to_string(needed) +
-                                      " (kindex_gqa_rope_backward_workspace_size)"),
-           KINDEX_STATUS_WORKSPACE_TOO_SMALL;
-  if (!workspace)
-    return message = format_error(kWhere, "workspace", "NULL", "is required"), KINDEX_STATUS_INVALID_ARGUMENT;
-  return KINDEX_STATUS_OK;
+    throw capi::Failure(KINDEX_STATUS_WORKSPACE_TOO_SMALL,
+                        format_error(kWhere, "workspace_bytes", std::to_string(bytes),
+                                     "too small: needs at least " + std::to_string(needed) +
+                                         " (kindex_gqa_rope_backward_workspace_size)"));
+  if (!workspace) throw Error(kWhere, "workspace", "NULL", "is required");
 }
 
 RunOptions resolve(const RunOptions& options) {
@@ -134,8 +123,8 @@ RunOptions resolve(const RunOptions& options) {
   return resolved;
 }
 
-kindex_status run(const kindex_gqa_rope_backward_params& p, void* workspace, size_t, void* stream_ptr, Parts parts,
-                  std::string& message, const RunOptions& given) {
+void run(const kindex_gqa_rope_backward_params& p, void* workspace, size_t, void* stream_ptr, Parts parts,
+         const RunOptions& given) {
   const RunOptions options = resolve(given);
   const auto main = static_cast<cudaStream_t>(stream_ptr);
   const int64_t B = p.batch_size, S = p.seq_len, N = B * S;
@@ -148,8 +137,7 @@ kindex_status run(const kindex_gqa_rope_backward_params& p, void* workspace, siz
   const bool gemms = parts != Parts::attention, attention = parts != Parts::gemms;
 
   int device = 0;
-  if (cudaError_t e = cudaGetDevice(&device); e != cudaSuccess)
-    return message = cuda_message("cudaGetDevice", e), KINDEX_STATUS_CUDA_ERROR;
+  check_cuda(cudaGetDevice(&device), "cudaGetDevice");
   Streams& st = streams();
   std::lock_guard<std::mutex> lock(st.mutex);
   auto found = st.per_device.find(device);
@@ -163,20 +151,16 @@ kindex_status run(const kindex_gqa_rope_backward_params& p, void* workspace, siz
     for (cudaEvent_t* ev : {&entry.fork, &entry.inputs_ready, &entry.grad_q_ready, &entry.grad_v_ready,
                             &entry.grad_kv_ready, &entry.join})
       if (e == cudaSuccess) e = cudaEventCreateWithFlags(ev, cudaEventDisableTiming);
-    if (e != cudaSuccess) return message = cuda_message("creating the side stream", e), KINDEX_STATUS_CUDA_ERROR;
+    check_cuda(e, "creating the side stream");
     found = st.per_device.emplace(device, entry).first;
   }
   const SideStream& ss = found->second;
   const cudaStream_t side = ss.stream;
 
-  auto fail_cuda = [&](const char* what, cudaError_t e) {
-    message = cuda_message(what, e);
-    return KINDEX_STATUS_CUDA_ERROR;
-  };
+  std::string message;
   auto gemm = [&](const GemmCall& c, cudaStream_t s) {
-    if (gemm_bf16(c.shape, c.a, c.b, c.c, c.workspace, kGemmWorkspaceBytes, s, message)) return true;
-    message = format_error(kWhere, "", "", message);
-    return false;
+    if (!gemm_bf16(c.shape, c.a, c.b, c.c, c.workspace, kGemmWorkspaceBytes, s, message))
+      throw capi::Failure(KINDEX_STATUS_NOT_SUPPORTED, format_error(kWhere, "", "", message));
   };
   auto record = [&](cudaEvent_t ev, cudaStream_t from, cudaStream_t to) {
     cudaError_t e = cudaEventRecord(ev, from);
@@ -218,10 +202,10 @@ kindex_status run(const kindex_gqa_rope_backward_params& p, void* workspace, siz
     const GemmCall all[] = {grad_o_weight,   grad_attn_output, grad_weights[0], grad_weights[1],
                             grad_weights[2], grad_hidden[0],   grad_hidden[1],  grad_hidden[2]};
     if (!tune_gemms(all, std::size(all), main, message))
-      return message = format_error(kWhere, "", "", message), KINDEX_STATUS_CUDA_ERROR;
-    if (cudaError_t e = record(ss.fork, main, side); e != cudaSuccess) return fail_cuda("fork", e);
-    if (!gemm(grad_o_weight, side)) return KINDEX_STATUS_NOT_SUPPORTED;
-    if (!gemm(grad_attn_output, main)) return KINDEX_STATUS_NOT_SUPPORTED;
+      throw capi::Failure(KINDEX_STATUS_CUDA_ERROR, format_error(kWhere, "", "", message));
+    check_cuda(record(ss.fork, main, side), "fork");
+    gemm(grad_o_weight, side);
+    gemm(grad_attn_output, main);
   }
   if (attention) {
     const AttentionArgs args{.grad_attn_output = dO,
@@ -255,7 +239,7 @@ kindex_status run(const kindex_gqa_rope_backward_params& p, void* workspace, siz
                               .grad_q_ready = ss.grad_q_ready,
                               .grad_v_ready = ss.grad_v_ready,
                               .grad_kv_ready = ss.grad_kv_ready};
-    if (cudaError_t e = launch_attention(args, as); e != cudaSuccess) return fail_cuda("attention kernels", e);
+    check_cuda(launch_attention(args, as), "attention kernels");
   }
   if (gemms) {
     // launch_attention recorded grad_q_ready after the grad_q pass (on main or on the column stream); without it,
@@ -263,24 +247,20 @@ kindex_status run(const kindex_gqa_rope_backward_params& p, void* workspace, siz
     cudaError_t e = attention ? cudaSuccess : cudaEventRecord(ss.grad_q_ready, main);
     if (e == cudaSuccess) e = cudaStreamWaitEvent(side, ss.grad_q_ready, 0);
     if (e == cudaSuccess) e = cudaStreamWaitEvent(main, ss.grad_q_ready, 0);
-    if (e != cudaSuccess) return fail_cuda("grad_q_ready", e);
-    if (!gemm(grad_weights[0], side) || !gemm(grad_hidden[0], main)) return KINDEX_STATUS_NOT_SUPPORTED;
-    if (attention) {
-      if (cudaError_t e = cudaStreamWaitEvent(side, ss.grad_kv_ready, 0); e != cudaSuccess)
-        return fail_cuda("cudaStreamWaitEvent", e);
-    }
-    if (!gemm(grad_weights[1], side) || !gemm(grad_weights[2], side)) return KINDEX_STATUS_NOT_SUPPORTED;
+    check_cuda(e, "grad_q_ready");
+    gemm(grad_weights[0], side);
+    gemm(grad_hidden[0], main);
+    if (attention) check_cuda(cudaStreamWaitEvent(side, ss.grad_kv_ready, 0), "cudaStreamWaitEvent");
+    gemm(grad_weights[1], side);
+    gemm(grad_weights[2], side);
   }
-  if (attention) {
-    if (cudaError_t e = cudaStreamWaitEvent(main, ss.grad_kv_ready, 0); e != cudaSuccess)
-      return fail_cuda("cudaStreamWaitEvent", e);
-  }
+  if (attention) check_cuda(cudaStreamWaitEvent(main, ss.grad_kv_ready, 0), "cudaStreamWaitEvent");
   if (gemms) {
-    if (!gemm(grad_hidden[1], main) || !gemm(grad_hidden[2], main)) return KINDEX_STATUS_NOT_SUPPORTED;
-    if (cudaError_t e = record(ss.join, side, main); e != cudaSuccess) return fail_cuda("join", e);
+    gemm(grad_hidden[1], main);
+    gemm(grad_hidden[2], main);
+    check_cuda(record(ss.join, side, main), "join");
   }
-  if (cudaError_t e = cudaGetLastError(); e != cudaSuccess) return fail_cuda("launch", e);
-  return KINDEX_STATUS_OK;
+  check_cuda(cudaGetLastError(), "launch");
 }
 
 }  // namespace kindex::kernels::backward
@@ -289,36 +269,30 @@ extern "C" {
 
 kindex_status kindex_gqa_rope_backward_workspace_size(const kindex_gqa_rope_backward_params* params, size_t* bytes) {
   using namespace kindex::kernels::backward;
-  kindex::capi::clear_error();
-  if (kindex_status s = kindex::capi::check_params("kindex_gqa_rope_backward_workspace_size", params,
-                                                   sizeof *params, "kindex_gqa_rope_backward_params");
+  constexpr const char* where = "kindex_gqa_rope_backward_workspace_size";
+  if (kindex_status s = kindex::capi::check_params(where, params, sizeof *params, "kindex_gqa_rope_backward_params");
       s != KINDEX_STATUS_OK)
     return s;
   if (!bytes)
-    return kindex::capi::fail(KINDEX_STATUS_INVALID_ARGUMENT,
-                              kindex::format_error("kindex_gqa_rope_backward_workspace_size", "bytes", "NULL",
-                                                   "is required"));
+    return kindex::capi::fail(KINDEX_STATUS_INVALID_ARGUMENT, kindex::format_error(where, "bytes", "NULL", "is required"));
   *bytes = 0;
-  std::string message;
-  if (kindex_status s = validate_sizes(params, message); s != KINDEX_STATUS_OK) return kindex::capi::fail(s, message);
-  *bytes = workspace_bytes(params->batch_size, params->seq_len);
-  return KINDEX_STATUS_OK;
+  return kindex::capi::guarded(where, [&] {
+    validate_sizes(*params);
+    *bytes = workspace_bytes(params->batch_size, params->seq_len);
+  });
 }
 
 kindex_status kindex_gqa_rope_backward(const kindex_gqa_rope_backward_params* params, void* workspace,
                                        size_t workspace_bytes, void* stream) {
   using namespace kindex::kernels::backward;
-  kindex::capi::clear_error();
   if (kindex_status s = kindex::capi::check_params("kindex_gqa_rope_backward", params, sizeof *params,
                                                    "kindex_gqa_rope_backward_params");
       s != KINDEX_STATUS_OK)
     return s;
-  std::string message;
-  if (kindex_status s = validate(params, workspace, workspace_bytes, message); s != KINDEX_STATUS_OK)
-    return kindex::capi::fail(s, message);
-  if (kindex_status s = run(*params, workspace, workspace_bytes, stream, Parts::all, message); s != KINDEX_STATUS_OK)
-    return kindex::capi::fail(s, message);
-  return KINDEX_STATUS_OK;
+  return kindex::capi::guarded("kindex_gqa_rope_backward", [&] {
+    validate(*params, workspace, workspace_bytes);
+    run(*params, workspace, workspace_bytes, stream, Parts::all);
+  });
 }
 
 }  // extern "C"

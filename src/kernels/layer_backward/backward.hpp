@@ -63,17 +63,16 @@ RunOptions resolve(const RunOptions& options);
 // dS [B, 32, S64, S64] bf16 with S64 = seq_len rounded up to 64, two cuBLASLt workspaces).
 size_t workspace_bytes(int64_t batch_size, int64_t seq_len);
 
-// Checks batch_size and seq_len (all the workspace size depends on).
-kindex_status validate_sizes(const kindex_gqa_rope_backward_params* p, std::string& message);
+// Checks batch_size and seq_len (all the workspace size depends on). Throws kindex::Error naming the field and value.
+void validate_sizes(const kindex_gqa_rope_backward_params& p);
 
-// Checks the params (names the field and value in the message on failure) and the workspace; returns
-// KINDEX_STATUS_OK or the status to report, with `message` set.
-kindex_status validate(const kindex_gqa_rope_backward_params* p, const void* workspace, size_t workspace_bytes,
-                       std::string& message);
+// Checks the params and the workspace. Throws kindex::Error naming the field and value, or capi::Failure
+// (kernels/capi.hpp) with KINDEX_STATUS_WORKSPACE_TOO_SMALL.
+void validate(const kindex_gqa_rope_backward_params& p, const void* workspace, size_t workspace_bytes);
 
-// Enqueues the backward on `stream` (cudaStream_t). Assumes validate() passed. Returns OK, or
-// KINDEX_STATUS_CUDA_ERROR / NOT_SUPPORTED with `message` set.
-kindex_status run(const kindex_gqa_rope_backward_params& p, void* workspace, size_t workspace_bytes, void* stream,
-                  Parts parts, std::string& message, const RunOptions& options = {});
+// Enqueues the backward on `stream` (cudaStream_t). Assumes validate() passed. Throws capi::Failure with
+// KINDEX_STATUS_CUDA_ERROR or NOT_SUPPORTED (cuBLASLt refused a GEMM).
+void run(const kindex_gqa_rope_backward_params& p, void* workspace, size_t workspace_bytes, void* stream, Parts parts,
+         const RunOptions& options = {});
 
 }  // namespace kindex::kernels::backward

@@ -32,24 +32,25 @@ std::map<std::string, Tensor> allocate_outputs(const catalog::Definition& def, c
 }
 
 // The inputs of one round on the device, shared by the implementations that run there: the host tensors copied,
-// the random float tensors `random` describes drawn there directly (device_generator()).
+// the random float tensors `random` describes drawn there directly (device_generator()). One per run: a round
+// overwrites the previous round's buffers (same names, same sizes) instead of allocating its own.
 struct DeviceInputs {
-  std::vector<device::DeviceTensor> owned;
+  std::map<std::string, device::DeviceTensor> owned;
   TensorMap views;
-  DeviceInputs(const catalog::Inputs& host, bool needed, uint64_t seed, void* stream) {
-    if (!needed) return;
-    owned.reserve(host.tensors.size() + host.random.size());
-    for (const auto& [name, t] : host.tensors) {
-      auto& d = owned.emplace_back(device::allocate_like(t.view()));
-      device::copy_to_device(t.view(), d.view, stream);
-      views[name] = d.view;
-    }
-    for (const auto& [name, fill] : host.random) {
-      auto& d = owned.emplace_back(device::allocate_like(shape_only(fill)));
-      draw_on_device(fill, seed, d.view.data, stream);
-      views[name] = d.view;
-    }
+  void place(const catalog::Inputs& host, uint64_t seed, void* stream) {
+    for (const auto& [name, t] : host.tensors) device::copy_to_device(t.view(), buffer(name, t.view()), stream);
+    for (const auto& [name, fill] : host.random)
+      draw_on_device(fill, seed, buffer(name, shape_only(fill)).data, stream);
     device::synchronize(stream);
+  }
+  // The device tensor for input `name` shaped like `like`, kept from the last round when it has the same size.
+  const TensorView& buffer(const std::string& name, const TensorView& like) {
+    auto it = owned.find(name);
+    if (it == owned.end() || it->second.buffer.bytes() != like.nbytes() || it->second.view.dtype != like.dtype)
+      it = owned.insert_or_assign(name, device::allocate_like(like)).first;
+    it->second.view.shape = like.shape;
+    it->second.view.strides = contiguous_strides(like.shape);
+    return views[name] = it->second.view;
   }
   // A host view with the tensor's dtype and shape and no data (the tensor exists only on the device).
   static TensorView shape_only(const catalog::RandomFill& fill) {
@@ -78,18 +79,18 @@ class PreparedCall {
   PreparedCall(Implementation& impl, ProblemKind kind, const CallArgs& host, const TensorMap& device_inputs,
                const catalog::Definition& def, const catalog::Workload& w, void* stream)
       : impl_(impl), kind_(kind), stream_(stream) {
-    host_outputs_ = allocate_outputs(def, w);
     args_.scalars = host.scalars;
     if (impl.memory() == Where::host) {
       args_.inputs = host.inputs;
+      host_outputs_ = allocate_outputs(def, w);
       for (auto& [name, t] : host_outputs_) {
         std::memset(t.data(), 0xFF, t.nbytes());
         args_.outputs[name] = t.view();
       }
     } else {
       args_.inputs = device_inputs;
-      for (auto& [name, t] : host_outputs_) {
-        auto& d = owned_.emplace_back(device::allocate_like(t.view()));
+      for (const auto& [name, shape] : host.outputs) {
+        auto& d = owned_.emplace_back(device::allocate_like(shape));
         device::poison(d.view, stream);
         args_.outputs[name] = d.view;
       }
@@ -111,11 +112,16 @@ class PreparedCall {
     run(args_);
     if (impl_.memory() == Where::device) device::synchronize(stream_);
   }
-  // The outputs on the host (copied back from the device when needed).
-  std::map<std::string, Tensor>& outputs() {
-    if (impl_.memory() == Where::device)
-      for (auto& [name, t] : host_outputs_) device::copy_to_host(args_.outputs.at(name), t.view(), stream_);
-    return host_outputs_;
+  // Output `name` where the implementation wrote it.
+  const TensorView& output(const std::string& name) const { return args_.outputs.at(name); }
+  // Output `name` on the host (copied back from the device on first use).
+  const Tensor& host_output(const std::string& name) {
+    auto it = host_outputs_.find(name);
+    if (it != host_outputs_.end()) return it->second;
+    const TensorView& d = output(name);
+    Tensor t(d.dtype, d.shape);
+    device::copy_to_host(d, t.view(), stream_);
+    return host_outputs_.emplace(name, std::move(t)).first->second;
   }
 
  private:
@@ -204,6 +210,47 @@ InputCache& worker_input_cache() {
   return cache;
 }
 
+// Seconds since the last lap (or since construction): the pipeline's phases, one after the other.
+class PhaseClock {
+ public:
+  double lap() {
+    const auto now = std::chrono::steady_clock::now();
+    const double s = std::chrono::duration<double>(now - last_).count();
+    last_ = now;
+    return s;
+  }
+
+ private:
+  std::chrono::steady_clock::time_point last_ = std::chrono::steady_clock::now();
+};
+
+struct Tolerances {
+  bool fib;
+  compare::FibTolerance fib_tol;
+  compare::SolTolerance sol_tol;
+};
+
+// One output of one round on the device, by libkindex_gpu_reference.so's comparator (the host comparator's
+// per-element code and verdict, compare/element_rule.hpp): nothing is copied back to the host.
+compare::Report compare_on_device(const std::string& output, const TensorView& actual, const TensorView& expected,
+                                  const Tolerances& t, const DeviceComparator& comparator, void* stream) {
+  compare::check_views(output, actual, expected, Where::device);
+  const double atol = t.fib ? t.fib_tol.atol : t.sol_tol.atol, rtol = t.fib ? t.fib_tol.rtol : t.sol_tol.rtol;
+  kindex_compare_tally tally{};
+  if (kindex_status s = comparator.compare(t.fib ? KINDEX_COMPARE_FLASHINFER_BENCH : KINDEX_COMPARE_SOL_EXECBENCH,
+                                           abi_dtype(actual.dtype, output), actual.data, expected.data,
+                                           actual.numel(), float(atol), float(rtol), &tally, stream);
+      s != KINDEX_STATUS_OK) {
+    device::device_synchronize();  // a sticky error surfaces as such
+    throw RunFailure(RunStatus::runtime_error, std::string("kindex_gpu_reference_compare: ") + comparator.last_error());
+  }
+  return t.fib ? compare::fib_report(output, actual.numel(), tally, t.fib_tol)
+               : compare::sol_report(output, actual.numel(), tally, t.sol_tol);
+}
+
+// The device comparator can judge this output: both sides on the device in a dtype it reads.
+bool device_comparable(DType dtype) { return dtype == DType::bf16 || dtype == DType::f16 || dtype == DType::f32; }
+
 }  // namespace
 
 RunResult new_run_result(const WorkItem& item, const std::string& impl_spec) {
@@ -226,6 +273,7 @@ RunResult execute_run(const WorkItem& item, const std::string& impl_spec, const 
   const bool fib = def.source == catalog::Source::flashinfer_bench;
   RunResult r = new_run_result(item, impl_spec);
   const auto started = std::chrono::steady_clock::now();
+  PhaseClock clock;
   try {
     auto kind = problem_kind(def);
     if (!kind)
@@ -272,13 +320,19 @@ RunResult execute_run(const WorkItem& item, const std::string& impl_spec, const 
     const bool draw_on_device = gpu && impl->memory() == Where::device && ref->memory() == Where::device &&
                                 timing_ref->memory() == Where::device && device_generator() != nullptr;
 
-    compare::FibTolerance fib_tol;
-    compare::SolTolerance sol_tol;
+    Tolerances tol{fib, {}, {}};
     if (w.tolerance) {
-      fib_tol.atol = sol_tol.atol = w.tolerance->max_atol;
-      fib_tol.rtol = sol_tol.rtol = w.tolerance->max_rtol;
+      tol.fib_tol.atol = tol.sol_tol.atol = w.tolerance->max_atol;
+      tol.fib_tol.rtol = tol.sol_tol.rtol = w.tolerance->max_rtol;
     }
+    // Outputs that both stay on the device are compared there (nothing copied back); the host comparator judges the
+    // rest, with the same per-element code.
+    const DeviceComparator* const comparator =
+        gpu && !remote_impl && impl->memory() == Where::device && ref->memory() == Where::device ? device_comparator()
+                                                                                                 : nullptr;
+    DeviceInputs on_device;
     std::vector<compare::Report> all_reports;
+    r.phases.setup = clock.lap();
     for (int round = 0; round < r.rounds_requested; ++round) {
       // A device implementation never sees the host inputs (only their device copies), so its rounds' inputs can
       // be shared with the next implementation on this workload; a host implementation gets them to itself.
@@ -304,10 +358,11 @@ RunResult execute_run(const WorkItem& item, const std::string& impl_spec, const 
       }
       if (round == 0) r.work = count_work(*kind, host);
 
-      DeviceInputs on_device(*inputs, any_device, seed, stream.stream);
+      if (any_device) on_device.place(*inputs, seed, stream.stream);
+      r.phases.inputs += clock.lap();
       PreparedCall ref_call(*ref, *kind, host, on_device.views, def, w, stream.stream);
       ref_call.run_and_wait();
-      auto& expected = ref_call.outputs();
+      r.phases.reference += clock.lap();
       // An out-of-process implementation rebuilds the round's inputs from the same recipe and hands back outputs.
       std::optional<PreparedCall> impl_call;
       RoundRunner::Outputs remote;
@@ -324,15 +379,25 @@ RunResult execute_run(const WorkItem& item, const std::string& impl_spec, const 
         impl_call.emplace(*impl, *kind, host, on_device.views, def, w, stream.stream);
         impl_call->run_and_wait();
       }
-      auto& actual = remote_impl ? remote.tensors : impl_call->outputs();
+      r.phases.implementation += clock.lap();
 
       std::vector<compare::Report> reports;
       for (const auto& spec : def.outputs) {
-        const auto a = actual.at(spec.name).view(), e = expected.at(spec.name).view();
-        reports.push_back(fib ? compare::compare_fib(spec.name, a, e, fib_tol)
-                              : compare::compare_sol(spec.name, a, e, sol_tol));
+        if (comparator && device_comparable(spec.dtype)) {
+          reports.push_back(compare_on_device(spec.name, impl_call->output(spec.name), ref_call.output(spec.name), tol,
+                                              *comparator, stream.stream));
+          if (r.phases.compared_on.empty()) r.phases.compared_on = "device";
+        } else {
+          const TensorView a = remote_impl ? remote.tensors.at(spec.name).view()
+                                           : impl_call->host_output(spec.name).view();
+          const TensorView e = ref_call.host_output(spec.name).view();
+          reports.push_back(fib ? compare::compare_fib(spec.name, a, e, tol.fib_tol)
+                                : compare::compare_sol(spec.name, a, e, tol.sol_tol));
+          r.phases.compared_on = "host";
+        }
         r.reports.push_back(report_json(round, reports.back()));
       }
+      r.phases.compare += clock.lap();
       all_reports.insert(all_reports.end(), reports.begin(), reports.end());
       r.rounds_run = round + 1;
       auto summary = compare::combine(all_reports);
@@ -352,6 +417,7 @@ RunResult execute_run(const WorkItem& item, const std::string& impl_spec, const 
         r.timing.timer = t.timer;
         r.timing.note = t.note;
         r.timing.trials_ns.push_back(std::move(t.ns));
+        r.phases.timing += clock.lap();
         if (timing_ref == impl.get()) {
           r.reference_timing.timer = r.timing.timer;
           r.reference_timing.trials_ns.push_back(r.timing.trials_ns.back());
@@ -366,6 +432,7 @@ RunResult execute_run(const WorkItem& item, const std::string& impl_spec, const 
           r.reference_timing.note = rt.note;
           r.reference_timing.trials_ns.push_back(std::move(rt.ns));
         }
+        r.phases.reference_timing += clock.lap();
       }
     }
     if (!r.timing.note.empty()) add_note(r.message, r.timing.note);

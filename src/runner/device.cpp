@@ -40,6 +40,10 @@ void synchronize(void* stream) { check(cudaStreamSynchronize(cudaStream_t(stream
 
 void device_synchronize() { check(cudaDeviceSynchronize(), "cudaDeviceSynchronize"); }
 
+void sleep_while_waiting() {
+  if (cudaSetDeviceFlags(cudaDeviceScheduleBlockingSync) != cudaSuccess) cudaGetLastError();
+}
+
 void* create_stream() {
   cudaStream_t s = nullptr;
   check(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), "cudaStreamCreate");
@@ -107,6 +111,7 @@ void check(int code, const char* what) {
 }
 void synchronize(void*) {}
 void device_synchronize() {}
+void sleep_while_waiting() {}
 void* create_stream() { return nullptr; }
 void destroy_stream(void*) {}
 Buffer::Buffer(size_t bytes) : bytes_(bytes) {

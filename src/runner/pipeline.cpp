@@ -314,6 +314,7 @@ RunResult execute_run(const WorkItem& item, const std::string& impl_spec, const 
     r.seed = o.seed.value_or(catalog::default_seed(def));
     const bool any_device =
         impl->memory() == Where::device || ref->memory() == Where::device || timing_ref->memory() == Where::device;
+    if (any_device) device::sleep_while_waiting();
     StreamGuard stream(any_device);
     // With no host implementation in the run, the random inputs are drawn on the device (the same bits as the host
     // generator's): only the page tables and other small inputs are made on the host and copied.

@@ -131,16 +131,6 @@ size_t l2_cache_bytes() { no_cuda("L2 size"); }
 
 #endif
 
-DeviceTensor allocate_like(const TensorView& host) {
-  DeviceTensor t;
-  t.buffer = Buffer(host.nbytes());
-  t.view = host;
-  t.view.strides = contiguous_strides(host.shape);
-  t.view.data = t.buffer.get();
-  t.view.where = Where::device;
-  return t;
-}
-
 void poison(const TensorView& dev, void* stream) { memset_async(dev.data, 0xFF, dev.nbytes(), stream); }
 
 }  // namespace device

@@ -48,12 +48,6 @@ class Buffer {
   size_t bytes_ = 0;
 };
 
-// A dense device tensor: its buffer and the view over it.
-struct DeviceTensor {
-  Buffer buffer;
-  TensorView view;
-};
-DeviceTensor allocate_like(const TensorView& host);
 void copy_to_device(const TensorView& host, const TensorView& dev, void* stream);
 void copy_to_host(const TensorView& dev, const TensorView& host, void* stream);
 void copy_device_to_device(const TensorView& src, const TensorView& dst, void* stream);

@@ -31,26 +31,44 @@ std::map<std::string, Tensor> allocate_outputs(const catalog::Definition& def, c
   return out;
 }
 
-// The inputs of one round on the device, shared by the implementations that run there: the host tensors copied,
-// the random float tensors `random` describes drawn there directly (device_generator()). One per run: a round
-// overwrites the previous round's buffers (same names, same sizes) instead of allocating its own.
-struct DeviceInputs {
-  std::map<std::string, device::DeviceTensor> owned;
-  TensorMap views;
-  void place(const catalog::Inputs& host, uint64_t seed, void* stream) {
-    for (const auto& [name, t] : host.tensors) device::copy_to_device(t.view(), buffer(name, t.view()), stream);
-    for (const auto& [name, fill] : host.random)
-      draw_on_device(fill, seed, buffer(name, shape_only(fill)).data, stream);
-    device::synchronize(stream);
+// Device memory a run keeps across its rounds, by role and name: each round overwrites the buffers of the last one
+// (same sizes: the rounds of a workload differ only in their values) rather than paying a cudaMalloc and a cudaFree,
+// which waits for the whole device, per tensor and round.
+class RunBuffers {
+ public:
+  // A device tensor shaped like `like` (dtype and shape; contiguous), in the buffer kept under `key`.
+  TensorView tensor(const std::string& key, const TensorView& like) {
+    TensorView v = like;
+    v.strides = contiguous_strides(like.shape);
+    v.data = bytes(key, like.nbytes());
+    v.where = Where::device;
+    return v;
   }
-  // The device tensor for input `name` shaped like `like`, kept from the last round when it has the same size.
-  const TensorView& buffer(const std::string& name, const TensorView& like) {
-    auto it = owned.find(name);
-    if (it == owned.end() || it->second.buffer.bytes() != like.nbytes() || it->second.view.dtype != like.dtype)
-      it = owned.insert_or_assign(name, device::allocate_like(like)).first;
-    it->second.view.shape = like.shape;
-    it->second.view.strides = contiguous_strides(like.shape);
-    return views[name] = it->second.view;
+  void* bytes(const std::string& key, size_t size) {
+    auto it = buffers_.find(key);
+    if (it == buffers_.end() || it->second.bytes() != size)
+      it = buffers_.insert_or_assign(key, device::Buffer(size)).first;
+    return it->second.get();
+  }
+
+ private:
+  std::map<std::string, device::Buffer> buffers_;
+};
+
+// The inputs of one round on the device, shared by the implementations that run there: the host tensors copied,
+// the random float tensors `random` describes drawn there directly (device_generator()).
+struct DeviceInputs {
+  TensorMap views;
+  DeviceInputs(const catalog::Inputs& host, uint64_t seed, RunBuffers& buffers, void* stream) {
+    for (const auto& [name, t] : host.tensors) {
+      views[name] = buffers.tensor("input/" + name, t.view());
+      device::copy_to_device(t.view(), views[name], stream);
+    }
+    for (const auto& [name, fill] : host.random) {
+      views[name] = buffers.tensor("input/" + name, shape_only(fill));
+      draw_on_device(fill, seed, views[name].data, stream);
+    }
+    device::synchronize(stream);
   }
   // A host view with the tensor's dtype and shape and no data (the tensor exists only on the device).
   static TensorView shape_only(const catalog::RandomFill& fill) {
@@ -76,8 +94,10 @@ struct DeviceInputs {
 class PreparedCall {
  public:
   // `device_inputs`: the round's inputs already on the device, shared by every device implementation (read only).
+  // A device implementation's outputs and workspace live in `buffers` under `role` (one role per call of a round).
   PreparedCall(Implementation& impl, ProblemKind kind, const CallArgs& host, const TensorMap& device_inputs,
-               const catalog::Definition& def, const catalog::Workload& w, void* stream)
+               const catalog::Definition& def, const catalog::Workload& w, RunBuffers& buffers,
+               const std::string& role, void* stream)
       : impl_(impl), kind_(kind), stream_(stream) {
     args_.scalars = host.scalars;
     if (impl.memory() == Where::host) {
@@ -90,21 +110,20 @@ class PreparedCall {
     } else {
       args_.inputs = device_inputs;
       for (const auto& [name, shape] : host.outputs) {
-        auto& d = owned_.emplace_back(device::allocate_like(shape));
-        device::poison(d.view, stream);
-        args_.outputs[name] = d.view;
+        args_.outputs[name] = buffers.tensor(role + "/" + name, shape);
+        device::poison(args_.outputs[name], stream);
       }
       device::synchronize(stream);
     }
     workspace_bytes_ = impl.workspace_bytes(kind, args_);
     if (impl.memory() == Where::device)
-      workspace_ = device::Buffer(workspace_bytes_);
+      workspace_ = buffers.bytes(role + "/workspace", workspace_bytes_);
     else if (workspace_bytes_)
       host_workspace_.resize(workspace_bytes_);
   }
 
   const CallArgs& args() const { return args_; }
-  void* workspace() { return impl_.memory() == Where::device ? workspace_.get() : host_workspace_.data(); }
+  void* workspace() { return impl_.memory() == Where::device ? workspace_ : host_workspace_.data(); }
   size_t workspace_bytes() const { return workspace_bytes_; }
 
   void run(const CallArgs& args) { impl_.run(kind_, args, workspace(), workspace_bytes_, stream_); }
@@ -129,9 +148,8 @@ class PreparedCall {
   ProblemKind kind_;
   void* stream_;
   CallArgs args_;
-  std::vector<device::DeviceTensor> owned_;
   std::map<std::string, Tensor> host_outputs_;
-  device::Buffer workspace_;
+  void* workspace_ = nullptr;  // in the run's buffers
   std::vector<unsigned char> host_workspace_;
   size_t workspace_bytes_ = 0;
 };
@@ -331,7 +349,7 @@ RunResult execute_run(const WorkItem& item, const std::string& impl_spec, const 
     const DeviceComparator* const comparator =
         gpu && !remote_impl && impl->memory() == Where::device && ref->memory() == Where::device ? device_comparator()
                                                                                                  : nullptr;
-    DeviceInputs on_device;
+    RunBuffers buffers;
     std::vector<compare::Report> all_reports;
     r.phases.setup = clock.lap();
     for (int round = 0; round < r.rounds_requested; ++round) {
@@ -359,9 +377,11 @@ RunResult execute_run(const WorkItem& item, const std::string& impl_spec, const 
       }
       if (round == 0) r.work = count_work(*kind, host);
 
-      if (any_device) on_device.place(*inputs, seed, stream.stream);
+      std::optional<DeviceInputs> on_device;
+      if (any_device) on_device.emplace(*inputs, seed, buffers, stream.stream);
+      const TensorMap& device_inputs = on_device ? on_device->views : host.inputs;  // unused by host calls
       r.phases.inputs += clock.lap();
-      PreparedCall ref_call(*ref, *kind, host, on_device.views, def, w, stream.stream);
+      PreparedCall ref_call(*ref, *kind, host, device_inputs, def, w, buffers, "reference", stream.stream);
       ref_call.run_and_wait();
       r.phases.reference += clock.lap();
       // An out-of-process implementation rebuilds the round's inputs from the same recipe and hands back outputs.
@@ -377,7 +397,7 @@ RunResult execute_run(const WorkItem& item, const std::string& impl_spec, const 
           add_note(r.message, text);
         }
       } else {
-        impl_call.emplace(*impl, *kind, host, on_device.views, def, w, stream.stream);
+        impl_call.emplace(*impl, *kind, host, device_inputs, def, w, buffers, "implementation", stream.stream);
         impl_call->run_and_wait();
       }
       r.phases.implementation += clock.lap();
@@ -427,7 +447,8 @@ RunResult execute_run(const WorkItem& item, const std::string& impl_spec, const 
           std::optional<PreparedCall> tref_owned;
           PreparedCall* tref_call = &ref_call;
           if (timing_ref != ref)
-            tref_call = &tref_owned.emplace(*timing_ref, *kind, host, on_device.views, def, w, stream.stream);
+            tref_call = &tref_owned.emplace(*timing_ref, *kind, host, device_inputs, def, w, buffers,
+                                            "timing-reference", stream.stream);
           auto rt = time_call(*tref_call, timing_ref->memory(), fresh, r.protocol, o.prefer_cupti, stream.stream);
           r.reference_timing.timer = rt.timer;
           r.reference_timing.note = rt.note;

@@ -37,7 +37,8 @@ logs = sys.argv[1]
 print(open(f"{logs}/device.txt").read().strip())
 print("main job:", open(f"{logs}/main_job_time.txt").read().strip().splitlines()[-1])
 try:
-    results = json.load(open(f"{logs}/main_job_results.json"))["results"]
+    report = json.load(open(f"{logs}/main_job_results.json"))
+    results = report["results"]
 except (OSError, ValueError, KeyError) as e:
     print("no results.json:", e)
     sys.exit(0)
@@ -53,9 +54,10 @@ for r in results:
     for p in phases:
         row[p] += r.get("phases_s", {}).get(p, 0.0)
     row["other"] = row["wall"] - sum(row[p] for p in phases)
-cols = ["runs", "passed", "on_device", "wall"] + phases + ["other"]
+    row["record"] += r.get("phases_s", {}).get("record", 0.0)
+cols = ["runs", "passed", "on_device", "wall"] + phases + ["other", "record"]
 print("\nper problem and implementation, seconds summed over its runs (on_device: runs compared on the device;"
-      " other: wall_s less the phases)")
+      " other: wall_s less the phases; record: the runner's own work after each run, outside wall_s)")
 print("definition implementation " + " ".join(cols))
 total = defaultdict(float)
 for (definition, impl), row in sorted(by.items()):
@@ -65,8 +67,8 @@ for (definition, impl), row in sorted(by.items()):
         total[c] += row[c]
 print("total - " + " ".join(f"{total[c]:.3f}" if c not in ("runs", "passed", "on_device") else str(int(total[c]))
                             for c in cols))
-print(f"\nthe runs' wall_s add up to {total['wall']:.3f} s; the rest of the main job's wall time is the runner's own "
-      "start (workers, environment, calibration) and its sinks")
+print(f"\nrunner start (worker, environment, calibration, peer probes): {report.get('start_s', 0):.3f} s; "
+      f"runs' wall_s {total['wall']:.3f} s; records {total['record']:.3f} s")
 PY
 cat "$logs/summary.txt"
 tail -n 8 "$logs/main_job.txt"

@@ -156,7 +156,8 @@ json RunResult::to_json() const {
                    {"implementation", phases.implementation},
                    {"compare", phases.compare},
                    {"timing", phases.timing},
-                   {"reference_timing", phases.reference_timing}};
+                   {"reference_timing", phases.reference_timing},
+                   {"record", phases.record}};
   if (!phases.compared_on.empty()) j["compared_on"] = phases.compared_on;
   return j;
 }
@@ -206,13 +207,14 @@ RunResult RunResult::from_json(const json& j) {
     r.phases.compare = p->value("compare", 0.0);
     r.phases.timing = p->value("timing", 0.0);
     r.phases.reference_timing = p->value("reference_timing", 0.0);
+    r.phases.record = p->value("record", 0.0);
   }
   r.phases.compared_on = j.value("compared_on", "");
   return r;
 }
 
 json BenchReport::to_json() const {
-  json j = {{"environment", environment.to_json()}, {"results", json::array()}};
+  json j = {{"environment", environment.to_json()}, {"start_s", start_s}, {"results", json::array()}};
   if (measured_rates)
     j["measured_rates"] = {{"copy_bytes_per_s", measured_rates->copy_bytes_per_s},
                            {"tensor_flops_per_s", measured_rates->tensor_flops_per_s},

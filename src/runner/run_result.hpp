@@ -69,6 +69,9 @@ struct PhaseTimes {
   double compare = 0;         // the comparator, with the outputs copied to the host when it runs there
   double timing = 0;          // the implementation's timing trials
   double reference_timing = 0;  // the timing reference's trials
+  // In the runner, after the run: its floors and ratios and its records (runs.jsonl, trace, manifests, store row,
+  // console). Known only once those are written, so only results.json (written at the end) carries it.
+  double record = 0;
   std::string compared_on;      // "device" (kindex_gpu_reference_compare) | "host" (some output on the host) | ""
 };
 
@@ -113,6 +116,7 @@ struct RunResult {
 
 struct BenchReport {
   Environment environment;
+  double start_s = 0;  // the runner's start before the first run: worker, environment, calibration, peer probes
   std::optional<MeasuredRates> measured_rates;
   std::vector<RunResult> results;
   // Implementations (peers) whose runs were skipped because this machine lacks their package: spec -> why.

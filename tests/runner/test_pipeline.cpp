@@ -82,6 +82,7 @@ TEST(Pipeline, CpuPathWritesTracesManifestsAndStoreRows) {
     EXPECT_GT(r["phases_s"]["compare"].get<double>(), 0);
     EXPECT_GT(r["phases_s"]["timing"].get<double>(), 0);
     EXPECT_LE(phases, r["wall_s"].get<double>() * 1.0001);
+    EXPECT_GT(r["phases_s"]["record"].get<double>(), 0);  // the runner's own, after the run: not in wall_s
   }
 
   // Each run was appended to runs.jsonl as it ended.

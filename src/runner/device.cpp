@@ -41,7 +41,10 @@ void synchronize(void* stream) { check(cudaStreamSynchronize(cudaStream_t(stream
 void device_synchronize() { check(cudaDeviceSynchronize(), "cudaDeviceSynchronize"); }
 
 void sleep_while_waiting() {
-  if (cudaSetDeviceFlags(cudaDeviceScheduleBlockingSync) != cudaSuccess) cudaGetLastError();
+  unsigned flags = 0;
+  if (cudaGetDeviceFlags(&flags) != cudaSuccess) flags = 0;
+  flags = (flags & ~unsigned(cudaDeviceScheduleMask)) | cudaDeviceScheduleBlockingSync;
+  if (cudaSetDeviceFlags(flags) != cudaSuccess) cudaGetLastError();  // CUDA's default stays
 }
 
 void* create_stream() {

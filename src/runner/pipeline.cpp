@@ -344,10 +344,11 @@ RunResult execute_run(const WorkItem& item, const std::string& impl_spec, const 
       tol.fib_tol.atol = tol.sol_tol.atol = w.tolerance->max_atol;
       tol.fib_tol.rtol = tol.sol_tol.rtol = w.tolerance->max_rtol;
     }
-    // Outputs that both stay on the device are compared there (nothing copied back); the host comparator judges the
-    // rest, with the same per-element code.
+    // With the reference's outputs on the device, the outputs are compared there (the same per-element code as the
+    // host comparator): a device implementation's where it wrote them, an out-of-process one's (handed over on the
+    // host) after one upload, cheaper than the reference's outputs copied down and compared on the host's cores.
     const DeviceComparator* const comparator =
-        gpu && !remote_impl && impl->memory() == Where::device && ref->memory() == Where::device ? device_comparator()
+        gpu && ref->memory() == Where::device && (remote_impl || impl->memory() == Where::device) ? device_comparator()
                                                                                                  : nullptr;
     RunBuffers buffers;
     std::vector<compare::Report> all_reports;
@@ -405,8 +406,16 @@ RunResult execute_run(const WorkItem& item, const std::string& impl_spec, const 
       std::vector<compare::Report> reports;
       for (const auto& spec : def.outputs) {
         if (comparator && device_comparable(spec.dtype)) {
-          reports.push_back(compare_on_device(spec.name, impl_call->output(spec.name), ref_call.output(spec.name), tol,
-                                              *comparator, stream.stream));
+          TensorView actual;
+          if (remote_impl) {
+            const TensorView handed = remote.tensors.at(spec.name).view();
+            actual = buffers.tensor("remote/" + spec.name, handed);
+            device::copy_to_device(handed, actual, stream.stream);
+          } else {
+            actual = impl_call->output(spec.name);
+          }
+          reports.push_back(
+              compare_on_device(spec.name, actual, ref_call.output(spec.name), tol, *comparator, stream.stream));
           if (r.phases.compared_on.empty()) r.phases.compared_on = "device";
         } else {
           const TensorView a = remote_impl ? remote.tensors.at(spec.name).view()

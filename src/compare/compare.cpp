@@ -17,25 +17,6 @@ namespace {
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 constexpr double kInf = std::numeric_limits<double>::infinity();
 
-void check_views(const std::string& output, const TensorView& actual, const TensorView& expected) {
-  const char* where = "compare";
-  if (actual.shape != expected.shape)
-    throw Error(where, output, shape_string(actual.shape),
-                "solution shape differs from the reference's " + shape_string(expected.shape));
-  if (actual.dtype != expected.dtype)
-    throw Error(where, output, std::string(dtype_name(actual.dtype)),
-                "solution dtype differs from the reference's " + std::string(dtype_name(expected.dtype)));
-  const DType t = actual.dtype;
-  if (t != DType::bf16 && t != DType::f16 && t != DType::f32 && t != DType::f64)
-    throw Error(where, output, std::string(dtype_name(t)), "is not a floating dtype");
-  for (const TensorView* v : {&actual, &expected}) {
-    const char* which = v == &actual ? "solution" : "reference";
-    if (v->where != Where::host) throw Error(where, output, which, "tensor is not in host memory");
-    if (v->numel() > 0 && !v->is_contiguous()) throw Error(where, output, which, "tensor is not contiguous");
-    if (v->numel() > 0 && !v->data) throw Error(where, output, which, "tensor has no data");
-  }
-}
-
 // Element i of a contiguous floating view as fp32, as `tensor.to(torch.float32)` gives it.
 template <class Fn>
 decltype(auto) with_loader(DType t, Fn&& fn) {
@@ -51,50 +32,19 @@ decltype(auto) with_loader(DType t, Fn&& fn) {
   }
 }
 
-// torch.max semantics: NaN wins.
-void max_into(double& acc, double v) {
-  if (std::isnan(acc)) return;
-  if (std::isnan(v) || v > acc) acc = v;
-}
-
-struct Tally {
-  int64_t mismatches = 0, nonfinite = 0, reference_nonfinite = 0;
-  bool solution_inf = false, any_nan = false, solution_nonzero = false;
-  double max_abs = 0, max_rel = 0, reference_sq = 0;
-  int64_t first_failure = -1, first_nonfinite = -1, first_reference_nonzero = -1;
-
-  void merge(const Tally& o) {
-    mismatches += o.mismatches;
-    nonfinite += o.nonfinite;
-    reference_nonfinite += o.reference_nonfinite;
-    solution_inf |= o.solution_inf;
-    any_nan |= o.any_nan;
-    solution_nonzero |= o.solution_nonzero;
-    max_into(max_abs, o.max_abs);
-    max_into(max_rel, o.max_rel);
-    reference_sq += o.reference_sq;
-    auto first = [](int64_t& a, int64_t b) {
-      if (b >= 0 && (a < 0 || b < a)) a = b;
-    };
-    first(first_failure, o.first_failure);
-    first(first_nonfinite, o.first_nonfinite);
-    first(first_reference_nonzero, o.first_reference_nonzero);
-  }
-};
-
-// Runs `element(x, y, i, tally)` over all elements in parallel and merges the per-chunk tallies.
+// Runs `element(tally, x, y, i)` over all elements in parallel (each chunk in increasing i) and merges the chunks.
 template <class Element>
 Tally tally(const TensorView& actual, const TensorView& expected, Element element) {
-  Tally total;
+  Tally total = empty_tally();
   std::mutex mu;
   with_loader(actual.dtype, [&](auto load) {
     parallel_for(
         actual.numel(),
         [&](int64_t begin, int64_t end) {
-          Tally t;
-          for (int64_t i = begin; i < end; ++i) element(load(actual.data, i), load(expected.data, i), i, t);
+          Tally t = empty_tally();
+          for (int64_t i = begin; i < end; ++i) element(t, load(actual.data, i), load(expected.data, i), i);
           std::lock_guard<std::mutex> lock(mu);
-          total.merge(t);
+          merge(total, t);
         },
         1 << 16);
     return 0;
@@ -108,14 +58,11 @@ std::string format(const char* fmt, auto... args) {
   return buf;
 }
 
-void set_first_failure(Report& r, int64_t i, const TensorView& actual, const TensorView& expected) {
-  r.first_failure = i;
-  if (i < 0) return;
-  with_loader(actual.dtype, [&](auto load) {
-    r.first_failure_actual = load(actual.data, i);
-    r.first_failure_expected = load(expected.data, i);
-    return 0;
-  });
+void set_first(Report& r, int64_t at, float actual, float expected) {
+  r.first_failure = at;
+  if (at < 0) return;
+  r.first_failure_actual = actual;
+  r.first_failure_expected = expected;
 }
 
 std::string at_first(const Report& r) {
@@ -127,42 +74,60 @@ std::string at_first(const Report& r) {
 
 std::string_view rule_name(Rule r) { return r == Rule::flashinfer_bench ? "flashinfer-bench" : "sol-execbench"; }
 
+void check_views(const std::string& output, const TensorView& actual, const TensorView& expected, Where memory) {
+  const char* where = "compare";
+  if (actual.shape != expected.shape)
+    throw Error(where, output, shape_string(actual.shape),
+                "solution shape differs from the reference's " + shape_string(expected.shape));
+  if (actual.dtype != expected.dtype)
+    throw Error(where, output, std::string(dtype_name(actual.dtype)),
+                "solution dtype differs from the reference's " + std::string(dtype_name(expected.dtype)));
+  const DType t = actual.dtype;
+  if (t != DType::bf16 && t != DType::f16 && t != DType::f32 && t != DType::f64)
+    throw Error(where, output, std::string(dtype_name(t)), "is not a floating dtype");
+  for (const TensorView* v : {&actual, &expected}) {
+    const char* which = v == &actual ? "solution" : "reference";
+    if (v->where != memory)
+      throw Error(where, output, which,
+                  memory == Where::host ? "tensor is not in host memory" : "tensor is not in device memory");
+    if (v->numel() > 0 && !v->is_contiguous()) throw Error(where, output, which, "tensor is not contiguous");
+    if (v->numel() > 0 && !v->data) throw Error(where, output, which, "tensor has no data");
+  }
+}
+
 Report compare_fib(const std::string& output, const TensorView& actual, const TensorView& expected,
                    const FibTolerance& tol) {
-  check_views(output, actual, expected);
-  const float atol = float(tol.atol), rtol = float(tol.rtol), eps = 1e-8f;
-  Tally t = tally(actual, expected, [&](float x, float y, int64_t i, Tally& t) {
-    const float abs = std::fabs(x - y), rel = abs / (std::fabs(y) + eps);
-    const bool finite = std::isfinite(x);
-    if (!finite) {
-      ++t.nonfinite;
-      if (std::isinf(x)) t.solution_inf = true;
-      if (t.first_nonfinite < 0) t.first_nonfinite = i;
-    }
-    if (!std::isfinite(y)) ++t.reference_nonfinite;
-    if (x != 0.0f) t.solution_nonzero = true;
-    if (!finite || (abs > atol && rel > rtol)) {
-      ++t.mismatches;
-      if (t.first_failure < 0) t.first_failure = i;
-    }
-    max_into(t.max_abs, abs);
-    max_into(t.max_rel, rel);
-  });
+  check_views(output, actual, expected, Where::host);
+  const float atol = float(tol.atol), rtol = float(tol.rtol);
+  const Tally t = tally(actual, expected,
+                        [&](Tally& t, float x, float y, int64_t i) { fib_element(t, x, y, i, atol, rtol); });
+  return fib_report(output, actual.numel(), t, tol);
+}
 
+Report compare_sol(const std::string& output, const TensorView& actual, const TensorView& expected,
+                   const SolTolerance& tol) {
+  check_views(output, actual, expected, Where::host);
+  const float atol = float(tol.atol), rtol = float(tol.rtol);
+  const Tally t = tally(actual, expected,
+                        [&](Tally& t, float x, float y, int64_t i) { sol_element(t, x, y, i, atol, rtol); });
+  return sol_report(output, actual.numel(), t, tol);
+}
+
+Report fib_report(const std::string& output, int64_t numel, const Tally& t, const FibTolerance& tol) {
   Report r;
   r.output = output;
   r.rule = Rule::flashinfer_bench;
-  r.numel = actual.numel();
+  r.numel = numel;
   r.mismatches = t.mismatches;
   r.nonfinite = t.nonfinite;
   r.reference_nonfinite = t.reference_nonfinite;
   r.all_zero = r.numel > 0 && !t.solution_nonzero;
   r.matched_ratio = r.numel ? std::clamp(1.0 - double(t.mismatches) / double(r.numel), 0.0, 1.0) : 1.0;
-  set_first_failure(r, t.first_failure, actual, expected);
+  set_first(r, t.first_failure, t.first_failure_actual, t.first_failure_expected);
   if (t.nonfinite) {
     r.passed = false;
     r.max_abs_error = r.max_rel_error = t.solution_inf ? kInf : kNaN;
-    set_first_failure(r, t.first_nonfinite, actual, expected);
+    set_first(r, t.first_nonfinite, t.first_nonfinite_actual, t.first_nonfinite_expected);
     r.reason = format("%lld non-finite value(s) in the solution", (long long)t.nonfinite) + at_first(r);
     return r;
   }
@@ -177,46 +142,21 @@ Report compare_fib(const std::string& output, const TensorView& actual, const Te
   return r;
 }
 
-Report compare_sol(const std::string& output, const TensorView& actual, const TensorView& expected,
-                   const SolTolerance& tol) {
-  check_views(output, actual, expected);
-  const float atol = float(tol.atol), rtol = float(tol.rtol);
-  Tally t = tally(actual, expected, [&](float x, float y, int64_t i, Tally& t) {
-    const bool x_finite = std::isfinite(x), y_finite = std::isfinite(y);
-    if (!x_finite) {
-      ++t.nonfinite;
-      if (std::isinf(x)) t.solution_inf = true;
-    }
-    if (!y_finite) ++t.reference_nonfinite;
-    if (std::isnan(x) || std::isnan(y)) t.any_nan = true;
-    if ((!x_finite || !y_finite) && t.first_nonfinite < 0) t.first_nonfinite = i;
-    if (x != 0.0f) t.solution_nonzero = true;
-    if (y != 0.0f && t.first_reference_nonzero < 0) t.first_reference_nonzero = i;
-    t.reference_sq += double(y) * double(y);
-    const float abs = std::fabs(x - y);
-    const float bound = atol + rtol * std::fabs(y);
-    if (abs > bound || !std::isfinite(abs)) {
-      ++t.mismatches;
-      if (t.first_failure < 0) t.first_failure = i;
-    }
-    max_into(t.max_abs, abs);
-    max_into(t.max_rel, abs / std::max(std::fabs(y), atol));
-  });
-
+Report sol_report(const std::string& output, int64_t numel, const Tally& t, const SolTolerance& tol) {
   Report r;
   r.output = output;
   r.rule = Rule::sol_execbench;
-  r.numel = actual.numel();
+  r.numel = numel;
   r.mismatches = t.mismatches;
   r.nonfinite = t.nonfinite;
   r.reference_nonfinite = t.reference_nonfinite;
   r.all_zero = r.numel > 0 && !t.solution_nonzero;
   r.matched_ratio = r.numel ? std::clamp(1.0 - double(t.mismatches) / double(r.numel), 0.0, 1.0) : 1.0;
-  set_first_failure(r, t.first_failure, actual, expected);
+  set_first(r, t.first_failure, t.first_failure_actual, t.first_failure_expected);
   if (t.nonfinite || t.reference_nonfinite) {
     r.passed = false;
     r.max_abs_error = r.max_rel_error = t.any_nan ? kNaN : kInf;
-    set_first_failure(r, t.first_nonfinite, actual, expected);
+    set_first(r, t.first_nonfinite, t.first_nonfinite_actual, t.first_nonfinite_expected);
     r.reason = format("non-finite values: %lld in the solution, %lld in the reference", (long long)t.nonfinite,
                       (long long)t.reference_nonfinite) +
                at_first(r);
@@ -225,7 +165,7 @@ Report compare_sol(const std::string& output, const TensorView& actual, const Te
   if (r.all_zero && t.reference_sq > 0) {
     r.passed = false;
     r.max_abs_error = r.max_rel_error = double(float(std::sqrt(t.reference_sq)));
-    set_first_failure(r, t.first_reference_nonzero, actual, expected);
+    set_first(r, t.first_reference_nonzero, t.first_reference_nonzero_actual, t.first_reference_nonzero_expected);
     r.reason = "the solution is all zeros while the reference is not" + at_first(r);
     return r;
   }
@@ -248,8 +188,8 @@ Report compare_sol(const std::string& output, const TensorView& actual, const Te
 Summary combine(std::span<const Report> reports) {
   Summary s;
   for (const Report& r : reports) {
-    max_into(s.max_abs_error, r.max_abs_error);
-    max_into(s.max_rel_error, r.max_rel_error);
+    rule::max_into(s.max_abs_error, r.max_abs_error);
+    rule::max_into(s.max_rel_error, r.max_rel_error);
     s.min_matched_ratio = std::min(s.min_matched_ratio, r.matched_ratio);
     s.mismatches += r.mismatches;
     if (!r.passed) {

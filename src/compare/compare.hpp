@@ -21,6 +21,7 @@
 #include <span>
 #include <string>
 
+#include "compare/element_rule.hpp"
 #include "core/tensor.hpp"
 
 namespace kindex::compare {
@@ -60,12 +61,20 @@ struct Report {
   std::string reason;                 // one line: why it failed, or "ok"
 };
 
-// Throws kindex::Error naming `output` when shapes or dtypes differ, or a view is not a contiguous host tensor of a
-// floating dtype. Runs in parallel (kindex::parallel_for).
+// Throws kindex::Error naming `output` when shapes or dtypes differ, or a view is not a contiguous tensor of a
+// floating dtype in `memory`.
+void check_views(const std::string& output, const TensorView& actual, const TensorView& expected, Where memory);
+
+// Host tensors (check_views), tallied in parallel (kindex::parallel_for) and judged by fib_report / sol_report.
 Report compare_fib(const std::string& output, const TensorView& actual, const TensorView& expected,
                    const FibTolerance& tolerance = {});
 Report compare_sol(const std::string& output, const TensorView& actual, const TensorView& expected,
                    const SolTolerance& tolerance = {});
+
+// The verdict on a tally of `numel` elements (element_rule.hpp), wherever it was counted: the device comparator
+// (libkindex_gpu_reference.so) hands its tally to these, so a device comparison reports what the host one would.
+Report fib_report(const std::string& output, int64_t numel, const Tally& tally, const FibTolerance& tolerance = {});
+Report sol_report(const std::string& output, int64_t numel, const Tally& tally, const SolTolerance& tolerance = {});
 
 // Several outputs and trials together, as the harnesses fold them: passed only if every report passed; the
 // maxima of the error figures (NaN wins); the smallest matched ratio; the first failing report's reason.

@@ -79,6 +79,13 @@ kindex_status kindex_gpu_reference_fill_random(const kindex_random_fill* fill, v
   return kindex::gpu_reference::fill_random(*fill, out, stream);
 }
 
+kindex_status kindex_gpu_reference_compare(kindex_compare_rule rule, kindex_dtype dtype, const void* actual,
+                                           const void* expected, int64_t numel, float atol, float rtol,
+                                           kindex_compare_tally* tally, void* stream) {
+  kindex::capi::clear_error();
+  return kindex::gpu_reference::compare_tally(rule, dtype, actual, expected, numel, atol, rtol, tally, stream);
+}
+
 kindex_status kindex_gpu_reference_time_calls(const kindex_timing_protocol* protocol, kindex_timed_step prepare,
                                               kindex_timed_step call, void* user, void* stream, double* ns,
                                               char* timer, size_t timer_size, char* note, size_t note_size) {

@@ -1,9 +1,10 @@
 /* libkindex_gpu_reference.so: besides kindex's C ABI (kindex.h, run by the simple GPU references), the runner's
- * calibration and its input generator on the device. The runner loads the library with dlopen
+ * calibration, its input generator and its comparator on the device. The runner loads the library with dlopen
  * (src/runner/libraries.hpp) and looks these up by name. */
 #ifndef KINDEX_GPU_REFERENCE_C_ABI_H
 #define KINDEX_GPU_REFERENCE_C_ABI_H
 
+#include "compare/tally.h"
 #include "kindex/kindex.h"
 
 #ifdef __cplusplus
@@ -38,6 +39,19 @@ typedef struct kindex_random_fill {
 
 /* Writes fill->numel elements to `out` (device memory) on `stream`. */
 KINDEX_API kindex_status kindex_gpu_reference_fill_random(const kindex_random_fill* fill, void* out, void* stream);
+
+/* The runner's comparator on the device: the tally of `numel` elements of `actual` (the solution) against `expected`
+ * (the reference), both contiguous device tensors of `dtype` (BF16, FP16 or FP32), under one rule with fp32 atol and
+ * rtol, counted by the host comparator's per-element code (src/compare/element_rule.hpp) on `stream`. Waits for it
+ * and writes the total to `tally`; compare::fib_report / sol_report turn it into the host comparator's Report. */
+typedef enum kindex_compare_rule {
+  KINDEX_COMPARE_FLASHINFER_BENCH = 0,
+  KINDEX_COMPARE_SOL_EXECBENCH = 1
+} kindex_compare_rule;
+
+KINDEX_API kindex_status kindex_gpu_reference_compare(kindex_compare_rule rule, kindex_dtype dtype, const void* actual,
+                                                      const void* expected, int64_t numel, float atol, float rtol,
+                                                      kindex_compare_tally* tally, void* stream);
 
 /* The runner's timer (src/runner/timer.hpp: time_device) for a caller in another language, kindex's solution worker
  * (src/runner/python/solution_worker.py), so a Python solution is timed by the very code that times native runs:

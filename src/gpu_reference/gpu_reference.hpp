@@ -32,6 +32,10 @@ kindex_status measure_rates(double* copy_bytes_per_s, double* gemm_flops_per_s);
 // The runner's input generator on the device (c_abi.h: kindex_random_fill): the host generator's values, bit for bit.
 kindex_status fill_random(const kindex_random_fill& fill, void* out, void* stream);
 
+// The runner's comparator on the device (c_abi.h: kindex_gpu_reference_compare): the host comparator's tally.
+kindex_status compare_tally(kindex_compare_rule rule, kindex_dtype dtype, const void* actual, const void* expected,
+                            int64_t numel, float atol, float rtol, kindex_compare_tally* tally, void* stream);
+
 const char* nvcc_version();      // "13.0.48" (baked at build)
 const char* cublaslt_version();  // "13.0.0" from cublasLtGetVersion at run time
 

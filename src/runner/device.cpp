@@ -40,6 +40,13 @@ void synchronize(void* stream) { check(cudaStreamSynchronize(cudaStream_t(stream
 
 void device_synchronize() { check(cudaDeviceSynchronize(), "cudaDeviceSynchronize"); }
 
+void sleep_while_waiting() {
+  unsigned flags = 0;
+  if (cudaGetDeviceFlags(&flags) != cudaSuccess) flags = 0;
+  flags = (flags & ~unsigned(cudaDeviceScheduleMask)) | cudaDeviceScheduleBlockingSync;
+  if (cudaSetDeviceFlags(flags) != cudaSuccess) cudaGetLastError();  // CUDA's default stays
+}
+
 void* create_stream() {
   cudaStream_t s = nullptr;
   check(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), "cudaStreamCreate");
@@ -107,6 +114,7 @@ void check(int code, const char* what) {
 }
 void synchronize(void*) {}
 void device_synchronize() {}
+void sleep_while_waiting() {}
 void* create_stream() { return nullptr; }
 void destroy_stream(void*) {}
 Buffer::Buffer(size_t bytes) : bytes_(bytes) {
@@ -125,16 +133,6 @@ void memset_async(void*, int, size_t, void*) { no_cuda("device memset"); }
 size_t l2_cache_bytes() { no_cuda("L2 size"); }
 
 #endif
-
-DeviceTensor allocate_like(const TensorView& host) {
-  DeviceTensor t;
-  t.buffer = Buffer(host.nbytes());
-  t.view = host;
-  t.view.strides = contiguous_strides(host.shape);
-  t.view.data = t.buffer.get();
-  t.view.where = Where::device;
-  return t;
-}
 
 void poison(const TensorView& dev, void* stream) { memset_async(dev.data, 0xFF, dev.nbytes(), stream); }
 

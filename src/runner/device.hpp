@@ -22,6 +22,11 @@ void check(int code, const char* what);
 void synchronize(void* stream);
 // Waits for all work on the device; a sticky error from any earlier call surfaces here.
 void device_synchronize();
+// This process's waits for the GPU (stream, device and event synchronisation) sleep instead of spinning a core
+// (cudaDeviceScheduleBlockingSync): a run waits through seconds of GPU work (the timing trials), and a host with few
+// cores needs them for the runner and the other processes. Timing reads GPU timestamps, so it is unaffected; a wait
+// ends a few microseconds later. Best effort: a failure leaves CUDA's default.
+void sleep_while_waiting();
 void* create_stream();
 void destroy_stream(void* stream);
 
@@ -43,12 +48,6 @@ class Buffer {
   size_t bytes_ = 0;
 };
 
-// A dense device tensor: its buffer and the view over it.
-struct DeviceTensor {
-  Buffer buffer;
-  TensorView view;
-};
-DeviceTensor allocate_like(const TensorView& host);
 void copy_to_device(const TensorView& host, const TensorView& dev, void* stream);
 void copy_to_host(const TensorView& dev, const TensorView& host, void* stream);
 void copy_device_to_device(const TensorView& src, const TensorView& dst, void* stream);

@@ -78,6 +78,18 @@ const DeviceGenerator* device_generator() {
   return loaded;
 }
 
+const DeviceComparator* device_comparator() {
+  static const DeviceComparator* loaded = []() -> const DeviceComparator* {
+    void* handle = gpu_reference_handle();
+    if (!handle) return nullptr;
+    static DeviceComparator c;
+    c.compare = reinterpret_cast<decltype(c.compare)>(dlsym(handle, "kindex_gpu_reference_compare"));
+    c.last_error = reinterpret_cast<decltype(c.last_error)>(dlsym(handle, "kindex_last_error"));
+    return c.compare && c.last_error ? &c : nullptr;
+  }();
+  return loaded;
+}
+
 kindex_random_fill random_fill_abi(const catalog::RandomFill& f, uint64_t seed) {
   using Kind = catalog::RandomFill::Kind;
   kindex_random_fill abi{};

@@ -49,6 +49,12 @@ struct DeviceGenerator {
   const char* (*last_error)() = nullptr;
 };
 const DeviceGenerator* device_generator();
+// libkindex_gpu_reference.so's comparator (gpu_reference/c_abi.h: kindex_gpu_reference_compare), or nullptr.
+struct DeviceComparator {
+  decltype(&kindex_gpu_reference_compare) compare = nullptr;
+  const char* (*last_error)() = nullptr;
+};
+const DeviceComparator* device_comparator();
 // The generator's description of `fill` drawn from `seed` (the one translation of catalog::RandomFill to the C ABI).
 // Throws RunFailure for a dtype the generator does not draw.
 kindex_random_fill random_fill_abi(const catalog::RandomFill& fill, uint64_t seed);

@@ -31,23 +31,42 @@ std::map<std::string, Tensor> allocate_outputs(const catalog::Definition& def, c
   return out;
 }
 
+// Device memory a run keeps across its rounds, by role and name: each round overwrites the buffers of the last one
+// (same sizes: the rounds of a workload differ only in their values) rather than paying a cudaMalloc and a cudaFree,
+// which waits for the whole device, per tensor and round.
+class RunBuffers {
+ public:
+  // A device tensor shaped like `like` (dtype and shape; contiguous), in the buffer kept under `key`.
+  TensorView tensor(const std::string& key, const TensorView& like) {
+    TensorView v = like;
+    v.strides = contiguous_strides(like.shape);
+    v.data = bytes(key, like.nbytes());
+    v.where = Where::device;
+    return v;
+  }
+  void* bytes(const std::string& key, size_t size) {
+    auto it = buffers_.find(key);
+    if (it == buffers_.end() || it->second.bytes() != size)
+      it = buffers_.insert_or_assign(key, device::Buffer(size)).first;
+    return it->second.get();
+  }
+
+ private:
+  std::map<std::string, device::Buffer> buffers_;
+};
+
 // The inputs of one round on the device, shared by the implementations that run there: the host tensors copied,
 // the random float tensors `random` describes drawn there directly (device_generator()).
 struct DeviceInputs {
-  std::vector<device::DeviceTensor> owned;
   TensorMap views;
-  DeviceInputs(const catalog::Inputs& host, bool needed, uint64_t seed, void* stream) {
-    if (!needed) return;
-    owned.reserve(host.tensors.size() + host.random.size());
+  DeviceInputs(const catalog::Inputs& host, uint64_t seed, RunBuffers& buffers, void* stream) {
     for (const auto& [name, t] : host.tensors) {
-      auto& d = owned.emplace_back(device::allocate_like(t.view()));
-      device::copy_to_device(t.view(), d.view, stream);
-      views[name] = d.view;
+      views[name] = buffers.tensor("input/" + name, t.view());
+      device::copy_to_device(t.view(), views[name], stream);
     }
     for (const auto& [name, fill] : host.random) {
-      auto& d = owned.emplace_back(device::allocate_like(shape_only(fill)));
-      draw_on_device(fill, seed, d.view.data, stream);
-      views[name] = d.view;
+      views[name] = buffers.tensor("input/" + name, shape_only(fill));
+      draw_on_device(fill, seed, views[name].data, stream);
     }
     device::synchronize(stream);
   }
@@ -75,35 +94,36 @@ struct DeviceInputs {
 class PreparedCall {
  public:
   // `device_inputs`: the round's inputs already on the device, shared by every device implementation (read only).
+  // A device implementation's outputs and workspace live in `buffers` under `role` (one role per call of a round).
   PreparedCall(Implementation& impl, ProblemKind kind, const CallArgs& host, const TensorMap& device_inputs,
-               const catalog::Definition& def, const catalog::Workload& w, void* stream)
+               const catalog::Definition& def, const catalog::Workload& w, RunBuffers& buffers,
+               const std::string& role, void* stream)
       : impl_(impl), kind_(kind), stream_(stream) {
-    host_outputs_ = allocate_outputs(def, w);
     args_.scalars = host.scalars;
     if (impl.memory() == Where::host) {
       args_.inputs = host.inputs;
+      host_outputs_ = allocate_outputs(def, w);
       for (auto& [name, t] : host_outputs_) {
         std::memset(t.data(), 0xFF, t.nbytes());
         args_.outputs[name] = t.view();
       }
     } else {
       args_.inputs = device_inputs;
-      for (auto& [name, t] : host_outputs_) {
-        auto& d = owned_.emplace_back(device::allocate_like(t.view()));
-        device::poison(d.view, stream);
-        args_.outputs[name] = d.view;
+      for (const auto& [name, shape] : host.outputs) {
+        args_.outputs[name] = buffers.tensor(role + "/" + name, shape);
+        device::poison(args_.outputs[name], stream);
       }
       device::synchronize(stream);
     }
     workspace_bytes_ = impl.workspace_bytes(kind, args_);
     if (impl.memory() == Where::device)
-      workspace_ = device::Buffer(workspace_bytes_);
+      workspace_ = buffers.bytes(role + "/workspace", workspace_bytes_);
     else if (workspace_bytes_)
       host_workspace_.resize(workspace_bytes_);
   }
 
   const CallArgs& args() const { return args_; }
-  void* workspace() { return impl_.memory() == Where::device ? workspace_.get() : host_workspace_.data(); }
+  void* workspace() { return impl_.memory() == Where::device ? workspace_ : host_workspace_.data(); }
   size_t workspace_bytes() const { return workspace_bytes_; }
 
   void run(const CallArgs& args) { impl_.run(kind_, args, workspace(), workspace_bytes_, stream_); }
@@ -111,11 +131,16 @@ class PreparedCall {
     run(args_);
     if (impl_.memory() == Where::device) device::synchronize(stream_);
   }
-  // The outputs on the host (copied back from the device when needed).
-  std::map<std::string, Tensor>& outputs() {
-    if (impl_.memory() == Where::device)
-      for (auto& [name, t] : host_outputs_) device::copy_to_host(args_.outputs.at(name), t.view(), stream_);
-    return host_outputs_;
+  // Output `name` where the implementation wrote it.
+  const TensorView& output(const std::string& name) const { return args_.outputs.at(name); }
+  // Output `name` on the host (copied back from the device on first use).
+  const Tensor& host_output(const std::string& name) {
+    auto it = host_outputs_.find(name);
+    if (it != host_outputs_.end()) return it->second;
+    const TensorView& d = output(name);
+    Tensor t(d.dtype, d.shape);
+    device::copy_to_host(d, t.view(), stream_);
+    return host_outputs_.emplace(name, std::move(t)).first->second;
   }
 
  private:
@@ -123,9 +148,8 @@ class PreparedCall {
   ProblemKind kind_;
   void* stream_;
   CallArgs args_;
-  std::vector<device::DeviceTensor> owned_;
   std::map<std::string, Tensor> host_outputs_;
-  device::Buffer workspace_;
+  void* workspace_ = nullptr;  // in the run's buffers
   std::vector<unsigned char> host_workspace_;
   size_t workspace_bytes_ = 0;
 };
@@ -204,6 +228,47 @@ InputCache& worker_input_cache() {
   return cache;
 }
 
+// Seconds since the last lap (or since construction): the pipeline's phases, one after the other.
+class PhaseClock {
+ public:
+  double lap() {
+    const auto now = std::chrono::steady_clock::now();
+    const double s = std::chrono::duration<double>(now - last_).count();
+    last_ = now;
+    return s;
+  }
+
+ private:
+  std::chrono::steady_clock::time_point last_ = std::chrono::steady_clock::now();
+};
+
+struct Tolerances {
+  bool fib;
+  compare::FibTolerance fib_tol;
+  compare::SolTolerance sol_tol;
+};
+
+// One output of one round on the device, by libkindex_gpu_reference.so's comparator (the host comparator's
+// per-element code and verdict, compare/element_rule.hpp): nothing is copied back to the host.
+compare::Report compare_on_device(const std::string& output, const TensorView& actual, const TensorView& expected,
+                                  const Tolerances& t, const DeviceComparator& comparator, void* stream) {
+  compare::check_views(output, actual, expected, Where::device);
+  const double atol = t.fib ? t.fib_tol.atol : t.sol_tol.atol, rtol = t.fib ? t.fib_tol.rtol : t.sol_tol.rtol;
+  kindex_compare_tally tally{};
+  if (kindex_status s = comparator.compare(t.fib ? KINDEX_COMPARE_FLASHINFER_BENCH : KINDEX_COMPARE_SOL_EXECBENCH,
+                                           abi_dtype(actual.dtype, output), actual.data, expected.data,
+                                           actual.numel(), float(atol), float(rtol), &tally, stream);
+      s != KINDEX_STATUS_OK) {
+    device::device_synchronize();  // a sticky error surfaces as such
+    throw RunFailure(RunStatus::runtime_error, std::string("kindex_gpu_reference_compare: ") + comparator.last_error());
+  }
+  return t.fib ? compare::fib_report(output, actual.numel(), tally, t.fib_tol)
+               : compare::sol_report(output, actual.numel(), tally, t.sol_tol);
+}
+
+// The device comparator can judge this output: both sides on the device in a dtype it reads.
+bool device_comparable(DType dtype) { return dtype == DType::bf16 || dtype == DType::f16 || dtype == DType::f32; }
+
 }  // namespace
 
 RunResult new_run_result(const WorkItem& item, const std::string& impl_spec) {
@@ -226,6 +291,7 @@ RunResult execute_run(const WorkItem& item, const std::string& impl_spec, const 
   const bool fib = def.source == catalog::Source::flashinfer_bench;
   RunResult r = new_run_result(item, impl_spec);
   const auto started = std::chrono::steady_clock::now();
+  PhaseClock clock;
   try {
     auto kind = problem_kind(def);
     if (!kind)
@@ -266,19 +332,27 @@ RunResult execute_run(const WorkItem& item, const std::string& impl_spec, const 
     r.seed = o.seed.value_or(catalog::default_seed(def));
     const bool any_device =
         impl->memory() == Where::device || ref->memory() == Where::device || timing_ref->memory() == Where::device;
+    if (any_device) device::sleep_while_waiting();
     StreamGuard stream(any_device);
     // With no host implementation in the run, the random inputs are drawn on the device (the same bits as the host
     // generator's): only the page tables and other small inputs are made on the host and copied.
     const bool draw_on_device = gpu && impl->memory() == Where::device && ref->memory() == Where::device &&
                                 timing_ref->memory() == Where::device && device_generator() != nullptr;
 
-    compare::FibTolerance fib_tol;
-    compare::SolTolerance sol_tol;
+    Tolerances tol{fib, {}, {}};
     if (w.tolerance) {
-      fib_tol.atol = sol_tol.atol = w.tolerance->max_atol;
-      fib_tol.rtol = sol_tol.rtol = w.tolerance->max_rtol;
+      tol.fib_tol.atol = tol.sol_tol.atol = w.tolerance->max_atol;
+      tol.fib_tol.rtol = tol.sol_tol.rtol = w.tolerance->max_rtol;
     }
+    // With the reference's outputs on the device, the outputs are compared there (the same per-element code as the
+    // host comparator): a device implementation's where it wrote them, an out-of-process one's (handed over on the
+    // host) after one upload, cheaper than the reference's outputs copied down and compared on the host's cores.
+    const DeviceComparator* const comparator =
+        gpu && ref->memory() == Where::device && (remote_impl || impl->memory() == Where::device) ? device_comparator()
+                                                                                                 : nullptr;
+    RunBuffers buffers;
     std::vector<compare::Report> all_reports;
+    r.phases.setup = clock.lap();
     for (int round = 0; round < r.rounds_requested; ++round) {
       // A device implementation never sees the host inputs (only their device copies), so its rounds' inputs can
       // be shared with the next implementation on this workload; a host implementation gets them to itself.
@@ -304,10 +378,13 @@ RunResult execute_run(const WorkItem& item, const std::string& impl_spec, const 
       }
       if (round == 0) r.work = count_work(*kind, host);
 
-      DeviceInputs on_device(*inputs, any_device, seed, stream.stream);
-      PreparedCall ref_call(*ref, *kind, host, on_device.views, def, w, stream.stream);
+      std::optional<DeviceInputs> on_device;
+      if (any_device) on_device.emplace(*inputs, seed, buffers, stream.stream);
+      const TensorMap& device_inputs = on_device ? on_device->views : host.inputs;  // unused by host calls
+      r.phases.inputs += clock.lap();
+      PreparedCall ref_call(*ref, *kind, host, device_inputs, def, w, buffers, "reference", stream.stream);
       ref_call.run_and_wait();
-      auto& expected = ref_call.outputs();
+      r.phases.reference += clock.lap();
       // An out-of-process implementation rebuilds the round's inputs from the same recipe and hands back outputs.
       std::optional<PreparedCall> impl_call;
       RoundRunner::Outputs remote;
@@ -321,18 +398,36 @@ RunResult execute_run(const WorkItem& item, const std::string& impl_spec, const 
           add_note(r.message, text);
         }
       } else {
-        impl_call.emplace(*impl, *kind, host, on_device.views, def, w, stream.stream);
+        impl_call.emplace(*impl, *kind, host, device_inputs, def, w, buffers, "implementation", stream.stream);
         impl_call->run_and_wait();
       }
-      auto& actual = remote_impl ? remote.tensors : impl_call->outputs();
+      r.phases.implementation += clock.lap();
 
       std::vector<compare::Report> reports;
       for (const auto& spec : def.outputs) {
-        const auto a = actual.at(spec.name).view(), e = expected.at(spec.name).view();
-        reports.push_back(fib ? compare::compare_fib(spec.name, a, e, fib_tol)
-                              : compare::compare_sol(spec.name, a, e, sol_tol));
+        if (comparator && device_comparable(spec.dtype)) {
+          TensorView actual;
+          if (remote_impl) {
+            const TensorView handed = remote.tensors.at(spec.name).view();
+            actual = buffers.tensor("remote/" + spec.name, handed);
+            device::copy_to_device(handed, actual, stream.stream);
+          } else {
+            actual = impl_call->output(spec.name);
+          }
+          reports.push_back(
+              compare_on_device(spec.name, actual, ref_call.output(spec.name), tol, *comparator, stream.stream));
+          if (r.phases.compared_on.empty()) r.phases.compared_on = "device";
+        } else {
+          const TensorView a = remote_impl ? remote.tensors.at(spec.name).view()
+                                           : impl_call->host_output(spec.name).view();
+          const TensorView e = ref_call.host_output(spec.name).view();
+          reports.push_back(fib ? compare::compare_fib(spec.name, a, e, tol.fib_tol)
+                                : compare::compare_sol(spec.name, a, e, tol.sol_tol));
+          r.phases.compared_on = "host";
+        }
         r.reports.push_back(report_json(round, reports.back()));
       }
+      r.phases.compare += clock.lap();
       all_reports.insert(all_reports.end(), reports.begin(), reports.end());
       r.rounds_run = round + 1;
       auto summary = compare::combine(all_reports);
@@ -352,6 +447,7 @@ RunResult execute_run(const WorkItem& item, const std::string& impl_spec, const 
         r.timing.timer = t.timer;
         r.timing.note = t.note;
         r.timing.trials_ns.push_back(std::move(t.ns));
+        r.phases.timing += clock.lap();
         if (timing_ref == impl.get()) {
           r.reference_timing.timer = r.timing.timer;
           r.reference_timing.trials_ns.push_back(r.timing.trials_ns.back());
@@ -360,12 +456,14 @@ RunResult execute_run(const WorkItem& item, const std::string& impl_spec, const 
           std::optional<PreparedCall> tref_owned;
           PreparedCall* tref_call = &ref_call;
           if (timing_ref != ref)
-            tref_call = &tref_owned.emplace(*timing_ref, *kind, host, on_device.views, def, w, stream.stream);
+            tref_call = &tref_owned.emplace(*timing_ref, *kind, host, device_inputs, def, w, buffers,
+                                            "timing-reference", stream.stream);
           auto rt = time_call(*tref_call, timing_ref->memory(), fresh, r.protocol, o.prefer_cupti, stream.stream);
           r.reference_timing.timer = rt.timer;
           r.reference_timing.note = rt.note;
           r.reference_timing.trials_ns.push_back(std::move(rt.ns));
         }
+        r.phases.reference_timing += clock.lap();
       }
     }
     if (!r.timing.note.empty()) add_note(r.message, r.timing.note);

@@ -39,6 +39,8 @@ double scalar(const CallArgs& a, const std::string& name) {
   return it->second;
 }
 
+}  // namespace
+
 kindex_dtype abi_dtype(DType t, const std::string& name) {
   switch (t) {
     case DType::bf16:
@@ -53,8 +55,6 @@ kindex_dtype abi_dtype(DType t, const std::string& name) {
       throw Error("call", name, std::string(dtype_name(t)), "dtype has no C ABI equivalent");
   }
 }
-
-}  // namespace
 
 kindex_paged_decode_params decode_abi_params(const CallArgs& a) {
   const TensorView& q = tensor(a.inputs, "q", 3);

@@ -27,6 +27,8 @@ struct CallArgs {
 
 // One call's C ABI params struct, pointing at its tensors. Throw kindex::Error("call", name, ...) when a tensor
 // the problem needs is missing or has the wrong rank/dtype.
+// The C ABI's dtype for a tensor's (`name` for the error); throws Error for a dtype the ABI lacks.
+kindex_dtype abi_dtype(DType t, const std::string& name);
 kindex_paged_decode_params decode_abi_params(const CallArgs& args);
 kindex_gqa_rope_backward_params backward_abi_params(const CallArgs& args);
 

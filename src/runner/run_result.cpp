@@ -150,6 +150,15 @@ json RunResult::to_json() const {
   put_optional(j, "t_baseline_s", t_baseline_s);
   if (!t_baseline_source.empty()) j["t_baseline_source"] = t_baseline_source;
   put_optional(j, "plan_host_s", plan_host_s);
+  j["phases_s"] = {{"setup", phases.setup},
+                   {"inputs", phases.inputs},
+                   {"reference", phases.reference},
+                   {"implementation", phases.implementation},
+                   {"compare", phases.compare},
+                   {"timing", phases.timing},
+                   {"reference_timing", phases.reference_timing},
+                   {"record", phases.record}};
+  if (!phases.compared_on.empty()) j["compared_on"] = phases.compared_on;
   return j;
 }
 
@@ -190,11 +199,22 @@ RunResult RunResult::from_json(const json& j) {
   r.observed_at = j.value("observed_at", "");
   r.wall_s = j.value("wall_s", 0.0);
   if (j.contains("plan_host_s") && j["plan_host_s"].is_number()) r.plan_host_s = j["plan_host_s"].get<double>();
+  if (const auto p = j.find("phases_s"); p != j.end() && p->is_object()) {
+    r.phases.setup = p->value("setup", 0.0);
+    r.phases.inputs = p->value("inputs", 0.0);
+    r.phases.reference = p->value("reference", 0.0);
+    r.phases.implementation = p->value("implementation", 0.0);
+    r.phases.compare = p->value("compare", 0.0);
+    r.phases.timing = p->value("timing", 0.0);
+    r.phases.reference_timing = p->value("reference_timing", 0.0);
+    r.phases.record = p->value("record", 0.0);
+  }
+  r.phases.compared_on = j.value("compared_on", "");
   return r;
 }
 
 json BenchReport::to_json() const {
-  json j = {{"environment", environment.to_json()}, {"results", json::array()}};
+  json j = {{"environment", environment.to_json()}, {"start_s", start_s}, {"results", json::array()}};
   if (measured_rates)
     j["measured_rates"] = {{"copy_bytes_per_s", measured_rates->copy_bytes_per_s},
                            {"tensor_flops_per_s", measured_rates->tensor_flops_per_s},

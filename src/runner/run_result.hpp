@@ -59,6 +59,22 @@ struct TimingResult {
   std::optional<TrialSummary> summary;
 };
 
+// Where a run's wall time went, in seconds summed over its rounds (the pipeline's clock, in the process that ran it):
+// the evidence for what to make faster. wall_s less their sum is the run's own bookkeeping.
+struct PhaseTimes {
+  double setup = 0;           // loading the implementations, before the first round
+  double inputs = 0;          // each round's inputs generated and placed on the device
+  double reference = 0;       // the correctness reference's call: outputs allocated and poisoned, the call, waited for
+  double implementation = 0;  // the implementation's call, likewise (out of process: its whole round)
+  double compare = 0;         // the comparator, with the outputs copied to the host when it runs there
+  double timing = 0;          // the implementation's timing trials
+  double reference_timing = 0;  // the timing reference's trials
+  // In the runner, after the run: its floors and ratios and its records (runs.jsonl, trace, manifests, store row,
+  // console). Known only once those are written, so only results.json (written at the end) carries it.
+  double record = 0;
+  std::string compared_on;      // "device" (kindex_gpu_reference_compare) | "host" (some output on the host) | ""
+};
+
 // The outcome of one (implementation, workload).
 struct RunResult {
   std::string definition, source, workload_uuid, implementation, reference_implementation, timing_reference;
@@ -91,6 +107,7 @@ struct RunResult {
   uint64_t seed = 0;
   std::string observed_at;
   double wall_s = 0;
+  PhaseTimes phases;
 
   double latency_ns() const { return timing.summary ? timing.summary->latency : 0; }
   nlohmann::json to_json() const;
@@ -99,6 +116,7 @@ struct RunResult {
 
 struct BenchReport {
   Environment environment;
+  double start_s = 0;  // the runner's start before the first run: worker, environment, calibration, peer probes
   std::optional<MeasuredRates> measured_rates;
   std::vector<RunResult> results;
   // Implementations (peers) whose runs were skipped because this machine lacks their package: spec -> why.

@@ -96,6 +96,7 @@ BenchReport run_bench(const std::vector<WorkItem>& items, const BenchOptions& op
 
   // The environment and the implementations' descriptions, from a worker (or this process).
   std::map<std::string, ImplementationInfo> infos;
+  const auto started = std::chrono::steady_clock::now();
   {
     nlohmann::json hello;
     if (options.isolate) {
@@ -127,6 +128,7 @@ BenchReport run_bench(const std::vector<WorkItem>& items, const BenchOptions& op
                                             "measured by kindex bench at the start of this run: 1 GiB device copy "
                                             "and a 8192^3 bf16 cuBLASLt GEMM, median of 10"};
   }
+  report.start_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   // A peer this machine does not have is reported, not run.
   for (const auto& [spec, info] : infos)
     if (!info.not_installed.empty()) report.not_available[spec] = info.not_installed;
@@ -179,8 +181,10 @@ BenchReport run_bench(const std::vector<WorkItem>& items, const BenchOptions& op
       r.implementation_info = it->second;
     else
       r.implementation_info.name = jobs[j].impl;
+    const auto recording = std::chrono::steady_clock::now();
     derive(r, item, report.environment, report.measured_rates, options.baseline);
     if (on_result) on_result(r, report.environment);
+    r.phases.record = std::chrono::duration<double>(std::chrono::steady_clock::now() - recording).count();
     report.results.push_back(std::move(r));
   }
   progress.finish();

@@ -3,6 +3,7 @@
 
 #include <cmath>
 #include <limits>
+#include <random>
 #include <vector>
 
 #include "compare/compare.hpp"
@@ -248,4 +249,63 @@ TEST(Comparators, CombineFoldsOutputsAndTrials) {
   EXPECT_TRUE(std::isnan(combine(reports).max_abs_error));  // NaN wins, as torch.max
   EXPECT_TRUE(combine(std::vector<Report>{sol({1.0f}, {1.0f})}).passed);
   EXPECT_EQ(combine(std::vector<Report>{}).reason, "ok");
+}
+
+// The device comparator's order: each of T threads tallies a grid-stride range (i, i + T, ...), the tallies merge in a
+// tree, and fib_report / sol_report judge the total. On data with NaN, inf, zeros and failures everywhere, every
+// Report field equals the host comparator's (which merges contiguous chunks in whatever order they finish).
+TEST(Comparators, TalliesMergedInAnyOrderGiveTheHostsReport) {
+  std::mt19937 rng(5);
+  std::normal_distribution<float> normal;
+  const size_t n = 100003;
+  std::vector<float> x(n), y(n);
+  for (size_t i = 0; i < n; ++i) {
+    y[i] = i % 13 == 0 ? 0.0f : float(int(normal(rng) * 4));  // integers: the sum of squares is exact in any order
+    x[i] = i % 17 == 0 ? y[i] + 0.5f : y[i];
+  }
+  auto strided = [&](bool fib_rule, const std::vector<float>& xs, const std::vector<float>& ys, int threads) {
+    std::vector<Tally> partial(threads, empty_tally());
+    for (int t = 0; t < threads; ++t)
+      for (size_t i = size_t(t); i < xs.size(); i += size_t(threads)) {
+        if (fib_rule)
+          fib_element(partial[t], xs[i], ys[i], int64_t(i), 1e-2f, 1e-2f);
+        else
+          sol_element(partial[t], xs[i], ys[i], int64_t(i), 1e-2f, 1e-2f);
+      }
+    for (int width = 1; width < threads; width *= 2)
+      for (int t = 0; t + width < threads; t += 2 * width) merge(partial[t], partial[t + width]);
+    const int64_t numel = int64_t(xs.size());
+    return fib_rule ? fib_report("out", numel, partial[0]) : sol_report("out", numel, partial[0]);
+  };
+  auto expect_same = [&](const std::vector<float>& xs, const std::vector<float>& ys, const char* what) {
+    for (bool fib_rule : {true, false})
+      for (int threads : {1, 3, 256, 1000}) {
+        const Report h = fib_rule ? fib(xs, ys) : sol(xs, ys);
+        const Report d = strided(fib_rule, xs, ys, threads);
+        const std::string label = std::string(what) + (fib_rule ? " fib " : " sol ") + std::to_string(threads);
+        EXPECT_EQ(h.passed, d.passed) << label;
+        EXPECT_EQ(h.mismatches, d.mismatches) << label;
+        EXPECT_EQ(h.nonfinite, d.nonfinite) << label;
+        EXPECT_EQ(h.reference_nonfinite, d.reference_nonfinite) << label;
+        EXPECT_EQ(h.all_zero, d.all_zero) << label;
+        EXPECT_EQ(h.matched_ratio, d.matched_ratio) << label;
+        EXPECT_EQ(h.first_failure, d.first_failure) << label;
+        auto same = [](double a, double b) { return a == b || (std::isnan(a) && std::isnan(b)); };
+        EXPECT_PRED2(same, h.max_abs_error, d.max_abs_error) << label;
+        EXPECT_PRED2(same, h.max_rel_error, d.max_rel_error) << label;
+        EXPECT_PRED2(same, h.first_failure_actual, d.first_failure_actual) << label;
+        EXPECT_PRED2(same, h.first_failure_expected, d.first_failure_expected) << label;
+        EXPECT_EQ(h.reason, d.reason) << label;
+      }
+  };
+  expect_same(x, y, "failures");
+  std::vector<float> zeros(n, 0.0f);
+  expect_same(zeros, y, "all-zero solution");
+  std::vector<float> late_nan = x, late_inf = x;
+  late_nan[n - 3] = kNaN;
+  late_inf[n - 2] = -kInf;
+  late_inf[70000] = kNaN;
+  expect_same(late_nan, y, "NaN late");
+  expect_same(late_inf, y, "inf and NaN");
+  expect_same(x, late_inf, "inf and NaN in the reference");
 }

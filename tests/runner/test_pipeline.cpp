@@ -73,6 +73,16 @@ TEST(Pipeline, CpuPathWritesTracesManifestsAndStoreRows) {
     EXPECT_GT(r["kindex_floor_ratio"].get<double>(), 0);
     EXPECT_EQ(r["floors"]["headroom_v1"]["method"], "headroom-v1");
     EXPECT_NE(r["message"].get<std::string>().find("reduced to 2"), std::string::npos);
+    // Where the run's time went (host outputs, so the host comparator), within its wall time.
+    EXPECT_EQ(r["compared_on"], "host");
+    double phases = 0;
+    for (const char* phase :
+         {"setup", "inputs", "reference", "implementation", "compare", "timing", "reference_timing"})
+      phases += r["phases_s"].at(phase).get<double>();
+    EXPECT_GT(r["phases_s"]["compare"].get<double>(), 0);
+    EXPECT_GT(r["phases_s"]["timing"].get<double>(), 0);
+    EXPECT_LE(phases, r["wall_s"].get<double>() * 1.0001);
+    EXPECT_GT(r["phases_s"]["record"].get<double>(), 0);  // the runner's own, after the run: not in wall_s
   }
 
   // Each run was appended to runs.jsonl as it ended.

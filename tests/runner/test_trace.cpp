@@ -102,6 +102,7 @@ TEST(Trace, RunResultRoundTripsThroughJson) {
   r.max_rel_error = std::numeric_limits<double>::infinity();
   r.work.referenced_bytes = 1234;
   r.work.flops = 99;
+  r.phases = {0.5, 0.25, 1.5, 2.5, 0.125, 3, 4, 0.0625, "device"};
   RunResult back = RunResult::from_json(nlohmann::json::parse(r.to_json().dump()));
   EXPECT_EQ(back.status, RunStatus::incorrect_numerical);
   EXPECT_EQ(back.workload_uuid, r.workload_uuid);
@@ -111,6 +112,15 @@ TEST(Trace, RunResultRoundTripsThroughJson) {
   EXPECT_EQ(back.timing.timer, "cupti_activity");
   EXPECT_DOUBLE_EQ(back.work.referenced_bytes, 1234);
   EXPECT_DOUBLE_EQ(back.work.flops, 99);
+  EXPECT_EQ(back.phases.setup, 0.5);
+  EXPECT_EQ(back.phases.inputs, 0.25);
+  EXPECT_EQ(back.phases.reference, 1.5);
+  EXPECT_EQ(back.phases.implementation, 2.5);
+  EXPECT_EQ(back.phases.compare, 0.125);
+  EXPECT_EQ(back.phases.timing, 3);
+  EXPECT_EQ(back.phases.reference_timing, 4);
+  EXPECT_EQ(back.phases.record, 0.0625);
+  EXPECT_EQ(back.phases.compared_on, "device");
 }
 
 }  // namespace kindex::runner

@@ -282,6 +282,27 @@ TEST(Solutions, APythonSolutionRunsAndEachFailureGetsItsStatus) {
   EXPECT_GE(*report.results[7].plan_host_s, 0.0);
 }
 
+// The speedup's denominator (the timing reference) is timed in the first trial only; the implementation in every
+// trial, and the speedup is the ratio of the two headline latencies.
+TEST(Solutions, TheTimingReferenceIsTimedInTheFirstTrialOnly) {
+  PythonWithoutSitePackages python;
+  Fixture f;
+  const std::string ok = write_solution(fib_solution("pure_python_decode", ""), "ok");
+  BenchOptions o = options({"solution:" + ok});
+  o.trials = 3;
+  o.timing_trials = 3;
+  BenchReport report = run_bench(f.items(), o);
+  ASSERT_EQ(report.results.size(), 1u);
+  const auto& r = report.results[0];
+  ASSERT_EQ(r.status, RunStatus::passed) << r.message;
+  EXPECT_EQ(r.rounds_run, 3);
+  EXPECT_EQ(r.timing.trials_ns.size(), 3u);
+  ASSERT_EQ(r.reference_timing.trials_ns.size(), 1u);
+  ASSERT_TRUE(r.timing.summary && r.reference_timing.summary);
+  ASSERT_TRUE(r.speedup.has_value());
+  EXPECT_DOUBLE_EQ(*r.speedup, r.reference_timing.summary->latency / r.timing.summary->latency);
+}
+
 TEST(Solutions, AHungSolutionIsATimeoutAndTheNextRunGoesOn) {
   PythonWithoutSitePackages python;
   Fixture f;

@@ -150,6 +150,7 @@ json RunResult::to_json() const {
   put_optional(j, "t_baseline_s", t_baseline_s);
   if (!t_baseline_source.empty()) j["t_baseline_source"] = t_baseline_source;
   put_optional(j, "plan_host_s", plan_host_s);
+  if (!labels.empty()) j["labels"] = labels;
   return j;
 }
 
@@ -190,6 +191,7 @@ RunResult RunResult::from_json(const json& j) {
   r.observed_at = j.value("observed_at", "");
   r.wall_s = j.value("wall_s", 0.0);
   if (j.contains("plan_host_s") && j["plan_host_s"].is_number()) r.plan_host_s = j["plan_host_s"].get<double>();
+  r.labels = j.value("labels", std::map<std::string, std::string>{});
   return r;
 }
 

@@ -4,6 +4,7 @@
 // through insert_row, so there is one mapping from the export format to the tables.
 #include <nlohmann/json.hpp>
 
+#include <optional>
 #include <string>
 
 #include "store/db.hpp"
@@ -27,6 +28,13 @@ inline const nlohmann::json& member_or_empty(const nlohmann::json& j, const std:
   auto it = j.find(key);
   return it == j.end() || it->is_null() ? empty : *it;
 }
+
+// The label of a BenchmarkRun manifest (metadata.labels, outside its digest) by which a rerun names the run it
+// re-measured: that run's runDigest. insert_row files it in run_reproductions.
+inline constexpr const char* kReproducesRunLabel = "reproduces_run";
+// A run manifest's ({run, protocol, environment}) reproduces_run label, if any; a value that is not a runDigest is
+// an Error naming `where` and the label.
+std::optional<std::string> reproduced_run_digest(const nlohmann::json& run_manifest, const std::string& where);
 
 // "runDigest" -> "run_digest".
 std::string snake_case(const std::string& camel);

@@ -106,9 +106,10 @@ bool in_utc_instant_form(const std::string& t) {
 }  // namespace
 
 std::vector<Ranked> Store::cohort(const std::string& comparison_key, bool* source_native) {
+  // Evidence as derived with the members' reruns (schema.hpp), which rank_v1 orders tie chains by.
   auto rows = db_->query(
-      "SELECT id, primary_value, uncertainty_low, uncertainty_high, reproduced_by_kernelindex, "
-      "independent_replication_count, source_available, has_raw_evidence, observed_at, source_native "
+      std::string("SELECT id, primary_value, uncertainty_low, uncertainty_high, ") + kDerivedReproducedSql + ", " +
+      kDerivedReplicationsSql + ", source_available, has_raw_evidence, observed_at, source_native "
       "FROM benchmark_runs r WHERE comparison_key = ? AND status = 'passed' AND retracted_at IS NULL "
       "AND primary_value IS NOT NULL AND NOT EXISTS (SELECT 1 FROM benchmark_runs s WHERE s.supersedes_id = r.id)",
       {comparison_key});

@@ -85,7 +85,8 @@ void add_rerun_command(CLI::App& app, Registry& registry) {
                            {{"originalId", plan.original_id}, {"originalDigest", plan.original_digest},
                             {"problem", plan.problem}, {"workload", plan.workload_uuid},
                             {"workloadMatch", plan.workload_match}, {"implementation", plan.implementation},
-                            {"implementationHow", plan.implementation_how}, {"source", plan.source}}},
+                            {"implementationHow", plan.implementation_how},
+                            {"sameImplementation", plan.same_implementation}, {"source", plan.source}}},
                           {"passed", passed},
                           {"original", original["run"]},
                           {"rerun", rerun}}
@@ -97,7 +98,9 @@ void add_rerun_command(CLI::App& app, Registry& registry) {
         std::cout << "\nkindex rerun: the rerun was not recorded (see above)\n";
         return 1;
       }
-      std::cout << "\nreported " << measured(link["original"]) << "; rerun here: " << measured(link["rerun"])
+      std::cout << "\nreported " << measured(link["original"]) << "; rerun here"
+                << (link["sameImplementation"].get<bool>() ? "" : " with " + plan.implementation + " instead") << ": "
+                << measured(link["rerun"])
                 << " (kindex rerun, " << link["rerun"]["observedAt"].get<std::string>().substr(0, 10) << ")\n"
                 << "rerun " << link["rerun"]["id"].get<std::string>() << " of run " << plan.original_id
                 << "; the original's evidence is now " << original["run"]["evidence"].get<std::string>()

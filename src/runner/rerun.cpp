@@ -56,6 +56,23 @@ bool file_matches(const std::string& path, const json& implementation) {
   return "sha256:" + evidence::sha256_hex(bytes) == recorded;
 }
 
+// A solution file or library given for a run: the same implementation when the file is the source the run's
+// manifest recorded, or (a harness's solution JSON) one of its sources is.
+bool holds_recorded_source(const std::string& path, const json& implementation) {
+  if (file_matches(path, implementation)) return true;
+  const std::string recorded =
+      store::member_or_empty(store::member_or_empty(implementation, "spec"), "source").value("contentDigest", "");
+  std::ifstream in(path, std::ios::binary);
+  if (!in || recorded.empty()) return false;
+  const json solution = json::parse(in, nullptr, false);
+  if (!solution.is_object() || !solution.contains("sources") || !solution["sources"].is_array()) return false;
+  for (const auto& source : solution["sources"])
+    if (source.is_object() && source.contains("content") && source["content"].is_string() &&
+        "sha256:" + evidence::sha256_hex(source["content"].get<std::string>()) == recorded)
+      return true;
+  return false;
+}
+
 struct StoredImplementation {
   std::string origin, source, title, slug, description;
   json manifest;
@@ -116,6 +133,7 @@ bool same_axes(const json& bundled_case, const json& stored_case, const catalog:
 
 std::map<std::string, std::string> RerunPlan::labels() const {
   return {{store::kReproducesRunLabel, original_digest},
+          {store::kSameImplementationLabel, same_implementation ? "true" : "false"},
           {"rerun_implementation", evidence::clip_text(implementation_how, 200)},
           {"rerun_workload", workload_match}};
 }
@@ -205,9 +223,18 @@ RerunPlan plan_rerun(store::Store& store, const RerunOptions& options) {
   plan.workload_match = chosen == exact ? "same_workload" : "same_axes";
 
   if (!options.implementation.empty()) {
-    check_implementation_spec(options.implementation);
-    plan.implementation = options.implementation;
-    plan.implementation_how = "given with --impl " + options.implementation + " for " + plan.original_implementation;
+    const std::string& given = options.implementation;
+    check_implementation_spec(given);
+    plan.implementation = given;
+    std::string mapped;
+    try {
+      mapped = map_implementation(impl).first;
+    } catch (const Error&) {
+    }
+    const bool file = given.rfind("solution:", 0) == 0 || given.rfind("external:", 0) == 0;
+    plan.same_implementation = given == mapped || (file && holds_recorded_source(given.substr(9), impl.manifest));
+    plan.implementation_how = "given with --impl " + given + " for " + plan.original_implementation +
+                              (plan.same_implementation ? " (the same implementation)" : " (another implementation)");
   } else {
     std::tie(plan.implementation, plan.implementation_how) = map_implementation(impl);
   }

@@ -39,6 +39,9 @@ struct RerunPlan {
   std::string workload_match;   // "same_workload" (digest) | "same_axes"
   std::string implementation;   // the --impl spec that runs
   std::string implementation_how;  // how it was chosen, for the rerun's labels and the terminal
+  // Whether it is the run's own implementation: mapped, or given with --impl as the spec the run maps to or a file
+  // holding the source the run's manifest recorded. A rerun of another one is linked but verifies nothing.
+  bool same_implementation = true;
   std::map<std::string, std::string> labels() const;  // the rerun manifest's metadata labels
 };
 

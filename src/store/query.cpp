@@ -576,7 +576,8 @@ json implementation_view(Store& store, const std::string& key) {
 
 namespace {
 
-// Reruns and the runs they reproduce (run_reproductions), as pairs {"original": run, "rerun": run}; each run is
+// Reruns and the runs they reproduce (run_reproductions), as {"original": run, "rerun": run, "sameImplementation"}
+// (false: the rerun ran another implementation, given with --impl); each run is
 // {id, runDigest, status, latencyNs, statistic, gpu, observedAt, implementation, workloadId}, the original only its
 // runDigest when it is not in this store. `condition` is over the rerun `x` and the original `o`.
 json rerun_links(Store& store, const std::string& condition, const std::vector<Value>& params) {
@@ -591,7 +592,8 @@ json rerun_links(Store& store, const std::string& condition, const std::vector<V
   for (const auto& r : store.db().query(
            "SELECT x.id, x.run_digest, x.status, x.primary_value, x.primary_statistic, x.hardware_model, x.observed_at, "
            "COALESCE(xi.title, xi.slug), x.workload_id, o.id, p.reproduces_run_digest, o.status, o.primary_value, "
-           "o.primary_statistic, o.hardware_model, o.observed_at, COALESCE(oi.title, oi.slug), o.workload_id "
+           "o.primary_statistic, o.hardware_model, o.observed_at, COALESCE(oi.title, oi.slug), o.workload_id, "
+           "p.same_implementation "
            "FROM run_reproductions p JOIN benchmark_runs x ON x.id = p.run_id "
            "JOIN implementations xi ON xi.id = x.implementation_id "
            "LEFT JOIN benchmark_runs o ON o.run_digest = p.reproduces_run_digest "
@@ -600,7 +602,7 @@ json rerun_links(Store& store, const std::string& condition, const std::vector<V
            params)) {
     json original = r.is_null(9) ? json{{"runDigest", r.text(10)}, {"inStore", false}} : side(r, 9);
     if (!r.is_null(9)) original["inStore"] = true;
-    out.push_back({{"original", original}, {"rerun", side(r, 0)}});
+    out.push_back({{"original", original}, {"rerun", side(r, 0)}, {"sameImplementation", r.integer(18) != 0}});
   }
   return out;
 }

@@ -37,7 +37,7 @@ const std::map<std::string, std::vector<std::string>>& all_tables() {
         "hasRawEvidence", "sourceNative", "environmentSummary", "supersedesId", "retractedAt",
         "retractionReason", "origin", "realGpu", "kindexFloorNs"}},
       {"run_manifests", {"runId", "manifest"}},
-      {"run_reproductions", {"runId", "reproducesRunDigest"}},
+      {"run_reproductions", {"runId", "reproducesRunDigest", "sameImplementation"}},
       {"measurements", {"id", "runId", "metric", "statistic", "unit", "value", "sampleCount"}},
       {"run_samples", {"runId", "idx", "valueNs"}},
       {"record_events",
@@ -113,15 +113,22 @@ const std::vector<std::string>& table_keys(const std::string& table) {
   return it->second;
 }
 
-std::optional<std::string> reproduced_run_digest(const nlohmann::json& run_manifest, const std::string& where) {
+std::optional<Reproduction> reproduction_of(const nlohmann::json& run_manifest, const std::string& where) {
   const nlohmann::json& labels = member_or_empty(member_or_empty(member_or_empty(run_manifest, "run"), "metadata"), "labels");
-  const auto it = labels.find(kReproducesRunLabel);
-  if (it == labels.end()) return std::nullopt;
-  const std::string digest = it->is_string() ? it->get<std::string>() : it->dump();
-  if (!evidence::is_sha256_digest(digest))
-    throw Error(where, std::string("run.metadata.labels.") + kReproducesRunLabel, digest,
+  auto label = [&](const char* key) -> std::optional<std::string> {
+    const auto it = labels.find(key);
+    if (it == labels.end()) return std::nullopt;
+    return it->is_string() ? it->get<std::string>() : it->dump();
+  };
+  const auto digest = label(kReproducesRunLabel);
+  if (!digest) return std::nullopt;
+  if (!evidence::is_sha256_digest(*digest))
+    throw Error(where, std::string("run.metadata.labels.") + kReproducesRunLabel, *digest,
                 "names the run this one reproduces: expected its runDigest, sha256:<64 lowercase hex>");
-  return digest;
+  const std::string same = label(kSameImplementationLabel).value_or("true");
+  if (same != "true" && same != "false")
+    throw Error(where, std::string("run.metadata.labels.") + kSameImplementationLabel, same, "expected true or false");
+  return Reproduction{*digest, same == "true"};
 }
 
 bool insert_row(Db& db, const std::string& table, const nlohmann::json& row, const std::string& where) {
@@ -154,8 +161,9 @@ bool insert_row(Db& db, const std::string& table, const nlohmann::json& row, con
   const bool inserted = db.execute(p.sql, params) > 0;
   if (inserted && manifest != row.end()) {
     db.execute(insert_sql("run_manifests").sql, {to_value(row.at("id")), manifest->dump()});
-    if (auto original = reproduced_run_digest(*manifest, where))
-      db.execute(insert_sql("run_reproductions").sql, {to_value(row.at("id")), *original});
+    if (auto original = reproduction_of(*manifest, where))
+      db.execute(insert_sql("run_reproductions").sql,
+                 {to_value(row.at("id")), original->run_digest, int64_t{original->same_implementation ? 1 : 0}});
   }
   return inserted;
 }

@@ -106,7 +106,8 @@ std::string run_link(const json& run, const std::string& text) {
 }
 
 // One rerun link (store::run_view's "reruns"): "reported 297.3 µs (mean) on NVIDIA B200; rerun here: 301.2 µs
-// (median) on NVIDIA H200 (kindex rerun, 2026-12-03)", each half linked to its run.
+// (median) on NVIDIA H200 (kindex rerun, 2026-12-03)", each half linked to its run ("rerun here with X instead"
+// when the rerun ran another implementation).
 std::string rerun_sentence(const json& link) {
   auto measured = [](const json& run) {
     std::string what = run.value("status", "") == "passed" && run["latencyNs"].is_number()
@@ -120,7 +121,9 @@ std::string rerun_sentence(const json& link) {
   out += original.value("inStore", false)
              ? std::string("reported <a href=\"/runs/") + url(original.value("id", "")) + "\">" + measured(original) + "</a>"
              : "reported by run <code>" + e(original["runDigest"]) + "</code> (not in this store)";
-  out += std::string("; rerun here: <a href=\"/runs/") + url(rerun.value("id", "")) + "\">" + measured(rerun) + "</a> (kindex rerun, " +
+  out += std::string("; rerun here") +
+         (link.value("sameImplementation", true) ? std::string() : " with " + e(rerun["implementation"]) + " instead") +
+         ": <a href=\"/runs/" + url(rerun.value("id", "")) + "\">" + measured(rerun) + "</a> (kindex rerun, " +
          e(rerun.value("observedAt", std::string()).substr(0, 10)) + ")</span>";
   return out;
 }
@@ -384,8 +387,8 @@ std::string run_page(const json& v) {
                          " on " + e(v["rerunOf"]["gpu"])
                    : "run <code>" + e(v["rerunOf"]["runDigest"]) + "</code> (not in this store)") +
               " (kindex rerun)</li>";
-    body += "</ul><p class=\"muted\">A rerun is a run of its own on its own GPU; a passing one on a GPU with raw samples "
-            "makes the run it re-measured verified (two environments: replicated).</p></div>";
+    body += "</ul><p class=\"muted\">A rerun is a run of its own on its own GPU; a passing one of the same implementation "
+            "on a GPU with raw samples makes the run it re-measured verified (two environments: replicated).</p></div>";
   }
   body += "<h2>Identity</h2>" + dl({{"implementation", "<a href=\"/implementations/" + url(r["implementationId"]) + "\">" + e(r["implementation"]) + "</a>"},
                                     {"project", e(r["project"])},

@@ -349,7 +349,9 @@ TEST_F(RerunCli, RerunOfAnImportedRunIsStoredLinkedAndBothPagesShowIt) {
   // reference instead, under FlashInfer-Bench's protocol.
   Outcome o = dir.run("rerun " + original + kSmall + " --impl cpu-reference");
   ASSERT_EQ(o.code, 0) << o.output;
-  EXPECT_NE(o.output.find("reported 192.5 µs (mean) on NVIDIA H200; rerun here: "), std::string::npos) << o.output;
+  EXPECT_NE(o.output.find("reported 192.5 µs (mean) on NVIDIA H200; rerun here with cpu-reference instead: "),
+            std::string::npos)
+      << o.output;
   EXPECT_NE(o.output.find("flashinfer-bench protocol"), std::string::npos) << o.output;
 
   const nlohmann::json after = show(original);
@@ -368,20 +370,37 @@ TEST_F(RerunCli, RerunOfAnImportedRunIsStoredLinkedAndBothPagesShowIt) {
   ASSERT_TRUE(r.is_object());
   EXPECT_EQ(r["rerunOf"]["id"], original);
   EXPECT_EQ(r["manifest"]["run"]["metadata"]["labels"]["reproduces_run"], before["run"]["runDigest"]);
+  EXPECT_EQ(r["manifest"]["run"]["metadata"]["labels"]["rerun_same_implementation"], "false");  // not FlashInfer's
   EXPECT_NE(r["run"]["environmentKey"], before["run"]["environmentKey"]);
   EXPECT_EQ(r["run"]["origin"], "kindex");
 
   // Both run pages and the original's workload page show the pair, each linking the other run.
   auto s = kindex::store::Store::open((dir.path / "s.db").string());
   const std::string original_page = kindex::web::run_page(kindex::store::run_view(*s, original));
-  EXPECT_NE(original_page.find("rerun here: <a href=\"/runs/" + rerun + "\">"), std::string::npos) << original_page;
+  EXPECT_NE(original_page.find(" instead: <a href=\"/runs/" + rerun + "\">"), std::string::npos) << original_page;
+  EXPECT_NE(original_page.find("rerun here with cpu-reference"), std::string::npos) << original_page;
   EXPECT_NE(original_page.find("reported <a href=\"/runs/" + original + "\">192.5 µs (mean) on NVIDIA H200</a>"),
             std::string::npos);
   const std::string rerun_page = kindex::web::run_page(kindex::store::run_view(*s, rerun));
   EXPECT_NE(rerun_page.find("This run re-measured <a href=\"/runs/" + original + "\">"), std::string::npos) << rerun_page;
   const std::string workload_page =
       kindex::web::workload_page(kindex::store::workload_view(*s, before["workloadId"].get<std::string>()));
-  EXPECT_NE(workload_page.find("rerun here: <a href=\"/runs/" + rerun + "\">"), std::string::npos) << workload_page;
+  EXPECT_NE(workload_page.find(" instead: <a href=\"/runs/" + rerun + "\">"), std::string::npos) << workload_page;
+}
+
+TEST_F(RerunCli, AHarnessRunOfKindexsSolutionIsRerunAsKindexAndRecordedWhateverItsOutcome) {
+  // FlashInfer-Bench's run of kindex's solution maps to kindex's kernels: the same implementation. Without a GPU
+  // (or a CUDA build) the rerun fails, and is recorded and linked all the same (exit 1); with one it passes.
+  const std::string original = run_of("kindex_paged_decode");
+  ASSERT_FALSE(original.empty());
+  Outcome o = dir.run("rerun " + original + kSmall);
+  EXPECT_TRUE(o.code == 0 || o.code == 1) << o.output;
+  EXPECT_NE(o.output.find(") as kindex on gqa_paged_decode_h32_kv4_d128_ps1 workload "), std::string::npos) << o.output;
+  EXPECT_NE(o.output.find("reported 42.0 µs (mean) on NVIDIA H200; rerun here: "), std::string::npos) << o.output;
+  const nlohmann::json after = show(original);
+  ASSERT_EQ(after["reruns"].size(), 1u) << after.dump(2);
+  EXPECT_TRUE(after["reruns"][0]["sameImplementation"].get<bool>());
+  EXPECT_EQ(after["reruns"][0]["rerun"]["status"] == "passed", o.code == 0);
 }
 
 TEST_F(RerunCli, AnExportOfTheStoreImportsWithTheLink) {

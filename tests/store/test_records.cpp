@@ -378,6 +378,13 @@ TEST(Reruns, PassingGpuRerunsMakeTheRunTheyReproduceVerifiedThenReplicatedWithou
   EXPECT_EQ(v["run"]["evidence"], "reported");
   EXPECT_EQ(implementation_evidence(*s), "reported");
 
+  // A passing GPU rerun of another implementation (an --impl override) is linked, and verifies nothing.
+  OwnRun other = rerun_of(original.run_digest, 7, "NVIDIA H200", true);
+  other.run["metadata"]["labels"][kSameImplementationLabel] = "false";
+  s->record_run(other);
+  EXPECT_EQ(run_view(*s, original.run_id)["reruns"].size(), 3u);
+  EXPECT_EQ(run_view(*s, original.run_id)["run"]["evidence"], "reported");
+
   // One passing GPU rerun: verified, in the run's views, its cohort's ranking and its implementation's evidence.
   const RecordResult gpu = s->record_run(rerun_of(original.run_digest, 4, "NVIDIA H200", true));
   v = run_view(*s, original.run_id);
@@ -398,7 +405,7 @@ TEST(Reruns, PassingGpuRerunsMakeTheRunTheyReproduceVerifiedThenReplicatedWithou
   EXPECT_EQ(run_view(*s, original.run_id)["run"]["evidence"], "verified");
 
   EXPECT_EQ(row(), stored) << "the original's row was rewritten";
-  EXPECT_EQ(s->db().query("SELECT COUNT(*) FROM run_reproductions")[0].integer(0), 5);
+  EXPECT_EQ(s->db().query("SELECT COUNT(*) FROM run_reproductions")[0].integer(0), 6);
 }
 
 TEST(Reruns, ARerunRecordedBeforeItsOriginalIsLinkedWhenTheOriginalArrives) {
@@ -415,7 +422,7 @@ TEST(Reruns, ARerunRecordedBeforeItsOriginalIsLinkedWhenTheOriginalArrives) {
   EXPECT_EQ(run_view(*s, original.run_id)["run"]["evidence"], "verified");
 }
 
-TEST(Reruns, AReproducesRunLabelThatIsNotARunDigestIsRefusedAndNothingIsStored) {
+TEST(Reruns, RerunLabelsThatAreNotARunDigestOrABooleanAreRefusedAndNothingIsStored) {
   auto s = Store::open(":memory:");
   try {
     s->record_run(rerun_of("run 42", 2, "NVIDIA H200", true));
@@ -423,6 +430,14 @@ TEST(Reruns, AReproducesRunLabelThatIsNotARunDigestIsRefusedAndNothingIsStored) 
   } catch (const Error& e) {
     EXPECT_EQ(e.field(), "run.metadata.labels.reproduces_run");
     EXPECT_EQ(e.value(), "run 42");
+  }
+  OwnRun unclear = rerun_of(std::string("sha256:") + std::string(64, 'a'), 3, "NVIDIA H200", true);
+  unclear.run["metadata"]["labels"][kSameImplementationLabel] = "maybe";
+  try {
+    s->record_run(unclear);
+    FAIL() << "a rerun_same_implementation label that is neither true nor false was accepted";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.field(), "run.metadata.labels.rerun_same_implementation");
   }
   EXPECT_EQ(s->db().query("SELECT COUNT(*) FROM benchmark_runs")[0].integer(0), 0);
 }

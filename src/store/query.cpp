@@ -385,7 +385,7 @@ std::shared_ptr<const OperationFacts> compute_operation_facts(Store& store, cons
   // The evidence reruns add (schema.hpp): only the few runs some rerun names, so the pass above stays covered.
   for (const auto& r : store.db().query(std::string("SELECT DISTINCT r.implementation_id, ") + kDerivedReproducedSql +
                                             ", " + kDerivedReplicationsSql +
-                                            " FROM run_reproductions p CROSS JOIN benchmark_runs r CROSS JOIN workloads w "
+                                            " FROM run_reruns p CROSS JOIN benchmark_runs r CROSS JOIN workloads w "
                                             "WHERE r.run_digest = p.reproduces_run_digest AND w.id = r.workload_id AND "
                                             "w.operation_id = ?",
                                         {op.id})) {
@@ -576,7 +576,7 @@ json implementation_view(Store& store, const std::string& key) {
 
 namespace {
 
-// Reruns and the runs they reproduce (run_reproductions), as {"original": run, "rerun": run, "sameImplementation"}
+// Reruns and the runs they reproduce (run_reruns), as {"original": run, "rerun": run, "sameImplementation"}
 // (false: the rerun ran another implementation, given with --impl); each run is
 // {id, runDigest, status, latencyNs, statistic, gpu, observedAt, implementation, workloadId}, the original only its
 // runDigest when it is not in this store. `condition` is over the rerun `x` and the original `o`.
@@ -594,7 +594,7 @@ json rerun_links(Store& store, const std::string& condition, const std::vector<V
            "COALESCE(xi.title, xi.slug), x.workload_id, o.id, p.reproduces_run_digest, o.status, o.primary_value, "
            "o.primary_statistic, o.hardware_model, o.observed_at, COALESCE(oi.title, oi.slug), o.workload_id, "
            "p.same_implementation "
-           "FROM run_reproductions p JOIN benchmark_runs x ON x.id = p.run_id "
+           "FROM run_reruns p JOIN benchmark_runs x ON x.id = p.run_id "
            "JOIN implementations xi ON xi.id = x.implementation_id "
            "LEFT JOIN benchmark_runs o ON o.run_digest = p.reproduces_run_digest "
            "LEFT JOIN implementations oi ON oi.id = o.implementation_id WHERE " + condition +

@@ -37,7 +37,7 @@ const std::map<std::string, std::vector<std::string>>& all_tables() {
         "hasRawEvidence", "sourceNative", "environmentSummary", "supersedesId", "retractedAt",
         "retractionReason", "origin", "realGpu", "kindexFloorNs"}},
       {"run_manifests", {"runId", "manifest"}},
-      {"run_reproductions", {"runId", "reproducesRunDigest", "sameImplementation"}},
+      {"run_reruns", {"runId", "reproducesRunDigest", "sameImplementation"}},
       {"measurements", {"id", "runId", "metric", "statistic", "unit", "value", "sampleCount"}},
       {"run_samples", {"runId", "idx", "valueNs"}},
       {"record_events",
@@ -162,7 +162,7 @@ bool insert_row(Db& db, const std::string& table, const nlohmann::json& row, con
   if (inserted && manifest != row.end()) {
     db.execute(insert_sql("run_manifests").sql, {to_value(row.at("id")), manifest->dump()});
     if (auto original = reproduction_of(*manifest, where))
-      db.execute(insert_sql("run_reproductions").sql,
+      db.execute(insert_sql("run_reruns").sql,
                  {to_value(row.at("id")), original->run_digest, int64_t{original->same_implementation ? 1 : 0}});
   }
   return inserted;

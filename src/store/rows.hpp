@@ -30,7 +30,7 @@ inline const nlohmann::json& member_or_empty(const nlohmann::json& j, const std:
 }
 
 // The label of a BenchmarkRun manifest (metadata.labels, outside its digest) by which a rerun names the run it
-// re-measured: that run's runDigest. insert_row files it in run_reproductions.
+// re-measured: that run's runDigest. insert_row files it in run_reruns.
 inline constexpr const char* kReproducesRunLabel = "reproduces_run";
 // "false" when the rerun ran another implementation than the run it names (given with --impl): it is linked and
 // shown, but adds nothing to that run's evidence. Absent or "true": the same implementation.

@@ -62,10 +62,10 @@ CREATE TABLE IF NOT EXISTS record_events (
 -- implementation (an --impl override). Derived from the manifest as the row is inserted (rows.cpp insert_row),
 -- never written otherwise; by digest, so the original may arrive later than its rerun (an export's row order) or
 -- not at all.
-CREATE TABLE IF NOT EXISTS run_reproductions (
+CREATE TABLE IF NOT EXISTS run_reruns (
   run_id TEXT PRIMARY KEY REFERENCES benchmark_runs(id), reproduces_run_digest TEXT NOT NULL,
   same_implementation BIGINT NOT NULL);
-CREATE INDEX IF NOT EXISTS ix_reproductions_original ON run_reproductions(reproduces_run_digest);
+CREATE INDEX IF NOT EXISTS ix_reruns_original ON run_reruns(reproduces_run_digest);
 -- Content-addressed evidence objects (kernel sources, logs) as the export lists them: digest and location, no body.
 CREATE TABLE IF NOT EXISTS artifacts (
   id TEXT PRIMARY KEY, content_digest TEXT NOT NULL UNIQUE, kind TEXT NOT NULL, media_type TEXT NOT NULL,
@@ -106,7 +106,7 @@ CREATE INDEX IF NOT EXISTS ix_runs_supersedes ON benchmark_runs(supersedes_id);
 // reproduced by the index (verified); each distinct environment (GPU, driver, CUDA, libraries) they ran in counts
 // as one independent replication (replicated from two). Computed when read: the original's row is never rewritten.
 #define KINDEX_VALID_RERUNS_OF_R                                                                                      \
-  "FROM run_reproductions rp JOIN benchmark_runs rx ON rx.id = rp.run_id WHERE rp.reproduces_run_digest = r.run_digest " \
+  "FROM run_reruns rp JOIN benchmark_runs rx ON rx.id = rp.run_id WHERE rp.reproduces_run_digest = r.run_digest " \
   "AND rp.same_implementation <> 0 AND rx.status = 'passed' AND rx.reproduced_by_kernelindex <> 0 AND rx.retracted_at IS NULL"
 inline constexpr const char* kDerivedReproducedSql =
     "(CASE WHEN r.reproduced_by_kernelindex <> 0 OR EXISTS (SELECT 1 " KINDEX_VALID_RERUNS_OF_R ") THEN 1 ELSE 0 END)";

@@ -111,7 +111,7 @@ std::vector<Ranked> Store::cohort(const std::string& comparison_key, bool* sourc
   std::map<std::string, std::pair<int64_t, int64_t>> rerun_evidence;
   for (const auto& r : db_->query(std::string("SELECT r.id, ") + kDerivedReproducedSql + ", " + kDerivedReplicationsSql +
                                       " FROM benchmark_runs r WHERE r.comparison_key = ? AND r.run_digest IN "
-                                      "(SELECT reproduces_run_digest FROM run_reproductions)",
+                                      "(SELECT reproduces_run_digest FROM run_reruns)",
                                   {comparison_key}))
     rerun_evidence[r.text(0)] = {r.integer(1), r.integer(2)};
   auto rows = db_->query(

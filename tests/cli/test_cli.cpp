@@ -457,5 +457,5 @@ TEST_F(RerunCli, ClearErrorsForAMissingRunAnUnmappableImplementationAndAProblemT
             std::string::npos)
       << foreign.output;
   // Nothing was recorded by the refused reruns.
-  EXPECT_EQ(s->db().query("SELECT COUNT(*) FROM run_reproductions")[0].integer(0), 0);
+  EXPECT_EQ(s->db().query("SELECT COUNT(*) FROM run_reruns")[0].integer(0), 0);
 }

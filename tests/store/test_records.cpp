@@ -405,7 +405,7 @@ TEST(Reruns, PassingGpuRerunsMakeTheRunTheyReproduceVerifiedThenReplicatedWithou
   EXPECT_EQ(run_view(*s, original.run_id)["run"]["evidence"], "verified");
 
   EXPECT_EQ(row(), stored) << "the original's row was rewritten";
-  EXPECT_EQ(s->db().query("SELECT COUNT(*) FROM run_reproductions")[0].integer(0), 6);
+  EXPECT_EQ(s->db().query("SELECT COUNT(*) FROM run_reruns")[0].integer(0), 6);
 }
 
 TEST(Reruns, ARerunRecordedBeforeItsOriginalIsLinkedWhenTheOriginalArrives) {

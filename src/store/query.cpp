@@ -545,7 +545,9 @@ json workload_view(Store& store, const std::string& key) {
   json m = json::parse(rows[0].text(2));
   json op = json::parse(rows[0].text(5));
   json cohorts = json::array();
-  for (const auto& r : store.db().query("SELECT DISTINCT comparison_key FROM benchmark_runs WHERE workload_id = ?", {id})) {
+  // In one order on every backend (its reruns often add cohorts to a workload).
+  for (const auto& r : store.db().query(
+           "SELECT DISTINCT comparison_key FROM benchmark_runs WHERE workload_id = ? ORDER BY comparison_key", {id})) {
     cohorts.push_back(cohort_view(store, r.text(0), op, m));
   }
   return {{"id", id}, {"digest", rows[0].text(1)}, {"operation", rows[0].text(3)}, {"operationName", rows[0].text(4)},

@@ -338,19 +338,6 @@ TEST(Leaderboard, AverageSpeedupOverTheBaselinePassRateAndLatencySpread) {
 namespace kindex::store {
 namespace {
 
-// A run of the example chain that names `original` (a runDigest) as the run it re-measured, in the environment
-// `product` names; `gpu`: measured on a GPU with raw samples (what kindex's runner marks reproduced).
-OwnRun rerun_of(const std::string& original, int salt, const std::string& product, bool gpu,
-                const std::string& status = "passed") {
-  // Another implementation (kindex's own, as a rerun mapped to a peer is), so its runs' evidence stays its own.
-  OwnRun r = test::example_run(9100 + salt, salt, gpu, {9100, 9110, 9120}, 1);
-  r.environment["spec"]["hardware"]["product"] = product;
-  r.run["spec"]["environmentDigest"] = evidence::manifest_digest(r.environment);
-  r.run["spec"]["status"] = status;
-  r.run["metadata"]["labels"] = {{kReproducesRunLabel, original}};
-  return r;
-}
-
 // The strongest evidence of the original's implementation (not the reruns' "variant-1").
 std::string implementation_evidence(Store& s) {
   const nlohmann::json view = operation_view(s, "example_rmsnorm");
@@ -371,22 +358,22 @@ TEST(Reruns, PassingGpuRerunsMakeTheRunTheyReproduceVerifiedThenReplicatedWithou
   EXPECT_EQ(run_view(*s, original.run_id)["run"]["evidence"], "reported");
 
   // A rerun on the CPU path and a GPU rerun that failed are linked, and verify nothing.
-  s->record_run(rerun_of(original.run_digest, 2, "NVIDIA H200", false));
-  s->record_run(rerun_of(original.run_digest, 3, "NVIDIA H200", true, "incorrect_numerical"));
+  s->record_run(test::rerun_of(original.run_digest, 2, "NVIDIA H200", false));
+  s->record_run(test::rerun_of(original.run_digest, 3, "NVIDIA H200", true, "incorrect_numerical"));
   nlohmann::json v = run_view(*s, original.run_id);
   EXPECT_EQ(v["reruns"].size(), 2u);
   EXPECT_EQ(v["run"]["evidence"], "reported");
   EXPECT_EQ(implementation_evidence(*s), "reported");
 
   // A passing GPU rerun of another implementation (an --impl override) is linked, and verifies nothing.
-  OwnRun other = rerun_of(original.run_digest, 7, "NVIDIA H200", true);
+  OwnRun other = test::rerun_of(original.run_digest, 7, "NVIDIA H200", true);
   other.run["metadata"]["labels"][kSameImplementationLabel] = "false";
   s->record_run(other);
   EXPECT_EQ(run_view(*s, original.run_id)["reruns"].size(), 3u);
   EXPECT_EQ(run_view(*s, original.run_id)["run"]["evidence"], "reported");
 
   // One passing GPU rerun: verified, in the run's views, its cohort's ranking and its implementation's evidence.
-  const RecordResult gpu = s->record_run(rerun_of(original.run_digest, 4, "NVIDIA H200", true));
+  const RecordResult gpu = s->record_run(test::rerun_of(original.run_digest, 4, "NVIDIA H200", true));
   v = run_view(*s, original.run_id);
   EXPECT_EQ(v["run"]["evidence"], "verified");
   EXPECT_EQ(run_view(*s, gpu.run_id)["rerunOf"]["id"], original.run_id);
@@ -394,9 +381,9 @@ TEST(Reruns, PassingGpuRerunsMakeTheRunTheyReproduceVerifiedThenReplicatedWithou
     if (m.id == original.run_id) EXPECT_EQ(m.evidence, EvidenceLevel::verified);
   EXPECT_EQ(implementation_evidence(*s), "verified");
   // A second passing rerun in the same environment is no independent replication; one in another environment is.
-  s->record_run(rerun_of(original.run_digest, 5, "NVIDIA H200", true));
+  s->record_run(test::rerun_of(original.run_digest, 5, "NVIDIA H200", true));
   EXPECT_EQ(run_view(*s, original.run_id)["run"]["evidence"], "verified");
-  s->record_run(rerun_of(original.run_digest, 6, "NVIDIA H100 80GB HBM3", true));
+  s->record_run(test::rerun_of(original.run_digest, 6, "NVIDIA H100 80GB HBM3", true));
   EXPECT_EQ(run_view(*s, original.run_id)["run"]["evidence"], "replicated");
   EXPECT_EQ(implementation_evidence(*s), "replicated");
   // Retracting a rerun takes back what it gave.
@@ -413,7 +400,7 @@ TEST(Reruns, ARerunRecordedBeforeItsOriginalIsLinkedWhenTheOriginalArrives) {
   OwnRun reported = test::example_run(9000, 1);
   reported.origin = "manifest";
   const std::string digest = evidence::manifest_digest(reported.run);
-  const RecordResult rerun = s->record_run(rerun_of(digest, 2, "NVIDIA H200", true));
+  const RecordResult rerun = s->record_run(test::rerun_of(digest, 2, "NVIDIA H200", true));
   nlohmann::json v = run_view(*s, rerun.run_id);
   EXPECT_EQ(v["rerunOf"]["inStore"], false);
   EXPECT_EQ(v["rerunOf"]["runDigest"], digest);
@@ -425,13 +412,13 @@ TEST(Reruns, ARerunRecordedBeforeItsOriginalIsLinkedWhenTheOriginalArrives) {
 TEST(Reruns, RerunLabelsThatAreNotARunDigestOrABooleanAreRefusedAndNothingIsStored) {
   auto s = Store::open(":memory:");
   try {
-    s->record_run(rerun_of("run 42", 2, "NVIDIA H200", true));
+    s->record_run(test::rerun_of("run 42", 2, "NVIDIA H200", true));
     FAIL() << "a reproduces_run label that is no runDigest was accepted";
   } catch (const Error& e) {
     EXPECT_EQ(e.field(), "run.metadata.labels.reproduces_run");
     EXPECT_EQ(e.value(), "run 42");
   }
-  OwnRun unclear = rerun_of(std::string("sha256:") + std::string(64, 'a'), 3, "NVIDIA H200", true);
+  OwnRun unclear = test::rerun_of(std::string("sha256:") + std::string(64, 'a'), 3, "NVIDIA H200", true);
   unclear.run["metadata"]["labels"][kSameImplementationLabel] = "maybe";
   try {
     s->record_run(unclear);

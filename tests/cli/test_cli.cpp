@@ -393,13 +393,21 @@ TEST_F(RerunCli, AHarnessRunOfKindexsSolutionIsRerunAsKindexAndRecordedWhateverI
   // (or a CUDA build) the rerun fails, and is recorded and linked all the same (exit 1); with one it passes.
   const std::string original = run_of("kindex_paged_decode");
   ASSERT_FALSE(original.empty());
-  Outcome o = dir.run("rerun " + original + kSmall);
+  Outcome o = dir.run("rerun " + original + kSmall + " --json", "", true);
   EXPECT_TRUE(o.code == 0 || o.code == 1) << o.output;
-  EXPECT_NE(o.output.find(") as kindex on gqa_paged_decode_h32_kv4_d128_ps1 workload "), std::string::npos) << o.output;
-  EXPECT_NE(o.output.find("reported 42.0 µs (mean) on NVIDIA H200; rerun here: "), std::string::npos) << o.output;
+  const nlohmann::json j = nlohmann::json::parse(o.output, nullptr, false);
+  ASSERT_TRUE(j.is_object()) << o.output;
+  EXPECT_EQ(j["plan"]["implementation"], "kindex");
+  EXPECT_EQ(j["plan"]["problem"], "gqa_paged_decode_h32_kv4_d128_ps1");
+  EXPECT_EQ(j["plan"]["source"], "flashinfer-bench");
+  EXPECT_TRUE(j["plan"]["sameImplementation"].get<bool>());
+  EXPECT_EQ(j["passed"].get<bool>(), o.code == 0);
+  EXPECT_EQ(j["original"]["id"], original);
+  EXPECT_EQ(j["rerun"]["rerunOf"]["id"], original);  // the rerun's run view, as GET /api/runs/ID gives it
   const nlohmann::json after = show(original);
   ASSERT_EQ(after["reruns"].size(), 1u) << after.dump(2);
   EXPECT_TRUE(after["reruns"][0]["sameImplementation"].get<bool>());
+  EXPECT_EQ(after["reruns"][0]["rerun"]["id"], j["rerun"]["run"]["id"]);
   EXPECT_EQ(after["reruns"][0]["rerun"]["status"] == "passed", o.code == 0);
 }
 

@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <cctype>
-#include <filesystem>
 #include <fstream>
 #include <iterator>
 
@@ -33,10 +32,9 @@ std::string lower_snake(std::string s) {
 // The harness whose protocol the run was measured under: its source-native block, else its protocol's
 // comparability family (kindex's own and imported traces name the harness there), else the importer's origin.
 std::string measured_source(const json& run_manifest, const std::string& origin) {
-  for (const std::string source : {"flashinfer-bench", "sol-execbench"}) {
-    const json& native = store::member_or_empty(store::member_or_empty(run_manifest, "run"), "spec");
-    if (store::member_or_empty(native, "sourceNative").value("source", "") == source) return source;
-  }
+  const std::string native = store::member_or_empty(
+      store::member_or_empty(store::member_or_empty(run_manifest, "run"), "spec"), "sourceNative").value("source", "");
+  if (native == "flashinfer-bench" || native == "sol-execbench") return native;
   const json& comparability = store::member_or_empty(
       store::member_or_empty(store::member_or_empty(run_manifest, "protocol"), "spec"), "comparability");
   const std::string family = comparability.value("family", "");

@@ -74,6 +74,22 @@ void add_show_command(CLI::App& app, Registry& registry) {
                   << " of " << r["cohortSize"] << ", evidence " << r["run"]["evidence"].get<std::string>() << "\n";
         if (r["speedupFactor"].is_number()) std::cout << "  speedup over reference " << r["speedupFactor"].get<double>() << "x\n";
         if (r["solScore"].is_number()) std::cout << "  SOL score " << r["solScore"].get<double>() << "\n";
+        // kindex rerun: the reruns of this run, and the run this one re-measured.
+        auto measured = [](const json& run) {
+          return (run.value("status", "") == "passed" ? ns(run["latencyNs"]) + " " + run["statistic"].dump()
+                                                       : run.value("status", "")) +
+                 " on " + (run["gpu"].is_string() ? run["gpu"].get<std::string>() : "an unknown GPU");
+        };
+        for (const auto& l : r["reruns"])
+          std::cout << "  rerun " << l["rerun"]["id"].get<std::string>().substr(0, 8) << ": " << measured(l["rerun"])
+                    << (l["sameImplementation"].get<bool>() ? "" : " (another implementation)") << ", "
+                    << l["rerun"]["observedAt"].get<std::string>().substr(0, 10) << "\n";
+        if (r["rerunOf"].is_object())
+          std::cout << "  rerun of run "
+                    << (r["rerunOf"].value("inStore", false) ? r["rerunOf"]["id"].get<std::string>().substr(0, 8) + ": reported " +
+                                                                   measured(r["rerunOf"])
+                                                             : r["rerunOf"]["runDigest"].get<std::string>() + " (not in this store)")
+                    << "\n";
         std::cout << "  " << r["citation"].get<std::string>() << "\n";
       }
       return 0;

@@ -33,6 +33,7 @@ void add_compare_command(CLI::App& app, Registry& registry);
 void add_export_command(CLI::App& app, Registry& registry);
 void add_serve_command(CLI::App& app, Registry& registry);
 void add_bench_command(CLI::App& app, Registry& registry);         // cmd_bench.cpp
+void add_rerun_command(CLI::App& app, Registry& registry);         // cmd_rerun.cpp
 int bench_main_job(const Registry& registry);  // cmd_bench.cpp: run_default's work
 // `kindex` with no subcommand: the main job (bench the bundled problems; CPU path without a GPU).
 int run_default(const Registry& registry);

@@ -160,6 +160,7 @@ evidence::Manifest run_manifest(const RunResult& r, const std::string& impl_dige
                                   r.workload_uuid.substr(0, 8));
   m.metadata.title = evidence::clip_text(r.implementation + " · " + r.definition + " · " + r.workload_uuid, evidence::kMaxTitleChars);
   if (!r.message.empty()) m.metadata.description = evidence::clip_text(r.message, evidence::kMaxDescriptionChars);
+  m.metadata.labels = r.labels;
   m.implementation_digest = impl_digest;
   m.workload_digest = workload_digest;
   m.protocol_digest = protocol_digest;

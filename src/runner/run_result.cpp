@@ -159,6 +159,7 @@ json RunResult::to_json() const {
                    {"reference_timing", phases.reference_timing},
                    {"record", phases.record}};
   if (!phases.compared_on.empty()) j["compared_on"] = phases.compared_on;
+  if (!labels.empty()) j["labels"] = labels;
   return j;
 }
 
@@ -210,6 +211,7 @@ RunResult RunResult::from_json(const json& j) {
     r.phases.record = p->value("record", 0.0);
   }
   r.phases.compared_on = j.value("compared_on", "");
+  r.labels = j.value("labels", std::map<std::string, std::string>{});
   return r;
 }
 

@@ -106,6 +106,9 @@ struct RunResult {
   std::optional<double> plan_host_s;
   uint64_t seed = 0;
   std::string observed_at;
+  // Labels for the run manifest's metadata (outside its digest) that the caller adds: `kindex rerun`'s link to the
+  // run it re-measured (store/rows.hpp kReproducesRunLabel) and how it obtained the implementation and workload.
+  std::map<std::string, std::string> labels;
   double wall_s = 0;
   PhaseTimes phases;
 

@@ -10,6 +10,7 @@
 #include "core/error.hpp"
 #include "evidence/manifest.hpp"
 #include "store/rows.hpp"
+#include "store/schema.hpp"
 
 namespace kindex::store {
 
@@ -17,11 +18,13 @@ using nlohmann::json;
 
 namespace {
 
-const char* kRunColumns =
-    "r.id, r.run_digest, r.implementation_id, r.workload_id, r.status, r.observed_at, r.hardware_model, "
-    "r.hardware_architecture, r.protocol_key, r.environment_key, r.correctness_key, r.comparison_key, "
-    "r.primary_value, r.primary_statistic, r.uncertainty_low, r.uncertainty_high, r.reproduced_by_kernelindex, "
-    "r.independent_replication_count, r.source_available, r.installable, r.source_native, r.environment_summary, "
+// Columns 16 and 17 are the evidence flags as derived with the run's reruns (schema.hpp).
+const std::string kRunColumns =
+    std::string("r.id, r.run_digest, r.implementation_id, r.workload_id, r.status, r.observed_at, r.hardware_model, "
+                "r.hardware_architecture, r.protocol_key, r.environment_key, r.correctness_key, r.comparison_key, "
+                "r.primary_value, r.primary_statistic, r.uncertainty_low, r.uncertainty_high, ") +
+    kDerivedReproducedSql + ", " + kDerivedReplicationsSql +
+    ", r.source_available, r.installable, r.source_native, r.environment_summary, "
     "r.origin, r.real_gpu, r.kindex_floor_ns, r.retracted_at, r.has_raw_evidence, i.slug, i.title, p.name, s.name, "
     "r.license_expression, i.source_revision, r.sample_count, r.supersedes_id ";
 const char* kRunJoins =
@@ -379,6 +382,17 @@ std::shared_ptr<const OperationFacts> compute_operation_facts(Store& store, cons
     if (!fresh) it->second = std::min(it->second, v);
   }
   for (auto& [n, st] : stats_by_number) f.stats[*names[n]] = std::move(st);
+  // The evidence reruns add (schema.hpp): only the few runs some rerun names, so the pass above stays covered.
+  for (const auto& r : store.db().query(std::string("SELECT DISTINCT r.implementation_id, ") + kDerivedReproducedSql +
+                                            ", " + kDerivedReplicationsSql +
+                                            " FROM run_reruns p CROSS JOIN benchmark_runs r CROSS JOIN workloads w "
+                                            "WHERE r.run_digest = p.reproduces_run_digest AND w.id = r.workload_id AND "
+                                            "w.operation_id = ?",
+                                        {op.id})) {
+    OperationFacts::Implementation& st = f.stats[r.text(0)];
+    st.reproduced = st.reproduced || r.integer(1) != 0;
+    st.replications = std::max(st.replications, r.integer(2));
+  }
   auto& best_per_workload_gpu = f.best_per_workload_gpu;
   auto& best_per_impl_workload = f.best_per_impl_workload;
   for (const auto& [k, v] : fastest) {
@@ -518,6 +532,10 @@ json operation_view(Store& store, const std::string& operation, const std::strin
           {"plots", {{"latency", latency_points}, {"floors", floor_points}}}};
 }
 
+namespace {
+json rerun_links(Store& store, const std::string& condition, const std::vector<Value>& params);
+}  // namespace
+
 json workload_view(Store& store, const std::string& key) {
   std::string id = find_id(store, "workloads", "workload_digest", key, "workload");
   auto rows = store.db().query(
@@ -527,11 +545,15 @@ json workload_view(Store& store, const std::string& key) {
   json m = json::parse(rows[0].text(2));
   json op = json::parse(rows[0].text(5));
   json cohorts = json::array();
-  for (const auto& r : store.db().query("SELECT DISTINCT comparison_key FROM benchmark_runs WHERE workload_id = ?", {id})) {
+  // In one order on every backend (its reruns often add cohorts to a workload).
+  for (const auto& r : store.db().query(
+           "SELECT DISTINCT comparison_key FROM benchmark_runs WHERE workload_id = ? ORDER BY comparison_key", {id})) {
     cohorts.push_back(cohort_view(store, r.text(0), op, m));
   }
   return {{"id", id}, {"digest", rows[0].text(1)}, {"operation", rows[0].text(3)}, {"operationName", rows[0].text(4)},
-          {"label", workload_label(m)}, {"manifest", m}, {"cohorts", cohorts}};
+          {"label", workload_label(m)}, {"manifest", m}, {"cohorts", cohorts},
+          // Reruns of this workload's runs, and reruns recorded on it (kindex rerun).
+          {"reruns", rerun_links(store, "(o.workload_id = ? OR x.workload_id = ?)", {id, id})}};
 }
 
 json implementation_view(Store& store, const std::string& key) {
@@ -553,6 +575,41 @@ json implementation_view(Store& store, const std::string& key) {
           {"manifest", json::parse(r.text(4))}, {"project", opt_text(r, 5)}, {"operation", r.text(6)},
           {"operationName", r.text(7)}, {"language", opt_text(r, 8)}, {"license", opt_text(r, 9)}, {"runs", runs}};
 }
+
+namespace {
+
+// Reruns and the runs they reproduce (run_reruns), as {"original": run, "rerun": run, "sameImplementation"}
+// (false: the rerun ran another implementation, given with --impl); each run is
+// {id, runDigest, status, latencyNs, statistic, gpu, observedAt, implementation, workloadId}, the original only its
+// runDigest when it is not in this store. `condition` is over the rerun `x` and the original `o`.
+json rerun_links(Store& store, const std::string& condition, const std::vector<Value>& params) {
+  auto side = [](const Row& r, size_t at) {
+    return json{{"id", r.text(at)},           {"runDigest", r.text(at + 1)},
+                {"status", r.text(at + 2)},   {"latencyNs", opt(r, at + 3)},
+                {"statistic", opt_text(r, at + 4)}, {"gpu", opt_text(r, at + 5)},
+                {"observedAt", opt_text(r, at + 6)}, {"implementation", opt_text(r, at + 7)},
+                {"workloadId", r.text(at + 8)}};
+  };
+  json out = json::array();
+  for (const auto& r : store.db().query(
+           "SELECT x.id, x.run_digest, x.status, x.primary_value, x.primary_statistic, x.hardware_model, x.observed_at, "
+           "COALESCE(xi.title, xi.slug), x.workload_id, o.id, p.reproduces_run_digest, o.status, o.primary_value, "
+           "o.primary_statistic, o.hardware_model, o.observed_at, COALESCE(oi.title, oi.slug), o.workload_id, "
+           "p.same_implementation "
+           "FROM run_reruns p JOIN benchmark_runs x ON x.id = p.run_id "
+           "JOIN implementations xi ON xi.id = x.implementation_id "
+           "LEFT JOIN benchmark_runs o ON o.run_digest = p.reproduces_run_digest "
+           "LEFT JOIN implementations oi ON oi.id = o.implementation_id WHERE " + condition +
+               " ORDER BY x.observed_at, x.id",
+           params)) {
+    json original = r.is_null(9) ? json{{"runDigest", r.text(10)}, {"inStore", false}} : side(r, 9);
+    if (!r.is_null(9)) original["inStore"] = true;
+    out.push_back({{"original", original}, {"rerun", side(r, 0)}, {"sameImplementation", r.integer(18) != 0}});
+  }
+  return out;
+}
+
+}  // namespace
 
 json run_view(Store& store, const std::string& key) {
   std::string id = find_id(store, "benchmark_runs", "run_digest", key, "run");
@@ -632,7 +689,13 @@ json run_view(Store& store, const std::string& key) {
           {"environment", manifest.at("environment").at("spec")},
           {"manifest", manifest},
           {"floor", floor},
-          {"citation", citation}};
+          {"citation", citation},
+          // kindex rerun: the reruns that re-measured this run, and the run this one re-measured (null if none).
+          {"reruns", rerun_links(store, "o.id = ?", {id})},
+          {"rerunOf", [&] {
+             json of = rerun_links(store, "x.id = ?", {id});
+             return of.empty() ? json() : of[0]["original"];
+           }()}};
 }
 
 namespace {

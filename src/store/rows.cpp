@@ -4,6 +4,7 @@
 #include <map>
 
 #include "core/error.hpp"
+#include "evidence/digest.hpp"
 
 namespace kindex::store {
 namespace {
@@ -36,6 +37,7 @@ const std::map<std::string, std::vector<std::string>>& all_tables() {
         "hasRawEvidence", "sourceNative", "environmentSummary", "supersedesId", "retractedAt",
         "retractionReason", "origin", "realGpu", "kindexFloorNs"}},
       {"run_manifests", {"runId", "manifest"}},
+      {"run_reruns", {"runId", "reproducesRunDigest", "sameImplementation"}},
       {"measurements", {"id", "runId", "metric", "statistic", "unit", "value", "sampleCount"}},
       {"run_samples", {"runId", "idx", "valueNs"}},
       {"record_events",
@@ -111,6 +113,24 @@ const std::vector<std::string>& table_keys(const std::string& table) {
   return it->second;
 }
 
+std::optional<Reproduction> reproduction_of(const nlohmann::json& run_manifest, const std::string& where) {
+  const nlohmann::json& labels = member_or_empty(member_or_empty(member_or_empty(run_manifest, "run"), "metadata"), "labels");
+  auto label = [&](const char* key) -> std::optional<std::string> {
+    const auto it = labels.find(key);
+    if (it == labels.end()) return std::nullopt;
+    return it->is_string() ? it->get<std::string>() : it->dump();
+  };
+  const auto digest = label(kReproducesRunLabel);
+  if (!digest) return std::nullopt;
+  if (!evidence::is_sha256_digest(*digest))
+    throw Error(where, std::string("run.metadata.labels.") + kReproducesRunLabel, *digest,
+                "names the run this one reproduces: expected its runDigest, sha256:<64 lowercase hex>");
+  const std::string same = label(kSameImplementationLabel).value_or("true");
+  if (same != "true" && same != "false")
+    throw Error(where, std::string("run.metadata.labels.") + kSameImplementationLabel, same, "expected true or false");
+  return Reproduction{*digest, same == "true"};
+}
+
 bool insert_row(Db& db, const std::string& table, const nlohmann::json& row, const std::string& where) {
   if (!row.is_object()) throw Error(where, table, row.dump().substr(0, 80), "a row must be a JSON object");
   // A run's manifest is kept in run_manifests (see schema.hpp); the export shape carries it on the run row.
@@ -141,6 +161,9 @@ bool insert_row(Db& db, const std::string& table, const nlohmann::json& row, con
   const bool inserted = db.execute(p.sql, params) > 0;
   if (inserted && manifest != row.end()) {
     db.execute(insert_sql("run_manifests").sql, {to_value(row.at("id")), manifest->dump()});
+    if (auto original = reproduction_of(*manifest, where))
+      db.execute(insert_sql("run_reruns").sql,
+                 {to_value(row.at("id")), original->run_digest, int64_t{original->same_implementation ? 1 : 0}});
   }
   return inserted;
 }

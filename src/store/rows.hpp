@@ -4,6 +4,7 @@
 // through insert_row, so there is one mapping from the export format to the tables.
 #include <nlohmann/json.hpp>
 
+#include <optional>
 #include <string>
 
 #include "store/db.hpp"
@@ -27,6 +28,21 @@ inline const nlohmann::json& member_or_empty(const nlohmann::json& j, const std:
   auto it = j.find(key);
   return it == j.end() || it->is_null() ? empty : *it;
 }
+
+// The label of a BenchmarkRun manifest (metadata.labels, outside its digest) by which a rerun names the run it
+// re-measured: that run's runDigest. insert_row files it in run_reruns.
+inline constexpr const char* kReproducesRunLabel = "reproduces_run";
+// "false" when the rerun ran another implementation than the run it names (given with --impl): it is linked and
+// shown, but adds nothing to that run's evidence. Absent or "true": the same implementation.
+inline constexpr const char* kSameImplementationLabel = "rerun_same_implementation";
+struct Reproduction {
+  std::string run_digest;
+  bool same_implementation = true;
+};
+// A run manifest's ({run, protocol, environment}) reproduction labels, if it names a run; a reproduces_run that is
+// not a runDigest, or a rerun_same_implementation other than "true" / "false", is an Error naming `where` and the
+// label.
+std::optional<Reproduction> reproduction_of(const nlohmann::json& run_manifest, const std::string& where);
 
 // "runDigest" -> "run_digest".
 std::string snake_case(const std::string& camel);

@@ -57,6 +57,15 @@ CREATE TABLE IF NOT EXISTS run_samples (
 CREATE TABLE IF NOT EXISTS record_events (
   id TEXT PRIMARY KEY, comparison_key TEXT NOT NULL, run_id TEXT REFERENCES benchmark_runs(id),
   previous_run_id TEXT, policy_version TEXT NOT NULL, cause TEXT NOT NULL, at TEXT NOT NULL, created_at TEXT);
+-- Reruns (`kindex rerun`): a run whose manifest's metadata.labels.reproduces_run names another run's runDigest
+-- re-measured that run; same_implementation is 0 when its label rerun_same_implementation says it ran another
+-- implementation (an --impl override). Derived from the manifest as the row is inserted (rows.cpp insert_row),
+-- never written otherwise; by digest, so the original may arrive later than its rerun (an export's row order) or
+-- not at all.
+CREATE TABLE IF NOT EXISTS run_reruns (
+  run_id TEXT PRIMARY KEY REFERENCES benchmark_runs(id), reproduces_run_digest TEXT NOT NULL,
+  same_implementation BIGINT NOT NULL);
+CREATE INDEX IF NOT EXISTS ix_reruns_original ON run_reruns(reproduces_run_digest);
 -- Content-addressed evidence objects (kernel sources, logs) as the export lists them: digest and location, no body.
 CREATE TABLE IF NOT EXISTS artifacts (
   id TEXT PRIMARY KEY, content_digest TEXT NOT NULL UNIQUE, kind TEXT NOT NULL, media_type TEXT NOT NULL,
@@ -90,5 +99,19 @@ CREATE INDEX IF NOT EXISTS ix_runs_by_impl ON benchmark_runs(implementation_id, 
 CREATE INDEX IF NOT EXISTS ix_meas_run ON measurements(run_id);
 CREATE INDEX IF NOT EXISTS ix_runs_supersedes ON benchmark_runs(supersedes_id);
 )SQL";
+
+// A run's evidence as KernelIndex derives it from the reruns that reproduce it, over `benchmark_runs r`: the stored
+// flags (what the source published) plus the reruns of the same implementation by kindex's controlled runner that
+// passed on a real GPU with raw samples (their own reproduced_by_kernelindex) and are not retracted. Any such rerun makes the original
+// reproduced by the index (verified); each distinct environment (GPU, driver, CUDA, libraries) they ran in counts
+// as one independent replication (replicated from two). Computed when read: the original's row is never rewritten.
+#define KINDEX_VALID_RERUNS_OF_R                                                                                      \
+  "FROM run_reruns rp JOIN benchmark_runs rx ON rx.id = rp.run_id WHERE rp.reproduces_run_digest = r.run_digest " \
+  "AND rp.same_implementation <> 0 AND rx.status = 'passed' AND rx.reproduced_by_kernelindex <> 0 AND rx.retracted_at IS NULL"
+inline constexpr const char* kDerivedReproducedSql =
+    "(CASE WHEN r.reproduced_by_kernelindex <> 0 OR EXISTS (SELECT 1 " KINDEX_VALID_RERUNS_OF_R ") THEN 1 ELSE 0 END)";
+inline constexpr const char* kDerivedReplicationsSql =
+    "(r.independent_replication_count + (SELECT COUNT(DISTINCT rx.environment_key) " KINDEX_VALID_RERUNS_OF_R "))";
+#undef KINDEX_VALID_RERUNS_OF_R
 
 }  // namespace kindex::store

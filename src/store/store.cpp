@@ -106,6 +106,14 @@ bool in_utc_instant_form(const std::string& t) {
 }  // namespace
 
 std::vector<Ranked> Store::cohort(const std::string& comparison_key, bool* source_native) {
+  // Evidence as derived with the members' reruns (schema.hpp), which rank_v1 orders tie chains by: read for the few
+  // members some rerun names, so the query of the cohort stays covered by its index (ix_runs_cohort).
+  std::map<std::string, std::pair<int64_t, int64_t>> rerun_evidence;
+  for (const auto& r : db_->query(std::string("SELECT r.id, ") + kDerivedReproducedSql + ", " + kDerivedReplicationsSql +
+                                      " FROM benchmark_runs r WHERE r.comparison_key = ? AND r.run_digest IN "
+                                      "(SELECT reproduces_run_digest FROM run_reruns)",
+                                  {comparison_key}))
+    rerun_evidence[r.text(0)] = {r.integer(1), r.integer(2)};
   auto rows = db_->query(
       "SELECT id, primary_value, uncertainty_low, uncertainty_high, reproduced_by_kernelindex, "
       "independent_replication_count, source_available, has_raw_evidence, observed_at, source_native "
@@ -119,7 +127,10 @@ std::vector<Ranked> Store::cohort(const std::string& comparison_key, bool* sourc
     k.value = r.real(1);
     k.low = r.maybe_real(2);
     k.high = r.maybe_real(3);
-    k.evidence = evidence_level({r.integer(4) != 0, r.integer(5), r.integer(6) != 0, r.integer(7) != 0});
+    const auto derived = rerun_evidence.find(k.id);
+    const bool reproduced = derived != rerun_evidence.end() ? derived->second.first != 0 : r.integer(4) != 0;
+    const int64_t replications = derived != rerun_evidence.end() ? derived->second.second : r.integer(5);
+    k.evidence = evidence_level({reproduced, replications, r.integer(6) != 0, r.integer(7) != 0});
     k.observed_at = r.text(8);
     // One form (UTC, milliseconds) so that "newer first" compares instants. Text already in that form is kept as
     // it is: utc_instant would give it back unchanged, or refuse it and keep it too (most stored times).

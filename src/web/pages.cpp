@@ -105,6 +105,29 @@ std::string run_link(const json& run, const std::string& text) {
   return "<a href=\"/runs/" + url(run.value("id", "")) + "\">" + html_escape(text) + "</a>";
 }
 
+// One rerun link (store::run_view's "reruns"): "reported 297.3 µs (mean) on NVIDIA B200; rerun here: 301.2 µs
+// (median) on NVIDIA H200 (kindex rerun, 2026-12-03)", each half linked to its run ("rerun here with X instead"
+// when the rerun ran another implementation).
+std::string rerun_sentence(const json& link) {
+  auto measured = [](const json& run) {
+    std::string what = run.value("status", "") == "passed" && run["latencyNs"].is_number()
+                           ? latency(run["latencyNs"]) + (run["statistic"].is_string() ? " (" + e(run["statistic"]) + ")" : "")
+                           : e(run.value("status", ""));
+    return what + " on " + (run["gpu"].is_string() ? e(run["gpu"]) : std::string("an unknown GPU"));
+  };
+  const json& original = link["original"];
+  const json& rerun = link["rerun"];
+  std::string out = "<span class=\"rerun\">";
+  out += original.value("inStore", false)
+             ? std::string("reported <a href=\"/runs/") + url(original.value("id", "")) + "\">" + measured(original) + "</a>"
+             : "reported by run <code>" + e(original["runDigest"]) + "</code> (not in this store)";
+  out += std::string("; rerun here") +
+         (link.value("sameImplementation", true) ? std::string() : " with " + e(rerun["implementation"]) + " instead") +
+         ": <a href=\"/runs/" + url(rerun.value("id", "")) + "\">" + measured(rerun) + "</a> (kindex rerun, " +
+         e(rerun.value("observedAt", std::string()).substr(0, 10)) + ")</span>";
+  return out;
+}
+
 }  // namespace
 
 std::string format_ns(double ns) {
@@ -353,6 +376,20 @@ std::string run_page(const json& v) {
   body += "<p>" + badge(r["evidence"]) + " evidence" +
           (r["origin"] == "kindex" ? (r["realGpu"].get<bool>() ? " · measured by kindex on a GPU with raw samples" : " · measured by kindex (CPU path)")
                                    : " · reported by " + e(r["source"])) + "</p></div>";
+  if (!v.value("reruns", json::array()).empty() || v.value("rerunOf", json()).is_object()) {
+    body += "<div class=\"box\" id=\"reruns\"><h2>Reruns</h2><ul>";
+    for (const auto& link : v["reruns"]) body += "<li>" + rerun_sentence(link) + "</li>";
+    if (v["rerunOf"].is_object())
+      body += "<li>This run re-measured " +
+              (v["rerunOf"].value("inStore", false)
+                   ? run_link(v["rerunOf"], "run " + v["rerunOf"]["id"].get<std::string>().substr(0, 8)) + ": reported " +
+                         (v["rerunOf"]["latencyNs"].is_number() ? latency(v["rerunOf"]["latencyNs"]) : e(v["rerunOf"]["status"])) +
+                         " on " + e(v["rerunOf"]["gpu"])
+                   : "run <code>" + e(v["rerunOf"]["runDigest"]) + "</code> (not in this store)") +
+              " (kindex rerun)</li>";
+    body += "</ul><p class=\"muted\">A rerun is a run of its own on its own GPU; a passing one of the same implementation "
+            "on a GPU with raw samples makes the run it re-measured verified (two environments: replicated).</p></div>";
+  }
   body += "<h2>Identity</h2>" + dl({{"implementation", "<a href=\"/implementations/" + url(r["implementationId"]) + "\">" + e(r["implementation"]) + "</a>"},
                                     {"project", e(r["project"])},
                                     {"revision", e(r["revision"])},
@@ -412,6 +449,11 @@ std::string workload_page(const json& v) {
               latency(r["latencyNs"]) + "</td><td>" + badge(r["evidence"]) + "</td></tr>";
     }
     body += "</table></div>";
+  }
+  if (!v.value("reruns", json::array()).empty()) {
+    body += "<h2>Reruns</h2><ul id=\"reruns\">";
+    for (const auto& link : v["reruns"]) body += "<li>" + rerun_sentence(link) + "</li>";
+    body += "</ul>";
   }
   body += "<h2>Manifest</h2><pre>" + html_escape(v["manifest"].dump(2)) + "</pre>";
   return page("Workload · kindex", body);

@@ -1,6 +1,7 @@
 // `kindex` as a user meets it: bad arguments name the argument and the value and exit non-zero; a small
 // CPU-path run prints machine-readable JSON; the main job, `records` and `serve` share one store and lead from
-// one to the next. Runs the built executable.
+// one to the next; `kindex rerun` records a rerun linked to the run it re-measured, or says why it cannot. Runs the
+// built executable.
 #include <gtest/gtest.h>
 #include <httplib.h>
 #include <signal.h>
@@ -9,6 +10,7 @@
 #include <array>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
 #include <regex>
 #include <string>
 #include <sys/wait.h>
@@ -16,7 +18,10 @@
 #include <nlohmann/json.hpp>
 
 #include "runner/support.hpp"
+#include "store/query.hpp"
+#include "store/store.hpp"
 #include "support/paths.hpp"
+#include "web/pages.hpp"
 
 namespace {
 
@@ -296,4 +301,169 @@ TEST_F(IndexCli, SecondServeOnAPortInUseFailsClearly) {
   ASSERT_TRUE(second.exited(10, code)) << "a second server started on port " << first.port() << ": " << second.output();
   EXPECT_EQ(code, 2);
   EXPECT_NE(second.output().find("address already in use"), std::string::npos) << second.output();
+}
+
+namespace {
+
+// A store holding FlashInfer-Bench's H200 lines for the ps1 seed problem's first workload (kindex's solution and
+// FlashInfer's baseline), imported as a user would; `trace` replaces the fixture when given.
+class RerunCli : public IndexCli {
+ protected:
+  void SetUp() override {
+    IndexCli::SetUp();
+    if (IsSkipped()) return;
+    import_trace(kindex::test::data_dir() + "/harness-traces/h200_fib_ps1.jsonl");
+  }
+  void import_trace(const std::string& trace) {
+    Outcome o = dir.run("import --store s.db --definitions " + kindex::test::data_dir() +
+                        "/specs/flashinfer-trace/definitions " + trace);
+    ASSERT_EQ(o.code, 0) << o.output;
+  }
+  // The id of the imported run whose implementation title starts with `title`.
+  std::string run_of(const std::string& title) {
+    auto s = kindex::store::Store::open((dir.path / "s.db").string());
+    auto rows = s->db().query(
+        "SELECT r.id FROM benchmark_runs r JOIN implementations i ON i.id = r.implementation_id WHERE i.title LIKE ? "
+        "AND r.origin <> 'kindex'",
+        {title + "%"});
+    return rows.size() == 1 ? rows[0].text(0) : "";
+  }
+  nlohmann::json show(const std::string& id, const std::string& store = "s.db") {
+    Outcome o = dir.run("show run " + id + " --json --store " + store, "", true);
+    return o.code == 0 ? nlohmann::json::parse(o.output) : nlohmann::json();
+  }
+  WorkDir dir;
+  const std::string kSmall = " --store s.db --out '' --trials 1 --iterations 2 --warmup 0";
+};
+
+}  // namespace
+
+TEST_F(RerunCli, RerunOfAnImportedRunIsStoredLinkedAndBothPagesShowIt) {
+  const std::string original = run_of("flashinfer_decode");
+  ASSERT_FALSE(original.empty());
+  const nlohmann::json before = show(original);
+  ASSERT_TRUE(before.is_object());
+  EXPECT_TRUE(before["reruns"].empty());
+
+  // FlashInfer's baseline maps to the flashinfer peer, absent on this machine's CPU path: --impl runs the CPU
+  // reference instead, under FlashInfer-Bench's protocol.
+  Outcome o = dir.run("rerun " + original + kSmall + " --impl cpu-reference");
+  ASSERT_EQ(o.code, 0) << o.output;
+  EXPECT_NE(o.output.find("reported 192.5 µs (mean) on NVIDIA H200; rerun here with cpu-reference instead: "),
+            std::string::npos)
+      << o.output;
+  EXPECT_NE(o.output.find("flashinfer-bench protocol"), std::string::npos) << o.output;
+
+  const nlohmann::json after = show(original);
+  ASSERT_EQ(after["reruns"].size(), 1u) << after.dump(2);
+  const nlohmann::json& link = after["reruns"][0];
+  const std::string rerun = link["rerun"]["id"];
+  EXPECT_EQ(link["original"]["id"], original);
+  EXPECT_EQ(link["rerun"]["status"], "passed");
+  // The original's row and manifest are as they were (a CPU rerun verifies nothing: its evidence stays reported).
+  EXPECT_EQ(after["run"], before["run"]);
+  EXPECT_EQ(after["manifest"], before["manifest"]);
+  EXPECT_EQ(after["run"]["evidence"], "reported");
+
+  // The rerun is a run of its own, in this machine's environment, naming the original by its runDigest.
+  const nlohmann::json r = show(rerun);
+  ASSERT_TRUE(r.is_object());
+  EXPECT_EQ(r["rerunOf"]["id"], original);
+  EXPECT_EQ(r["manifest"]["run"]["metadata"]["labels"]["reproduces_run"], before["run"]["runDigest"]);
+  EXPECT_EQ(r["manifest"]["run"]["metadata"]["labels"]["rerun_same_implementation"], "false");  // not FlashInfer's
+  EXPECT_NE(r["run"]["environmentKey"], before["run"]["environmentKey"]);
+  EXPECT_EQ(r["run"]["origin"], "kindex");
+
+  // Both run pages and the original's workload page show the pair, each linking the other run.
+  auto s = kindex::store::Store::open((dir.path / "s.db").string());
+  const std::string original_page = kindex::web::run_page(kindex::store::run_view(*s, original));
+  EXPECT_NE(original_page.find(" instead: <a href=\"/runs/" + rerun + "\">"), std::string::npos) << original_page;
+  EXPECT_NE(original_page.find("rerun here with cpu-reference"), std::string::npos) << original_page;
+  EXPECT_NE(original_page.find("reported <a href=\"/runs/" + original + "\">192.5 µs (mean) on NVIDIA H200</a>"),
+            std::string::npos);
+  const std::string rerun_page = kindex::web::run_page(kindex::store::run_view(*s, rerun));
+  EXPECT_NE(rerun_page.find("This run re-measured <a href=\"/runs/" + original + "\">"), std::string::npos) << rerun_page;
+  const std::string workload_page =
+      kindex::web::workload_page(kindex::store::workload_view(*s, before["workloadId"].get<std::string>()));
+  EXPECT_NE(workload_page.find(" instead: <a href=\"/runs/" + rerun + "\">"), std::string::npos) << workload_page;
+}
+
+TEST_F(RerunCli, AHarnessRunOfKindexsSolutionIsRerunAsKindexAndRecordedWhateverItsOutcome) {
+  // FlashInfer-Bench's run of kindex's solution maps to kindex's kernels: the same implementation. Without a GPU
+  // (or a CUDA build) the rerun fails, and is recorded and linked all the same (exit 1); with one it passes.
+  const std::string original = run_of("kindex_paged_decode");
+  ASSERT_FALSE(original.empty());
+  Outcome o = dir.run("rerun " + original + kSmall + " --json", "", true);
+  EXPECT_TRUE(o.code == 0 || o.code == 1) << o.output;
+  const nlohmann::json j = nlohmann::json::parse(o.output, nullptr, false);
+  ASSERT_TRUE(j.is_object()) << o.output;
+  EXPECT_EQ(j["plan"]["implementation"], "kindex");
+  EXPECT_EQ(j["plan"]["problem"], "gqa_paged_decode_h32_kv4_d128_ps1");
+  EXPECT_EQ(j["plan"]["source"], "flashinfer-bench");
+  EXPECT_TRUE(j["plan"]["sameImplementation"].get<bool>());
+  EXPECT_EQ(j["passed"].get<bool>(), o.code == 0);
+  EXPECT_EQ(j["original"]["id"], original);
+  EXPECT_EQ(j["rerun"]["rerunOf"]["id"], original);  // the rerun's run view, as GET /api/runs/ID gives it
+  const nlohmann::json after = show(original);
+  ASSERT_EQ(after["reruns"].size(), 1u) << after.dump(2);
+  EXPECT_TRUE(after["reruns"][0]["sameImplementation"].get<bool>());
+  EXPECT_EQ(after["reruns"][0]["rerun"]["id"], j["rerun"]["run"]["id"]);
+  EXPECT_EQ(after["reruns"][0]["rerun"]["status"] == "passed", o.code == 0);
+}
+
+TEST_F(RerunCli, AnExportOfTheStoreImportsWithTheLink) {
+  const std::string original = run_of("kindex_paged_decode");
+  ASSERT_EQ(dir.run("rerun " + original + kSmall + " --impl cpu-reference").code, 0);
+  ASSERT_EQ(show(original)["reruns"].size(), 1u);
+  Outcome exported = dir.run("export --store s.db all.jsonl");
+  ASSERT_EQ(exported.code, 0) << exported.output;
+  Outcome imported = dir.run("import --store copy.db all.jsonl");
+  ASSERT_EQ(imported.code, 0) << imported.output;
+  const nlohmann::json copy = show(original, "copy.db");
+  ASSERT_EQ(copy["reruns"].size(), 1u) << copy.dump(2);
+  EXPECT_EQ(copy["reruns"][0], show(original)["reruns"][0]);
+}
+
+TEST_F(RerunCli, ClearErrorsForAMissingRunAnUnmappableImplementationAndAProblemTheRunnerLacks) {
+  Outcome missing = dir.run("rerun 0123456789abcdef --store s.db --out ''");
+  EXPECT_EQ(missing.code, 2) << missing.output;
+  EXPECT_NE(missing.output.find("run = 0123456789abcdef: no such run in this store"), std::string::npos) << missing.output;
+
+  // A solution kindex cannot obtain here (a Triton kernel by name only), unless --impl names one.
+  std::string lines;
+  {
+    std::ifstream in(kindex::test::data_dir() + "/harness-traces/h200_fib_ps1.jsonl");
+    std::getline(in, lines);
+  }
+  const std::string from = "kindex_paged_decode_gqa_paged_decode_h32_kv4_d128_ps1";
+  lines.replace(lines.find("\"solution\":\"" + from), from.size() + 12, "\"solution\":\"someones_triton_decode");
+  { std::ofstream((dir.path / "other.jsonl").string()) << lines << "\n"; }
+  import_trace((dir.path / "other.jsonl").string());
+  const std::string other = run_of("someones_triton_decode");
+  ASSERT_FALSE(other.empty());
+  Outcome unmappable = dir.run("rerun " + other + " --store s.db --out ''");
+  EXPECT_EQ(unmappable.code, 2) << unmappable.output;
+  EXPECT_NE(unmappable.output.find("implementation = someones_triton_decode: is not one kindex can obtain here"),
+            std::string::npos)
+      << unmappable.output;
+  EXPECT_NE(unmappable.output.find("--impl solution:FILE"), std::string::npos) << unmappable.output;
+  EXPECT_TRUE(show(other)["reruns"].empty());
+
+  // KernelIndex's example run (an RMSNorm) is no problem the runner has.
+  std::string examples;
+  for (const char* f : {"operation-spec", "workload-case", "implementation-revision", "benchmark-protocol",
+                        "execution-environment", "software-project", "benchmark-run"})
+    examples += " " + kindex::test::data_dir() + "/kernelindex/examples/" + f + ".yaml";
+  ASSERT_EQ(dir.run("import --store s.db" + examples).code, 0);
+  auto s = kindex::store::Store::open((dir.path / "s.db").string());
+  auto rows = s->db().query("SELECT r.id, o.name FROM benchmark_runs r JOIN workloads w ON w.id = r.workload_id JOIN "
+                            "operations o ON o.id = w.operation_id WHERE o.name NOT LIKE 'gqa%'");
+  ASSERT_EQ(rows.size(), 1u);
+  Outcome foreign = dir.run("rerun " + rows[0].text(0) + " --store s.db --out '' --impl cpu-reference");
+  EXPECT_EQ(foreign.code, 2) << foreign.output;
+  EXPECT_NE(foreign.output.find("operation = " + rows[0].text(1) + ": is not a problem kindex's runner can run"),
+            std::string::npos)
+      << foreign.output;
+  // Nothing was recorded by the refused reruns.
+  EXPECT_EQ(s->db().query("SELECT COUNT(*) FROM run_reruns")[0].integer(0), 0);
 }

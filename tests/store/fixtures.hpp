@@ -5,6 +5,7 @@
 
 #include "evidence/digest.hpp"
 #include "evidence/reader.hpp"
+#include "store/rows.hpp"
 #include "store/store.hpp"
 #include "support/paths.hpp"
 
@@ -36,6 +37,20 @@ inline OwnRun example_run(int64_t median_ns, int salt, bool real_gpu = false, st
   r.definition_name = "example_rmsnorm";
   r.real_gpu = real_gpu;
   r.samples_ns = std::move(samples);
+  return r;
+}
+
+// A run of the example chain that names `original` (a runDigest) as the run it re-measured (the labels
+// `kindex rerun` writes), in the environment `product` names; `gpu`: measured on a GPU with raw samples (what kindex's
+// runner marks reproduced). Its implementation is another one ("variant-1", kindex's own, as a rerun mapped to a
+// peer is), so its runs' evidence stays its own.
+inline OwnRun rerun_of(const std::string& original, int salt, const std::string& product, bool gpu,
+                       const std::string& status = "passed") {
+  OwnRun r = example_run(9100 + salt, salt, gpu, {9100, 9110, 9120}, 1);
+  r.environment["spec"]["hardware"]["product"] = product;
+  r.run["spec"]["environmentDigest"] = evidence::manifest_digest(r.environment);
+  r.run["spec"]["status"] = status;
+  r.run["metadata"]["labels"] = {{kReproducesRunLabel, original}};
   return r;
 }
 

@@ -42,12 +42,13 @@ class Backends : public ::testing::Test {
 };
 std::unique_ptr<test::PostgresServer> Backends::server_;
 
-// Drops what legitimately differs between two stores (the time a view was rendered).
+// Drops what legitimately differs between two stores (the time a view was rendered, or a record event written).
 nlohmann::json stable(nlohmann::json j) {
   if (j.is_object()) {
     j.erase("citation");
     j.erase("createdAt");
     j.erase("at");
+    j.erase("since");
     for (auto& [k, v] : j.items()) v = stable(v);
   } else if (j.is_array()) {
     for (auto& v : j) v = stable(v);
@@ -93,6 +94,30 @@ TEST_F(Backends, RecordsAndRetractionsBehaveAlike) {
     EXPECT_EQ(r[0]["record"]["id"], a.run_id);
     answers.push_back(stable(r));
   }
+  EXPECT_EQ(answers[0], answers[1]);
+}
+
+TEST_F(Backends, RerunsLinkAndDeriveEvidenceAlike) {
+  auto s = stores("reruns");
+  std::vector<nlohmann::json> answers;
+  for (auto& store : s) {
+    SCOPED_TRACE(store->backend());
+    OwnRun reported = test::example_run(9000, 1);
+    reported.origin = "manifest";
+    const RecordResult original = store->record_run(reported);
+    store->record_run(test::rerun_of(original.run_digest, 2, "NVIDIA H200", true));
+    store->record_run(test::rerun_of(original.run_digest, 3, "NVIDIA H100 80GB HBM3", true));
+    OwnRun other = test::rerun_of(original.run_digest, 4, "NVIDIA H200", true);
+    other.run["metadata"]["labels"][kSameImplementationLabel] = "false";
+    store->record_run(other);
+    const nlohmann::json v = run_view(*store, original.run_id);
+    EXPECT_EQ(v["run"]["evidence"], "replicated");
+    EXPECT_EQ(v["reruns"].size(), 3u);
+    answers.push_back(stable({{"run", v},
+                              {"workload", workload_view(*store, v["workloadId"].get<std::string>())},
+                              {"operation", operation_view(*store, "example_rmsnorm")}}));
+  }
+  ASSERT_EQ(answers.size(), 2u);
   EXPECT_EQ(answers[0], answers[1]);
 }
 

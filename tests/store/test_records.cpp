@@ -12,6 +12,7 @@
 #include "store/import.hpp"
 #include "store/query.hpp"
 #include "store/ranking.hpp"
+#include "store/rows.hpp"
 
 namespace kindex::store {
 namespace {
@@ -332,4 +333,100 @@ TEST(Leaderboard, AverageSpeedupOverTheBaselinePassRateAndLatencySpread) {
 }
 
 }  // namespace
+}  // namespace kindex::store
+
+namespace kindex::store {
+namespace {
+
+// The strongest evidence of the original's implementation (not the reruns' "variant-1").
+std::string implementation_evidence(Store& s) {
+  const nlohmann::json view = operation_view(s, "example_rmsnorm");
+  for (const auto& i : view["implementations"])
+    if (i["slug"] != "variant-1") return i["evidence"].get<std::string>();
+  return "";
+}
+
+}  // namespace
+
+TEST(Reruns, PassingGpuRerunsMakeTheRunTheyReproduceVerifiedThenReplicatedWithoutRewritingIt) {
+  auto s = Store::open(":memory:");
+  OwnRun reported = test::example_run(9000, 1);
+  reported.origin = "manifest";  // published elsewhere: reported
+  const RecordResult original = s->record_run(reported);
+  auto row = [&] { return s->db().query("SELECT * FROM benchmark_runs WHERE id = ?", {original.run_id})[0].cells; };
+  const auto stored = row();
+  EXPECT_EQ(run_view(*s, original.run_id)["run"]["evidence"], "reported");
+
+  // A rerun on the CPU path and a GPU rerun that failed are linked, and verify nothing.
+  s->record_run(test::rerun_of(original.run_digest, 2, "NVIDIA H200", false));
+  s->record_run(test::rerun_of(original.run_digest, 3, "NVIDIA H200", true, "incorrect_numerical"));
+  nlohmann::json v = run_view(*s, original.run_id);
+  EXPECT_EQ(v["reruns"].size(), 2u);
+  EXPECT_EQ(v["run"]["evidence"], "reported");
+  EXPECT_EQ(implementation_evidence(*s), "reported");
+
+  // A passing GPU rerun of another implementation (an --impl override) is linked, and verifies nothing.
+  OwnRun other = test::rerun_of(original.run_digest, 7, "NVIDIA H200", true);
+  other.run["metadata"]["labels"][kSameImplementationLabel] = "false";
+  s->record_run(other);
+  EXPECT_EQ(run_view(*s, original.run_id)["reruns"].size(), 3u);
+  EXPECT_EQ(run_view(*s, original.run_id)["run"]["evidence"], "reported");
+
+  // One passing GPU rerun: verified, in the run's views, its cohort's ranking and its implementation's evidence.
+  const RecordResult gpu = s->record_run(test::rerun_of(original.run_digest, 4, "NVIDIA H200", true));
+  v = run_view(*s, original.run_id);
+  EXPECT_EQ(v["run"]["evidence"], "verified");
+  EXPECT_EQ(run_view(*s, gpu.run_id)["rerunOf"]["id"], original.run_id);
+  for (const Ranked& m : s->cohort(original.comparison_key))
+    if (m.id == original.run_id) EXPECT_EQ(m.evidence, EvidenceLevel::verified);
+  EXPECT_EQ(implementation_evidence(*s), "verified");
+  // A second passing rerun in the same environment is no independent replication; one in another environment is.
+  s->record_run(test::rerun_of(original.run_digest, 5, "NVIDIA H200", true));
+  EXPECT_EQ(run_view(*s, original.run_id)["run"]["evidence"], "verified");
+  s->record_run(test::rerun_of(original.run_digest, 6, "NVIDIA H100 80GB HBM3", true));
+  EXPECT_EQ(run_view(*s, original.run_id)["run"]["evidence"], "replicated");
+  EXPECT_EQ(implementation_evidence(*s), "replicated");
+  // Retracting a rerun takes back what it gave.
+  auto h100 = s->db().query("SELECT id FROM benchmark_runs WHERE hardware_model = 'NVIDIA H100 80GB HBM3'");
+  s->retract_run(h100.at(0).text(0), "wrong clocks", "2026-09-01T00:00:00Z");
+  EXPECT_EQ(run_view(*s, original.run_id)["run"]["evidence"], "verified");
+
+  EXPECT_EQ(row(), stored) << "the original's row was rewritten";
+  EXPECT_EQ(s->db().query("SELECT COUNT(*) FROM run_reruns")[0].integer(0), 6);
+}
+
+TEST(Reruns, ARerunRecordedBeforeItsOriginalIsLinkedWhenTheOriginalArrives) {
+  auto s = Store::open(":memory:");
+  OwnRun reported = test::example_run(9000, 1);
+  reported.origin = "manifest";
+  const std::string digest = evidence::manifest_digest(reported.run);
+  const RecordResult rerun = s->record_run(test::rerun_of(digest, 2, "NVIDIA H200", true));
+  nlohmann::json v = run_view(*s, rerun.run_id);
+  EXPECT_EQ(v["rerunOf"]["inStore"], false);
+  EXPECT_EQ(v["rerunOf"]["runDigest"], digest);
+  const RecordResult original = s->record_run(reported);
+  EXPECT_EQ(run_view(*s, rerun.run_id)["rerunOf"]["id"], original.run_id);
+  EXPECT_EQ(run_view(*s, original.run_id)["run"]["evidence"], "verified");
+}
+
+TEST(Reruns, RerunLabelsThatAreNotARunDigestOrABooleanAreRefusedAndNothingIsStored) {
+  auto s = Store::open(":memory:");
+  try {
+    s->record_run(test::rerun_of("run 42", 2, "NVIDIA H200", true));
+    FAIL() << "a reproduces_run label that is no runDigest was accepted";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.field(), "run.metadata.labels.reproduces_run");
+    EXPECT_EQ(e.value(), "run 42");
+  }
+  OwnRun unclear = test::rerun_of(std::string("sha256:") + std::string(64, 'a'), 3, "NVIDIA H200", true);
+  unclear.run["metadata"]["labels"][kSameImplementationLabel] = "maybe";
+  try {
+    s->record_run(unclear);
+    FAIL() << "a rerun_same_implementation label that is neither true nor false was accepted";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.field(), "run.metadata.labels.rerun_same_implementation");
+  }
+  EXPECT_EQ(s->db().query("SELECT COUNT(*) FROM benchmark_runs")[0].integer(0), 0);
+}
+
 }  // namespace kindex::store

@@ -40,8 +40,8 @@ class RoundRunner {
     catalog::Inputs inputs;  // the first round's, random float tensors planned (GenerateOptions::plan_random_floats)
   };
   struct Prepared {
-    int planned = 0;   // calls the plan step saw (0: the implementation has none; loading it was the set-up)
-    std::string note;  // e.g. the compiler's cache hits and misses
+    int planned = 0;  // calls the plan step saw (0: the implementation has none; loading it was the set-up)
+    int compile_cache_hits = 0, compile_cache_misses = 0;  // Inductor's FX graph cache, where torch compiled
   };
   virtual Prepared prepare(const catalog::Definition& def, const std::vector<PrepareCall>& calls) = 0;
 };

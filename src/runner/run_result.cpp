@@ -206,7 +206,13 @@ json BenchReport::to_json() const {
 }
 
 json SetUpRecord::to_json() const {
-  return {{"status", status}, {"wall_s", wall_s}, {"workloads", workloads}, {"planned", planned},
+  return {{"status", status},
+          {"wall_s", wall_s},
+          {"workloads", workloads},
+          {"planned", planned},
+          {"compile_cache_hits", compile_cache_hits},
+          {"compile_cache_misses", compile_cache_misses},
+          {"warm_up_processes", warm_up_processes},
           {"message", message}};
 }
 
@@ -216,6 +222,9 @@ SetUpRecord SetUpRecord::from_json(const json& j) {
   s.wall_s = j.value("wall_s", 0.0);
   s.workloads = j.value("workloads", 0);
   s.planned = j.value("planned", 0);
+  s.compile_cache_hits = j.value("compile_cache_hits", 0);
+  s.compile_cache_misses = j.value("compile_cache_misses", 0);
+  s.warm_up_processes = j.value("warm_up_processes", 0);
   s.message = j.value("message", "");
   return s;
 }

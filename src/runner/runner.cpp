@@ -9,6 +9,7 @@
 #include <set>
 #include <sstream>
 #include <thread>
+#include <utility>
 
 #include "runner/implementation.hpp"
 #include "runner/libraries.hpp"
@@ -65,7 +66,6 @@ SetUpRecord prepare_runs(const std::string& spec, const std::vector<const WorkIt
     std::vector<const catalog::Definition*> defs;  // in the items' order
     for (const auto* item : items)
       if (std::find(defs.begin(), defs.end(), item->definition) == defs.end()) defs.push_back(item->definition);
-    std::vector<std::string> notes;
     for (const auto* def : defs) {
       if (!impl->unsupported_reason(*def).empty()) continue;  // its runs say why
       std::vector<RoundRunner::PrepareCall> calls;
@@ -77,10 +77,10 @@ SetUpRecord prepare_runs(const std::string& spec, const std::vector<const WorkIt
       const RoundRunner::Prepared p = runner->prepare(*def, calls);
       s.workloads += int(calls.size());
       s.planned += p.planned;
-      if (!p.note.empty()) notes.push_back(p.note);
+      s.compile_cache_hits += p.compile_cache_hits;
+      s.compile_cache_misses += p.compile_cache_misses;
     }
     s.status = "prepared";
-    for (const auto& n : notes) s.message += (s.message.empty() ? "" : "; ") + n;
   } catch (const std::exception& e) {
     s.status = "failed";
     s.message = e.what();
@@ -120,7 +120,8 @@ BenchReport run_bench(const std::vector<WorkItem>& items, const BenchOptions& op
   ScratchFolder scratch;  // the solutions' Python processes' files, removed when the bench ends
   // Serves, in the current process (the body of a worker): "hello" (the environment and the in-process
   // implementations' descriptions), "describe <spec>" (one solution's description, in its own worker), "prepare
-  // <spec> <item>..." (its set-up) and "run <item> <spec> <gpu>". Items and specs are indices into `items` and
+  // <spec> <item>..." (its set-up), "warm <spec> <threads> <item>..." (the same in a warm-up helper, with that many
+  // compile workers) and "run <item> <spec> <gpu>". Items and specs are indices into `items` and
   // `specs`, not jobs: the job list changes after the first worker has been forked with its copy.
   auto serve = [&](const std::string& request, bool* exit_after) -> std::string {
     std::istringstream in(request);
@@ -137,8 +138,13 @@ BenchReport run_bench(const std::vector<WorkItem>& items, const BenchOptions& op
       in >> spec;
       return capture_hello({specs.at(spec)}, false).dump();
     }
-    if (op == "prepare") {
+    if (op == "prepare" || op == "warm") {
       in >> spec;
+      if (op == "warm") {  // a warm-up helper: its share of the cores for Inductor's compile workers
+        int threads = 1;
+        in >> threads;
+        ::setenv("TORCHINDUCTOR_COMPILE_THREADS", std::to_string(threads).c_str(), 1);
+      }
       std::vector<const WorkItem*> mine;
       while (in >> item) mine.push_back(&items.at(item));
       return prepare_runs(specs.at(spec), mine, options).to_json().dump(-1, ' ', false,
@@ -164,6 +170,9 @@ BenchReport run_bench(const std::vector<WorkItem>& items, const BenchOptions& op
     std::unique_ptr<Worker> worker;
     bool preparing = false;
     Clock::time_point since;
+    std::vector<size_t> rest;  // the set-up's second request: every workload after the first
+    SetUpRecord set_up;        // so far
+    std::vector<std::unique_ptr<Worker>> warm_up;  // helpers filling the compiler's on-disk cache
   };
   std::map<std::string, Lane> lanes;
   auto lane_of = [&](const std::string& spec) { return options.isolate && is_solution_spec(spec) ? spec : ""; };
@@ -178,7 +187,8 @@ BenchReport run_bench(const std::vector<WorkItem>& items, const BenchOptions& op
     if (options.isolate) {
       std::vector<std::string> described;
       for (const auto& spec : specs)
-        if (!lane_of(spec).empty()) {
+        if (!lane_of(spec).empty() &&
+            std::any_of(jobs.begin(), jobs.end(), [&](const Job& j) { return j.impl == spec; })) {
           start_worker(spec);
           if (lanes[spec].worker->send("describe " + spec_index(spec))) described.push_back(spec);
         }
@@ -231,46 +241,84 @@ BenchReport run_bench(const std::vector<WorkItem>& items, const BenchOptions& op
                 "was measured on another GPU than this run's (" +
                     (gpu ? report.environment.gpu_name : std::string("no GPU")) + ")");
 
-  // Each solution's set-up starts now, in its own worker, beside the runs of the other lanes.
+  // Each solution's set-up starts now, in its own worker, beside the runs of the other lanes: first its first
+  // workload alone, then the rest. Where that first one missed the compiler's on-disk cache (a cold torch.compile),
+  // warm-up helpers (one per 4 cores, the lane included) compile later workloads into that cache meanwhile, so the
+  // lane finds them there; they are ended when the lane is done. Where it hit, the cache is warm: no helpers.
+  const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+  auto prepare_request = [&](const std::string& op, const std::string& spec, const std::vector<size_t>& its,
+                             const std::string& extra = "") {
+    std::string request = op + " " + spec_index(spec) + extra;
+    for (size_t i : its) request += " " + std::to_string(i);
+    return request;
+  };
   for (auto& [lane, l] : lanes) {
     if (lane.empty() || !l.worker) continue;
-    std::string request;
+    std::vector<size_t> mine;
     for (const auto& job : jobs)
-      if (job.impl == lane) request += " " + std::to_string(job.item);
-    if (request.empty()) {  // nothing to run (a peer not installed, a solution of no selected definition)
+      if (job.impl == lane) mine.push_back(job.item);
+    if (mine.empty()) {  // nothing to run (a peer not installed, a solution of no selected definition)
       l.worker.reset();
       continue;
     }
     l.since = Clock::now();
-    l.preparing = l.worker->send("prepare " + spec_index(lane) + request);
+    l.rest.assign(mine.begin() + 1, mine.end());
+    l.preparing = l.worker->send(prepare_request("prepare", lane, {mine.front()}));
     if (!l.preparing) l.worker.reset();
   }
-  // Takes the set-ups that have ended; ends those past the per-workload timeout (their runs are not run).
+  auto start_warm_up = [&](const std::string& lane, Lane& l) {
+    const size_t processes = std::min<size_t>(
+        l.rest.size(), options.set_up_processes > 0 ? unsigned(options.set_up_processes) : std::max(1u, cores / 4));
+    for (size_t h = 1; h < processes; ++h) {
+      const std::vector<size_t> share(l.rest.begin() + ptrdiff_t(h * l.rest.size() / processes),
+                                      l.rest.begin() + ptrdiff_t((h + 1) * l.rest.size() / processes));
+      auto helper = std::make_unique<Worker>(serve);
+      if (helper->send(prepare_request("warm", lane, share, " " + std::to_string(std::max<size_t>(1, cores / processes)))))
+        l.warm_up.push_back(std::move(helper));
+    }
+    l.set_up.warm_up_processes = int(l.warm_up.size());
+  };
+  // Takes the set-ups' replies; ends those past the per-workload timeout (their runs are not run).
   auto collect_set_ups = [&] {
     for (auto& [lane, l] : lanes) {
       if (!l.preparing) continue;
       std::string line;
       const auto reply = l.worker->receive(0, &line);
-      SetUpRecord s;
+      SetUpRecord& s = l.set_up;
       if (reply == Worker::Reply::line) {
-        s = SetUpRecord::from_json(nlohmann::json::parse(line));
+        const SetUpRecord part = SetUpRecord::from_json(nlohmann::json::parse(line));
+        s.workloads += part.workloads;
+        s.planned += part.planned;
+        s.compile_cache_hits += part.compile_cache_hits;
+        s.compile_cache_misses += part.compile_cache_misses;
+        s.status = part.status;
+        s.message = part.message;
+        if (part.status == "prepared" && !l.rest.empty()) {
+          if (part.compile_cache_misses > 0 && l.rest.size() >= 2) start_warm_up(lane, l);
+          const std::vector<size_t> rest = std::exchange(l.rest, {});
+          if (l.worker->send(prepare_request("prepare", lane, rest))) continue;
+          s.status = "failed";
+          s.message = "the worker process died during the set-up (" + l.worker->stop() + ")";
+          l.worker.reset();
+        }
       } else if (reply == Worker::Reply::died) {
         s.status = "failed";
         s.message = "the worker process died during the set-up (" + l.worker->stop() + ")";
-        s.wall_s = seconds_since(l.since);
         l.worker.reset();
       } else if (seconds_since(l.since) > options.timeout_s) {
         l.worker->stop(true);
         l.worker.reset();
         s.status = "timeout";
-        s.wall_s = seconds_since(l.since);
         s.message = "exceeded the per-workload timeout of " + std::to_string(int(options.timeout_s)) + " s";
         report.not_available[lane] = "its set-up " + s.message + "; its runs were not run";
         dropped.insert(lane);
       } else {
         continue;
       }
+      for (auto& helper : l.warm_up) helper->stop(true);
+      l.warm_up.clear();
       l.preparing = false;
+      s.wall_s = seconds_since(l.since);
       report.set_up[lane] = s;
     }
   };

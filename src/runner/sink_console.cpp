@@ -86,7 +86,11 @@ std::string set_up_summary(const BenchReport& report) {
     if (s.status == "prepared") {
       entry += wall + std::string(" (") + std::to_string(s.workloads) + " workloads";
       if (const std::string what = peer_set_up(spec); !what.empty()) entry += "; " + what;
-      if (!s.message.empty()) entry += "; " + s.message;
+      if (s.compile_cache_hits || s.compile_cache_misses)
+        entry += "; Inductor's FX graph cache: " + std::to_string(s.compile_cache_hits) + " hits, " +
+                 std::to_string(s.compile_cache_misses) + " misses";
+      if (s.warm_up_processes)
+        entry += "; " + std::to_string(s.warm_up_processes) + " warm-up processes filled that cache meanwhile";
       entry += ")";
     } else if (s.status == "timeout") {
       entry += "ended after " + std::string(wall) + ": " + s.message + " (its runs were not run)";

@@ -292,7 +292,8 @@ class SolutionImplementation final : public Implementation, public RoundRunner {
                            {"outputs", outs}});
       }
       json reply = py.request({{"op", "prepare"}, {"key", key}, {"calls", recipes}}, &dead);
-      return {reply.value("planned", 0), reply.value("note", "")};
+      const json cache = reply.value("compile_cache", json::object());
+      return {reply.value("planned", 0), cache.value("hits", 0), cache.value("misses", 0)};
     } catch (...) {
       if (dead) python_processes().erase(spec_);
       throw;

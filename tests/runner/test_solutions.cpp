@@ -6,6 +6,7 @@
 
 #include <cstdlib>
 #include <fstream>
+#include <set>
 
 #include <nlohmann/json.hpp>
 
@@ -415,6 +416,56 @@ TEST(Solutions, AFailedOrHungSetUpIsReportedAndTheBenchGoesOn) {
   EXPECT_NE(report.not_available["flashinfer"].find("not installed"), std::string::npos);
   const std::string table = results_table(report);
   EXPECT_NE(table.find("solution:" + fails + " failed"), std::string::npos) << table;
+}
+
+// Where the first workload's set-up missed the compiler's cache (here a stand-in for Inductor's counters), helper
+// processes compile later workloads meanwhile (each writes a marker where a real one fills the on-disk cache; a plan
+// step of 0.7 s on each new shape gives them time to begin), and are ended with the lane; where it hit, none start.
+TEST(Solutions, AColdCompileCacheStartsWarmUpHelpers) {
+  PythonWithoutSitePackages python;
+  Fixture f;
+  const auto markers = test::scratch_dir("warm-up-markers");
+  auto solution = [&](const std::string& name, const std::string& counter) {
+    return write_solution(
+        fib_solution(name, "\nimport collections, os, sys, time, types\n"
+                           "_counters = {'inductor': collections.Counter()}\n"
+                           "sys.modules['torch._dynamo.utils'] = types.SimpleNamespace(counters=_counters)\n"
+                           "_seen = set()\n"
+                           "def plan(*a):\n    if a[1].shape in _seen:\n        return\n    _seen.add(a[1].shape)\n"
+                           "    _counters['inductor']['" + counter + "'] += 1\n"
+                           "    open(os.path.join('" + markers.string() + "', '" + name +
+                           "_%d_%d' % (os.getpid(), a[1].shape[0])), 'w').close()\n"
+                           "    time.sleep(0.7)\n"),
+        name);
+  };
+  const std::string cold = solution("cold_cache", "fxgraph_cache_miss");
+  const std::string warm = solution("warm_cache", "fxgraph_cache_hit");
+  std::vector<WorkItem> four;
+  for (size_t w : {0, 2, 4, 6}) four.push_back({&f.problem.definition, &f.problem.workloads.at(w)});
+  BenchOptions o = options({"solution:" + cold, "solution:" + warm});
+  o.set_up_processes = 3;
+  BenchReport report = run_bench(four, o);
+  ASSERT_EQ(report.results.size(), 8u);
+  for (const auto& r : report.results) EXPECT_EQ(r.status, RunStatus::passed) << r.message;
+
+  const SetUpRecord& c = report.set_up.at("solution:" + cold);
+  EXPECT_EQ(c.status, "prepared");
+  EXPECT_EQ(c.workloads, 4);
+  EXPECT_EQ(c.compile_cache_misses, 4);  // the lane's own: it compiles every workload, helpers or not
+  EXPECT_EQ(c.warm_up_processes, 2);    // 3 workloads after the first, in 3 shares: the lane's and 2 helpers'
+  const SetUpRecord& w = report.set_up.at("solution:" + warm);
+  EXPECT_EQ(w.compile_cache_hits, 4);
+  EXPECT_EQ(w.warm_up_processes, 0);
+  // Markers by process: the warm solution's from its lane alone; the cold one's from its lane and its helpers.
+  std::set<std::string> cold_pids, warm_pids;
+  for (const auto& e : std::filesystem::directory_iterator(markers)) {
+    const std::string name = e.path().filename().string();
+    const std::string pid = name.substr(0, name.rfind('_'));
+    (name.rfind("cold_cache", 0) == 0 ? cold_pids : warm_pids).insert(pid);
+  }
+  EXPECT_EQ(warm_pids.size(), 1u);
+  EXPECT_GE(cold_pids.size(), 2u);  // a helper ended before it began leaves none
+  EXPECT_NE(results_table(report).find("2 warm-up processes"), std::string::npos) << results_table(report);
 }
 
 // The comparison table: kindex beside the fastest peer that passed, with the ratio.

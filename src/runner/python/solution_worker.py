@@ -25,12 +25,12 @@ process).
       do), it is called first with the same arguments, untimed, its host time returned as plan_s.
   {"op": "prepare", "key": K, "calls": [{"inputs": [... as a round's, random tensors as {"name", "dtype", "shape",
    "unfilled": true}], "outputs": [{"name", "dtype", "shape"}]}]}
-                                                      -> {"ok": true, "planned": N, "note": TEXT}
+                                                      -> {"ok": true, "planned": N, "compile_cache": {"hits", "misses"}}
       The solution's one-time set-up ahead of its runs (the runner sends it while other implementations are measured):
       calls the entry module's `plan` once per call with that call's arguments, the random tensors left unfilled
       (no GPU work: a plan step sees shapes, dtypes, scalars and the page tables, which are sent), the outputs too;
-      nothing is called, timed or written back. Without `plan`, loading the module was the set-up. The note gives
-      Inductor's FX graph cache hits and misses when torch compiled anything.
+      nothing is called, timed or written back. Without `plan`, loading the module was the set-up. compile_cache:
+      Inductor's FX graph cache hits and misses during the request (0 and 0 where nothing was compiled).
   {"op": "time", "protocol": {"untimed", "warmup", "iterations", "cold_l2", "prefer_cupti"}, "fresh_addresses": B}
                                                       -> {"ok": true, "ns": [...], "timer": NAME, "note": TEXT}
       Times the last round's call with kindex_gpu_reference_time_calls: the runner's own timer (src/runner/timer.cpp:
@@ -297,6 +297,7 @@ class Worker:
 
     def prepare(self, req):
         _, dps, plan, _ = self.loaded[req["key"]]
+        before = self._compile_cache()
         planned = 0
         for call in req["calls"] if plan is not None else []:
             args = self._arguments(call["inputs"])
@@ -305,16 +306,18 @@ class Worker:
             plan(*args)
             planned += 1
             del args
-        self._sync()
-        if self.device:
-            self.torch.cuda.empty_cache()  # the unfilled tensors' memory, for the implementations measured meanwhile
-        return {"planned": planned, "note": self._compile_cache_note()}
+            if self.device:  # the unfilled tensors' memory goes back at once, for the implementations measured meanwhile
+                self._sync()
+                self.torch.cuda.empty_cache()
+        after = self._compile_cache()
+        return {"planned": planned, "compile_cache": {k: after[k] - before[k] for k in after}}
 
-    def _compile_cache_note(self):
+    @staticmethod
+    def _compile_cache():
+        """Inductor's FX graph cache hits and misses so far in this process (none where torch compiled nothing)."""
         dynamo = sys.modules.get("torch._dynamo.utils")
         counters = getattr(dynamo, "counters", {}).get("inductor", {}) if dynamo else {}
-        hits, misses = counters.get("fxgraph_cache_hit", 0), counters.get("fxgraph_cache_miss", 0)
-        return f"Inductor FX graph cache: {hits} hits, {misses} misses" if hits or misses else ""
+        return {"hits": counters.get("fxgraph_cache_hit", 0), "misses": counters.get("fxgraph_cache_miss", 0)}
 
     def round(self, req):
         entry, dps, plan, name = self.loaded[req["key"]]

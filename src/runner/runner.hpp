@@ -7,7 +7,9 @@
 //
 // Every run happens in a worker process forked from the runner before CUDA is touched: a crash, a hang (killed
 // at the per-workload timeout) or a sticky CUDA error ends that run with its status and a fresh worker takes
-// the next one. The runner process itself never initialises CUDA.
+// the next one. The runner process itself never initialises CUDA. A solution or peer has a worker of its own, which
+// prepares its runs (RoundRunner::prepare) while the other implementations' runs are measured; runs stay one at a
+// time.
 #include <cstdint>
 #include <functional>
 #include <optional>

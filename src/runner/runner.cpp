@@ -129,9 +129,9 @@ BenchReport run_bench(const std::vector<WorkItem>& items, const BenchOptions& op
     in >> op;
     size_t item = 0, spec = 0;
     if (op == "hello") {
-      std::vector<std::string> here;
+      std::vector<std::string> here;  // the solutions are described in their own workers
       for (const auto& s : specs)
-        if (!options.isolate || !is_solution_spec(s)) here.push_back(s);
+        if (!is_solution_spec(s)) here.push_back(s);
       return capture_hello(here).dump();
     }
     if (op == "describe") {
@@ -207,8 +207,8 @@ BenchReport run_bench(const std::vector<WorkItem>& items, const BenchOptions& op
     } else {
       hellos.push_back(hello = capture_hello(specs));
     }
-    for (const auto& hello : hellos) {
-      const nlohmann::json described = hello.is_object() ? hello.value("implementations", nlohmann::json::object())
+    for (const auto& reply : hellos) {
+      const nlohmann::json described = reply.is_object() ? reply.value("implementations", nlohmann::json::object())
                                                           : nlohmann::json::object();
       for (const auto& [spec, info] : described.items()) {
         if (info.contains("error")) {

@@ -32,6 +32,18 @@ class RoundRunner {
   virtual Outputs run_round(const catalog::Definition& def, const catalog::Workload& w, const catalog::Inputs& inputs,
                             uint64_t seed) = 0;
   virtual TimingSamples time_round(const TimingProtocol& protocol, bool fresh_addresses, bool prefer_cupti) = 0;
+  // The one-time set-up of its runs of `def`, ahead of them (a peer's JIT build, torch.compile of each shape): the
+  // implementation's plan step on each call's arguments, whose random tensors are shapes only (never drawn: no
+  // device work). Nothing is called or timed. Failures throw RunFailure.
+  struct PrepareCall {
+    const catalog::Workload* workload = nullptr;
+    catalog::Inputs inputs;  // the first round's, random float tensors planned (GenerateOptions::plan_random_floats)
+  };
+  struct Prepared {
+    int planned = 0;  // calls the plan step saw (0: the implementation has none; loading it was the set-up)
+    int compile_cache_hits = 0, compile_cache_misses = 0;  // Inductor's FX graph cache, where torch compiled
+  };
+  virtual Prepared prepare(const catalog::Definition& def, const std::vector<PrepareCall>& calls) = 0;
 };
 
 class Implementation {

@@ -223,7 +223,32 @@ json BenchReport::to_json() const {
                            {"provenance", measured_rates->provenance}};
   for (const auto& r : results) j["results"].push_back(r.to_json());
   if (!not_available.empty()) j["not_available"] = not_available;
+  for (const auto& [spec, s] : set_up) j["set_up"][spec] = s.to_json();
   return j;
+}
+
+json SetUpRecord::to_json() const {
+  return {{"status", status},
+          {"wall_s", wall_s},
+          {"workloads", workloads},
+          {"planned", planned},
+          {"compile_cache_hits", compile_cache_hits},
+          {"compile_cache_misses", compile_cache_misses},
+          {"warm_up_processes", warm_up_processes},
+          {"message", message}};
+}
+
+SetUpRecord SetUpRecord::from_json(const json& j) {
+  SetUpRecord s;
+  s.status = j.value("status", "");
+  s.wall_s = j.value("wall_s", 0.0);
+  s.workloads = j.value("workloads", 0);
+  s.planned = j.value("planned", 0);
+  s.compile_cache_hits = j.value("compile_cache_hits", 0);
+  s.compile_cache_misses = j.value("compile_cache_misses", 0);
+  s.warm_up_processes = j.value("warm_up_processes", 0);
+  s.message = j.value("message", "");
+  return s;
 }
 
 bool BenchReport::any_correctness_failure() const {

@@ -117,6 +117,20 @@ struct RunResult {
   static RunResult from_json(const nlohmann::json& j);
 };
 
+// An out-of-process implementation's one-time set-up (a peer's JIT build, torch.compile of each shape), done in
+// its own worker before its runs while the other implementations are measured, so no run's time includes it.
+struct SetUpRecord {
+  std::string status;  // "prepared" | "failed" (its runs still ran) | "timeout" (its runs were not run)
+  double wall_s = 0;   // from the request to the reply (a timeout: until the worker was ended)
+  int workloads = 0;   // calls prepared, one per workload it will run
+  int planned = 0;     // of which its plan step saw (0: it has none; loading it was the set-up)
+  int compile_cache_hits = 0, compile_cache_misses = 0;  // Inductor's FX graph cache (torch.compile)
+  int warm_up_processes = 0;  // extra processes that compiled later workloads into the on-disk cache meanwhile
+  std::string message;        // why it failed or was ended
+  nlohmann::json to_json() const;
+  static SetUpRecord from_json(const nlohmann::json& j);
+};
+
 struct BenchReport {
   Environment environment;
   double start_s = 0;  // the runner's start before the first run: worker, environment, calibration, peer probes
@@ -124,6 +138,7 @@ struct BenchReport {
   std::vector<RunResult> results;
   // Implementations (peers) whose runs were skipped because this machine lacks their package: spec -> why.
   std::map<std::string, std::string> not_available;
+  std::map<std::string, SetUpRecord> set_up;  // by implementation spec: the solutions' and peers' preparations
   bool any_correctness_failure() const;  // a run that is not passed
   nlohmann::json to_json() const;
 };

@@ -7,7 +7,9 @@
 //
 // Every run happens in a worker process forked from the runner before CUDA is touched: a crash, a hang (killed
 // at the per-workload timeout) or a sticky CUDA error ends that run with its status and a fresh worker takes
-// the next one. The runner process itself never initialises CUDA.
+// the next one. The runner process itself never initialises CUDA. A solution or peer has a worker of its own, which
+// prepares its runs (RoundRunner::prepare) while the other implementations' runs are measured; runs stay one at a
+// time.
 #include <cstdint>
 #include <functional>
 #include <optional>
@@ -35,6 +37,9 @@ struct BenchOptions {
   bool prefer_cupti = true;          // false: CUDA events
   bool progress = false;             // a progress bar on stderr
   bool isolate = true;               // run in worker processes (false: in this process, for debugging)
+  // Processes that compile a solution's workloads at its set-up when its first one missed the compiler's on-disk
+  // cache (the solution's own worker included): 0 = one per 4 cores.
+  int set_up_processes = 0;
   std::optional<BaselineTimes> baseline;  // L2/003 T_b measured on this machine (--baseline), else the published
 };
 

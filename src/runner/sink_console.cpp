@@ -73,8 +73,36 @@ std::string results_table(const BenchReport& report) {
     if (r.status != RunStatus::passed)
       out << r.definition << " " << r.workload_uuid.substr(0, 8) << " " << r.implementation << ": "
           << status_name(r.status) << ": " << r.message << "\n";
-  out << peer_table(report);
+  out << peer_table(report) << set_up_summary(report);
   return out.str();
+}
+
+std::string set_up_summary(const BenchReport& report) {
+  std::string text;
+  for (const auto& [spec, s] : report.set_up) {
+    char wall[32];
+    std::snprintf(wall, sizeof wall, "%.1f s", s.wall_s);
+    std::string entry = spec + " ";
+    if (s.status == "prepared") {
+      entry += wall + std::string(" (") + std::to_string(s.workloads) + " workloads";
+      if (const std::string what = peer_set_up(spec); !what.empty()) entry += "; " + what;
+      if (s.compile_cache_hits || s.compile_cache_misses)
+        entry += "; Inductor's FX graph cache: " + std::to_string(s.compile_cache_hits) + " hits, " +
+                 std::to_string(s.compile_cache_misses) + " misses";
+      if (s.warm_up_processes)
+        entry += "; " + std::to_string(s.warm_up_processes) + " warm-up processes filled that cache meanwhile";
+      entry += ")";
+    } else if (s.status == "timeout") {
+      entry += "ended after " + std::string(wall) + ": " + s.message + " (its runs were not run)";
+    } else {
+      entry += "failed after " + std::string(wall) + ": " + s.message + " (its runs went on)";
+    }
+    text += (text.empty() ? "" : "; ") + entry;
+  }
+  if (text.empty()) return "";
+  return "set-up before the runs: " + text +
+         ". Each was done in its own worker while the other implementations' runs were measured, and is part of no "
+         "run's time.\n";
 }
 
 std::string peer_table(const BenchReport& report) {

@@ -72,6 +72,9 @@ std::string results_table(const BenchReport& report);
 // kindex beside the fastest peer that passed on each workload, with the ratio, and the peers not available
 // ("" when the report has no peer and none was missing). Part of results_table.
 std::string peer_table(const BenchReport& report);
+// One line: each solution's or peer's set-up (BenchReport::set_up), its wall time and what it was ("" when none).
+// Part of results_table.
+std::string set_up_summary(const BenchReport& report);
 
 // Writes `text` to `path` (creating its directory) and lists it in `files`. Throws Error naming --out.
 void write_output_file(const std::string& path, const std::string& text, std::vector<std::string>& files);

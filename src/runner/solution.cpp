@@ -44,6 +44,7 @@ std::string embedded(std::string_view name) {
 
 struct Peer {
   std::string name, description, module;  // module: the Python package it needs
+  std::string set_up;                      // what its one-time set-up is
 };
 
 const std::vector<Peer>& peers() {
@@ -51,15 +52,15 @@ const std::vector<Peer>& peers() {
       {"flashinfer",
        "FlashInfer's BatchDecodeWithPagedKVCacheWrapper (CUDA-core decode kernels, use_tensor_cores=False): plan() "
        "once per round outside the timed calls, run() timed",
-       "flashinfer"},
+       "flashinfer", "FlashInfer's JIT build of its kernels at the first plan(), kept on disk for the next runs"},
       {"flashinfer-tc",
        "FlashInfer's BatchDecodeWithPagedKVCacheWrapper with use_tensor_cores=True (its prefill kernels for decode): "
        "plan() once per round outside the timed calls, run() timed",
-       "flashinfer"},
+       "flashinfer", "FlashInfer's JIT build of its kernels at the first plan(), kept on disk for the next runs"},
       {"torch-compile",
        "the definition's reference code under torch.compile(dynamic=False), compiled once per shape outside the "
        "timed calls (SOL-ExecBench's baseline T_b)",
-       "torch"},
+       "torch", "torch.compile of each shape, one graph per shape; Inductor keeps them on disk for the next runs"},
   };
   return list;
 }
@@ -276,6 +277,29 @@ class SolutionImplementation final : public Implementation, public RoundRunner {
     }
   }
 
+  Prepared prepare(const catalog::Definition& def, const std::vector<PrepareCall>& calls) override {
+    bool dead = false;
+    try {
+      PythonProcess& py = process(&dead);
+      const std::string key = load(py, def, &dead);
+      json recipes = json::array();
+      for (size_t i = 0; i < calls.size(); ++i) {
+        const auto axes = catalog::resolve_axes(def, *calls[i].workload);
+        json outs = json::array();
+        for (const auto& spec : def.outputs)
+          outs.push_back(round_request_tensor(spec.name, spec.dtype, catalog::concrete_shape(spec, axes)));
+        recipes.push_back({{"inputs", input_recipe(py, def, calls[i].inputs, 0, "prepare" + std::to_string(i) + "_", true)},
+                           {"outputs", outs}});
+      }
+      json reply = py.request({{"op", "prepare"}, {"key", key}, {"calls", recipes}}, &dead);
+      const json cache = reply.value("compile_cache", json::object());
+      return {reply.value("planned", 0), cache.value("hits", 0), cache.value("misses", 0)};
+    } catch (...) {
+      if (dead) python_processes().erase(spec_);
+      throw;
+    }
+  }
+
  private:
   PythonProcess& process(bool* dead) {
     auto& slot = python_processes()[spec_];
@@ -291,8 +315,8 @@ class SolutionImplementation final : public Implementation, public RoundRunner {
     return *slot;
   }
 
-  Outputs run_round_in(PythonProcess& py, const catalog::Definition& def, const catalog::Workload& w,
-                       const catalog::Inputs& inputs, uint64_t seed, bool* dead) {
+  // Loads the solution of `def` into the Python process (once per process); returns its key there.
+  std::string load(PythonProcess& py, const catalog::Definition& def, bool* dead) {
     const SolutionFile solution = file_ ? *file_ : peer_solution(*peer_, def);
     const std::string key = solution.name + "/" + def.name;
     if (loaded_.count(key) == 0) {
@@ -312,32 +336,49 @@ class SolutionImplementation final : public Implementation, public RoundRunner {
                  dead);
       loaded_.insert(key);
     }
-    // The inputs in the definition's order: scalars by value, host tensors as files, random ones as the generator's
-    // description (drawn there on the device, the same bits as here).
+    return key;
+  }
+
+  // The inputs in the definition's order: scalars by value, host tensors as files (named `prefix` + input), random
+  // ones as the generator's description (drawn there on the device, the same bits as here), or, `unfilled`, as
+  // their shape alone.
+  static json input_recipe(PythonProcess& py, const catalog::Definition& def, const catalog::Inputs& inputs,
+                           uint64_t seed, const std::string& prefix, bool unfilled) {
     json in = json::array();
     for (const auto& spec : def.inputs) {
       if (auto it = inputs.scalars.find(spec.name); it != inputs.scalars.end()) {
         in.push_back({{"name", spec.name}, {"scalar", it->second}});
       } else if (auto t = inputs.tensors.find(spec.name); t != inputs.tensors.end()) {
         json j = round_request_tensor(spec.name, t->second.dtype(), t->second.shape());
-        j["file"] = py.dir() + "/in_" + spec.name + ".bin";
+        j["file"] = py.dir() + "/" + prefix + "in_" + spec.name + ".bin";
         write_bytes(j["file"], t->second.data(), t->second.nbytes());
         in.push_back(j);
       } else if (auto r = inputs.random.find(spec.name); r != inputs.random.end()) {
-        const kindex_random_fill abi = random_fill_abi(r->second, seed);
         json j = round_request_tensor(spec.name, r->second.dtype, r->second.shape);
-        j["random"] = {{"kind", int(abi.kind)},  {"numel", abi.numel}, {"seed", abi.seed},
-                       {"stream", abi.stream},   {"scale", abi.scale}, {"row", abi.row},
-                       {"num_pages", abi.num_pages}, {"page_elems", abi.page_elems}, {"pages_file", ""}};
-        if (!r->second.pages_used.empty()) {
-          j["random"]["pages_file"] = py.dir() + "/pages_" + spec.name + ".bin";
-          write_bytes(j["random"]["pages_file"], r->second.pages_used.data(), r->second.pages_used.size());
+        if (unfilled) {
+          j["unfilled"] = true;
+        } else {
+          const kindex_random_fill abi = random_fill_abi(r->second, seed);
+          j["random"] = {{"kind", int(abi.kind)},  {"numel", abi.numel}, {"seed", abi.seed},
+                         {"stream", abi.stream},   {"scale", abi.scale}, {"row", abi.row},
+                         {"num_pages", abi.num_pages}, {"page_elems", abi.page_elems}, {"pages_file", ""}};
+          if (!r->second.pages_used.empty()) {
+            j["random"]["pages_file"] = py.dir() + "/" + prefix + "pages_" + spec.name + ".bin";
+            write_bytes(j["random"]["pages_file"], r->second.pages_used.data(), r->second.pages_used.size());
+          }
         }
         in.push_back(j);
       } else {
         throw RunFailure(RunStatus::runtime_error, "input " + spec.name + " was not generated");
       }
     }
+    return in;
+  }
+
+  Outputs run_round_in(PythonProcess& py, const catalog::Definition& def, const catalog::Workload& w,
+                       const catalog::Inputs& inputs, uint64_t seed, bool* dead) {
+    const std::string key = load(py, def, dead);
+    json in = input_recipe(py, def, inputs, seed, "", false);
     const auto axes = catalog::resolve_axes(def, w);
     Outputs out;
     json outs = json::array();
@@ -409,6 +450,11 @@ bool peer_is_baseline_for(const std::string& peer, const catalog::Definition& de
   if (peer == "torch-compile") return def.source == catalog::Source::sol_execbench && !def.reference.empty();
   if (peer == "flashinfer" || peer == "flashinfer-tc") return problem_kind(def) == ProblemKind::paged_decode;
   return false;
+}
+
+std::string peer_set_up(const std::string& spec) {
+  const Peer* p = find_peer(spec);
+  return p ? p->set_up : "";
 }
 
 void check_solution_spec(const std::string& spec) {

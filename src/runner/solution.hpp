@@ -31,6 +31,8 @@ bool is_solution_spec(const std::string& spec);  // "solution:..." or a peer
 // Whether `peer` is the harness's own baseline for `def` (FlashInfer for FlashInfer-Bench's decode definitions,
 // torch.compile for SOL-ExecBench's): where the main job compares kindex with it.
 bool peer_is_baseline_for(const std::string& peer, const catalog::Definition& def);
+// What a peer's set-up is, for the report ("" for a spec that is not a peer).
+std::string peer_set_up(const std::string& spec);
 
 // The folder under which the worker processes' Python processes keep their files, for the life of one bench: a
 // Python process dies with its worker (at a timeout, or when the worker exits), too abruptly to clean up after

@@ -12,6 +12,7 @@
 #include <csignal>
 #include <cstring>
 #include <iostream>
+#include <set>
 #include <stdexcept>
 
 namespace kindex::runner {
@@ -27,6 +28,20 @@ bool write_all(int fd, const std::string& s) {
     done += size_t(n);
   }
   return true;
+}
+
+// The runner's ends of every live worker's pipes: a child forked later closes its copies (else a worker would not
+// see its input close while a sibling holds it open).
+std::set<int>& parent_ends() {
+  static std::set<int> fds;
+  return fds;
+}
+
+void close_parent_end(int& fd) {
+  if (fd < 0) return;
+  parent_ends().erase(fd);
+  ::close(fd);
+  fd = -1;
 }
 
 // Forks a child joined to this process by two pipes; the child dies with this process. Returns the child's pid;
@@ -45,6 +60,8 @@ pid_t fork_joined(int& read_end, int& write_end) {
     prctl(PR_SET_PDEATHSIG, SIGKILL);
     if (getppid() != parent) _exit(127);  // the parent died before prctl
     signal(SIGPIPE, SIG_DFL);
+    for (int fd : parent_ends()) ::close(fd);
+    parent_ends().clear();
     ::close(down[1]);
     ::close(up[0]);
     read_end = down[0];
@@ -57,6 +74,7 @@ pid_t fork_joined(int& read_end, int& write_end) {
   write_end = down[1];
   fcntl(read_end, F_SETFD, FD_CLOEXEC);
   fcntl(write_end, F_SETFD, FD_CLOEXEC);
+  parent_ends().insert({read_end, write_end});
   return pid;
 }
 
@@ -80,7 +98,14 @@ Worker::Worker(const Serve& serve) {
       line = buffer.substr(0, nl);
       buffer.erase(0, nl + 1);
       bool exit_after = false;
-      std::string reply = serve(line, &exit_after) + "\n";
+      std::string reply;
+      try {
+        reply = serve(line, &exit_after) + "\n";
+      } catch (const std::exception& e) {
+        // Never back into the caller's code in a forked copy: the worker ends, the runner sees it die.
+        std::cerr << "kindex worker: " << e.what() << std::endl;
+        _exit(70);
+      }
       if (!write_all(out, reply) || exit_after) break;
     }
     _exit(0);  // no atexit handlers or destructors of the parent's state
@@ -111,33 +136,43 @@ Worker::Worker(const std::vector<std::string>& argv, const std::string& stderr_p
   to_ = out;
 }
 
+bool Worker::send(const std::string& line) { return to_ >= 0 && write_all(to_, line + "\n"); }
+
 Worker::Reply Worker::request(const std::string& line, double timeout_s, std::string* reply) {
-    if (!write_all(to_, line + "\n")) return Reply::died;
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
-    while (true) {
-      auto nl = buffer_.find('\n');
-      if (nl != std::string::npos) {
-        *reply = buffer_.substr(0, nl);
-        buffer_.erase(0, nl + 1);
-        return Reply::line;
-      }
-      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
-      if (left.count() <= 0) return Reply::timeout;
-      pollfd p{from_, POLLIN, 0};
-      int ready = poll(&p, 1, int(std::min<int64_t>(left.count(), 1000)));
-      if (ready < 0 && errno == EINTR) continue;
-      if (ready <= 0) continue;
-      char chunk[65536];
-      ssize_t n = ::read(from_, chunk, sizeof chunk);
-      if (n < 0 && errno == EINTR) continue;
-      if (n <= 0) return Reply::died;
-      buffer_.append(chunk, size_t(n));
+  if (!send(line)) return Reply::died;
+  return receive(timeout_s, reply);
+}
+
+Worker::Reply Worker::receive(double timeout_s, std::string* reply) {
+  if (from_ < 0) return Reply::died;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
+  while (true) {
+    auto nl = buffer_.find('\n');
+    if (nl != std::string::npos) {
+      *reply = buffer_.substr(0, nl);
+      buffer_.erase(0, nl + 1);
+      return Reply::line;
     }
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    pollfd p{from_, POLLIN, 0};
+    // Looks at least once, so a timeout of 0 still takes a reply that is there.
+    int ready = poll(&p, 1, int(std::clamp<int64_t>(left.count(), 0, 1000)));
+    if (ready < 0 && errno == EINTR) continue;
+    if (ready <= 0) {
+      if (left.count() <= 0) return Reply::timeout;
+      continue;
+    }
+    char chunk[65536];
+    ssize_t n = ::read(from_, chunk, sizeof chunk);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return Reply::died;
+    buffer_.append(chunk, size_t(n));
+  }
 }
 
 std::string Worker::stop(bool kill_it) {
     if (pid_ <= 0) return "";
-    if (to_ >= 0) ::close(to_), to_ = -1;
+    close_parent_end(to_);
     if (kill_it) ::kill(pid_, SIGKILL);
     int status = 0;
     // A worker that does not exit on EOF within 10 s is killed.
@@ -147,7 +182,7 @@ std::string Worker::stop(bool kill_it) {
       waitpid(pid_, &status, 0);
     }
     pid_ = -1;
-    if (from_ >= 0) ::close(from_), from_ = -1;
+    close_parent_end(from_);
     if (WIFSIGNALED(status))
       return "signal " + std::to_string(WTERMSIG(status)) + " (" + strsignal(WTERMSIG(status)) + ")";
     return "exit code " + std::to_string(WEXITSTATUS(status));

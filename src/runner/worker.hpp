@@ -1,7 +1,8 @@
 #pragma once
 // A worker process: forked from the runner before CUDA is touched, it answers one request line with one reply
 // line. A crash, a hang (killed at the timeout) or a sticky CUDA error ends that worker; the runner starts another.
-// A worker dies with the process that started it (PR_SET_PDEATHSIG).
+// A worker dies with the process that started it (PR_SET_PDEATHSIG). Several may live at once: each forked one
+// closes its copies of the others' pipes, so a worker whose input the runner closes sees the end of it.
 #include <signal.h>
 #include <sys/types.h>
 
@@ -26,6 +27,10 @@ class Worker {
 
   enum class Reply { line, died, timeout };
   Reply request(const std::string& line, double timeout_s, std::string* reply);
+  // The two halves of request(), for a worker that works while others are asked (a solution's preparation):
+  // send() returns false when the worker is gone; receive() waits up to timeout_s (0: only looks) for a line.
+  bool send(const std::string& line);
+  Reply receive(double timeout_s, std::string* reply);
   // Ends the worker: closes its input (it exits), or kills it; returns how it ended, for the log.
   std::string stop(bool kill_it = false);
 

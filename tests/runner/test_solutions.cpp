@@ -6,6 +6,7 @@
 
 #include <cstdlib>
 #include <fstream>
+#include <set>
 
 #include <nlohmann/json.hpp>
 
@@ -351,6 +352,141 @@ TEST(Solutions, MissingPeersAreNotAvailableRatherThanFailures) {
   EXPECT_EQ(none.results[0].status, RunStatus::runtime_error);
   EXPECT_NE(none.results[0].message.find("could not start /no/such/python3"), std::string::npos)
       << none.results[0].message;
+}
+
+// A solution's set-up (its plan step on every workload it will run) happens in a worker of its own before its runs,
+// while the other implementations' runs go on; its runs then find it done in the same Python process, and the
+// report gives its wall time apart from every run's.
+TEST(Solutions, ASolutionIsPreparedInItsOwnWorkerWhileTheOthersRun) {
+  PythonWithoutSitePackages python;
+  Fixture f;
+  // plan: 1.5 s on each shape it has not seen; run refuses a shape whose plan step did not come first.
+  const std::string slow = write_solution(
+      fib_solution("slow_set_up", "\nimport time\n_seen = set()\n_run = run\n"
+                                  "def _key(a):\n    return tuple(tuple(x.shape) if hasattr(x, 'shape') else x for x in a)\n"
+                                  "def plan(*a):\n    if _key(a) not in _seen:\n        time.sleep(1.5)\n"
+                                  "        _seen.add(_key(a))\n"
+                                  "def run(*a):\n    assert _key(a) in _seen, 'run before plan'\n    _run(*a)\n"),
+      "slow-set-up");
+  const std::vector<WorkItem> two = {{&f.problem.definition, &f.problem.workloads.at(0)},
+                                     {&f.problem.definition, &f.problem.workloads.at(2)}};
+  std::vector<std::string> finished;
+  BenchReport report = run_bench(two, options({"solution:" + slow, "cpu-reference"}),
+                                 [&](const RunResult& r, const Environment&) { finished.push_back(r.implementation); });
+  // The CPU reference's runs went first (the solution was being prepared); the report keeps the jobs' order.
+  ASSERT_EQ(finished.size(), 4u);
+  EXPECT_EQ(finished[0], "cpu-reference");
+  EXPECT_EQ(finished[1], "cpu-reference");
+  ASSERT_EQ(report.results.size(), 4u);
+  for (size_t i = 0; i < 4; ++i) {
+    EXPECT_EQ(report.results[i].implementation, i % 2 ? "cpu-reference" : "solution:" + slow);
+    EXPECT_EQ(report.results[i].workload_uuid, two[i / 2].workload->uuid);
+    EXPECT_EQ(report.results[i].status, RunStatus::passed) << report.results[i].message;
+  }
+  ASSERT_EQ(report.set_up.count("solution:" + slow), 1u);
+  const SetUpRecord& s = report.set_up.at("solution:" + slow);
+  EXPECT_EQ(s.status, "prepared") << s.message;
+  EXPECT_EQ(s.workloads, 2);
+  EXPECT_EQ(s.planned, 2);
+  EXPECT_GE(s.wall_s, 3.0);
+  // Each run's own plan step found its shape done (a fresh process would have slept 1.5 s).
+  for (const auto& r : {report.results[0], report.results[2]}) {
+    ASSERT_TRUE(r.plan_host_s.has_value());
+    EXPECT_LT(*r.plan_host_s, 1.0);
+  }
+  EXPECT_EQ(report.set_up.count("cpu-reference"), 0u);  // runs in the worker itself: nothing to prepare
+  const nlohmann::json j = report.to_json();
+  EXPECT_EQ(j["set_up"]["solution:" + slow]["workloads"], 2);
+  EXPECT_NE(results_table(report).find("set-up before the runs: solution:" + slow), std::string::npos)
+      << results_table(report);
+}
+
+// A set-up that fails is reported and the solution's runs still run; one that hangs is ended at the per-workload
+// timeout and its runs are not run (reported as not available); a peer not installed is not prepared at all.
+TEST(Solutions, AFailedOrHungSetUpIsReportedAndTheBenchGoesOn) {
+  PythonWithoutSitePackages python;
+  Fixture f;
+  const std::string fails = write_solution(
+      fib_solution("set_up_fails", "\n_plans = []\ndef plan(*a):\n    _plans.append(1)\n"
+                                   "    if len(_plans) == 1:\n        raise RuntimeError('synthetic set-up failure')\n"),
+      "set-up-fails");
+  const std::string hangs = write_solution(
+      fib_solution("set_up_hangs", "\nimport time\n_plans = []\ndef plan(*a):\n    _plans.append(1)\n"
+                                   "    if len(_plans) == 1:\n        time.sleep(600)\n"),
+      "set-up-hangs");
+  BenchOptions o = options({"solution:" + fails, "solution:" + hangs, "cpu-reference"}, 3);
+  o.peers = {"flashinfer"};  // not installed where the Python runs with -S
+  BenchReport report = run_bench(f.items(), o);
+  ASSERT_EQ(report.results.size(), 2u);
+  EXPECT_EQ(report.results[0].implementation, "solution:" + fails);
+  EXPECT_EQ(report.results[0].status, RunStatus::passed) << report.results[0].message;
+  EXPECT_EQ(report.results[1].implementation, "cpu-reference");
+  EXPECT_EQ(report.results[1].status, RunStatus::passed) << report.results[1].message;
+
+  const SetUpRecord& failed = report.set_up.at("solution:" + fails);
+  EXPECT_EQ(failed.status, "failed");
+  EXPECT_NE(failed.message.find("RuntimeError: synthetic set-up failure"), std::string::npos) << failed.message;
+  const SetUpRecord& hung = report.set_up.at("solution:" + hangs);
+  EXPECT_EQ(hung.status, "timeout");
+  EXPECT_GE(hung.wall_s, 3.0);
+  ASSERT_EQ(report.not_available.count("solution:" + hangs), 1u);
+  EXPECT_NE(report.not_available["solution:" + hangs].find("set-up exceeded the per-workload timeout of 3 s"),
+            std::string::npos)
+      << report.not_available["solution:" + hangs];
+  EXPECT_EQ(report.set_up.count("flashinfer"), 0u);
+  EXPECT_NE(report.not_available["flashinfer"].find("not installed"), std::string::npos);
+  const std::string table = results_table(report);
+  EXPECT_NE(table.find("solution:" + fails + " failed"), std::string::npos) << table;
+}
+
+// Where the first workload's set-up missed the compiler's cache (here a stand-in for Inductor's counters), helper
+// processes compile later workloads meanwhile (each writes a marker where a real one fills the on-disk cache; a plan
+// step of 0.7 s on each new shape gives them time to begin), and are ended with the lane; where it hit, none start.
+TEST(Solutions, AColdCompileCacheStartsWarmUpHelpers) {
+  PythonWithoutSitePackages python;
+  Fixture f;
+  const auto markers = test::scratch_dir("warm-up-markers");
+  auto solution = [&](const std::string& name, const std::string& counter) {
+    return write_solution(
+        fib_solution(name, "\nimport collections, os, sys, time, types\n"
+                           "_counters = {'inductor': collections.Counter()}\n"
+                           "sys.modules['torch._dynamo.utils'] = types.SimpleNamespace(counters=_counters)\n"
+                           "_seen = set()\n"
+                           "def plan(*a):\n    if a[1].shape in _seen:\n        return\n    _seen.add(a[1].shape)\n"
+                           "    _counters['inductor']['" + counter + "'] += 1\n"
+                           "    open(os.path.join('" + markers.string() + "', '" + name +
+                           "_%d_%d' % (os.getpid(), a[1].shape[0])), 'w').close()\n"
+                           "    time.sleep(0.7)\n"),
+        name);
+  };
+  const std::string cold = solution("cold_cache", "fxgraph_cache_miss");
+  const std::string warm = solution("warm_cache", "fxgraph_cache_hit");
+  std::vector<WorkItem> four;
+  for (size_t w : {0, 2, 4, 6}) four.push_back({&f.problem.definition, &f.problem.workloads.at(w)});
+  BenchOptions o = options({"solution:" + cold, "solution:" + warm});
+  o.set_up_processes = 3;
+  BenchReport report = run_bench(four, o);
+  ASSERT_EQ(report.results.size(), 8u);
+  for (const auto& r : report.results) EXPECT_EQ(r.status, RunStatus::passed) << r.message;
+
+  const SetUpRecord& c = report.set_up.at("solution:" + cold);
+  EXPECT_EQ(c.status, "prepared");
+  EXPECT_EQ(c.workloads, 4);
+  EXPECT_EQ(c.compile_cache_misses, 4);  // the lane's own: it compiles every workload, helpers or not
+  EXPECT_EQ(c.warm_up_processes, 2);    // 3 workloads after the first, in 3 shares: the lane's and 2 helpers'
+  const SetUpRecord& w = report.set_up.at("solution:" + warm);
+  EXPECT_EQ(w.compile_cache_hits, 4);
+  EXPECT_EQ(w.warm_up_processes, 0);
+  // Markers by process: the warm solution's from its lane alone; the cold one's from its lane and its helpers.
+  std::set<std::string> cold_pids, warm_pids;
+  for (const auto& e : std::filesystem::directory_iterator(markers)) {
+    const std::string name = e.path().filename().string();
+    const std::string pid = name.substr(0, name.rfind('_'));
+    (name.rfind("cold_cache", 0) == 0 ? cold_pids : warm_pids).insert(pid);
+  }
+  EXPECT_EQ(warm_pids.size(), 1u);
+  EXPECT_GE(cold_pids.size(), 2u);  // a helper ended before it began leaves none
+  EXPECT_NE(results_table(report).find("2 warm-up processes"), std::string::npos) << results_table(report);
 }
 
 // The comparison table: kindex beside the fastest peer that passed, with the ratio.

@@ -2,20 +2,27 @@
 torch.compile(dynamic=False), the baseline T_b that SOL-ExecBench scores against, as a value-returning solution run
 by kindex's solution worker.
 
-`plan` (called by the worker once per round, untimed, its host time recorded) compiles for the round's shapes on
-first sight of them and makes one call, so compilation never lands in a timed call; `run` calls the compiled code.
+`plan` (called by the worker untimed: for every workload in the runner's preparation, then once per round) compiles
+for the call's shapes on first sight of them and makes one call, so compilation never lands in a timed call; `run`
+calls the compiled code.
+
+One static graph per shape (dynamic=False), as SOL-ExecBench's T_b: each new shape is a recompile of the same
+compiled function, kept beside the earlier ones (dynamo keeps a guarded graph per shape and tries the last one used
+first), so a shape compiled in the preparation is not compiled again in its runs, and nothing is reset. Inductor's
+on-disk caches (FX graph, AOTAutograd and autotuning results, Triton kernels; under TORCHINDUCTOR_CACHE_DIR, by
+default <temp dir>/torchinductor_<user>) make the next bench's compilations cache hits; kindex leaves them be.
 """
 import torch
 
 from .reference import run as reference
 
-_state = {}
-# Every workload's shapes are compiled afresh (dynamic=False), as kindex's own T_b measurements do
-# (benchmarks/gpu/backward_vs_torch.py); a process runs many workloads, so the recompile limit must not cut in and
-# silently fall back to eager.
+# A process compiles every workload's shapes; the recompile limit must not cut in and silently fall back to eager.
 for _name in ("cache_size_limit", "recompile_limit", "accumulated_cache_size_limit", "accumulated_recompile_limit"):
     if hasattr(torch._dynamo.config, _name):
         setattr(torch._dynamo.config, _name, 4096)
+
+_compiled = torch.compile(reference, dynamic=False)
+_compiled_shapes = set()
 
 
 def _shapes(args):
@@ -24,12 +31,10 @@ def _shapes(args):
 
 def plan(*args):
     key = _shapes(args)
-    if _state.get("key") != key:
-        torch._dynamo.reset()
-        _state["compiled"] = torch.compile(reference, dynamic=False)
-        _state["key"] = key
-        _state["compiled"](*args)
+    if key not in _compiled_shapes:
+        _compiled(*args)  # compiles this shape's graph (or loads it from Inductor's caches) and runs it once
+        _compiled_shapes.add(key)
 
 
 def run(*args):
-    return _state["compiled"](*args)
+    return _compiled(*args)

@@ -23,6 +23,14 @@ process).
       kindex_gpu_reference_fill_random, the runner's own generator, so the bits are those of a native run), calls the
       solution once and writes each output's bytes to its file. If the entry module defines `plan` (kindex's peers
       do), it is called first with the same arguments, untimed, its host time returned as plan_s.
+  {"op": "prepare", "key": K, "calls": [{"inputs": [... as a round's, random tensors as {"name", "dtype", "shape",
+   "unfilled": true}], "outputs": [{"name", "dtype", "shape"}]}]}
+                                                      -> {"ok": true, "planned": N, "compile_cache": {"hits", "misses"}}
+      The solution's one-time set-up ahead of its runs (the runner sends it while other implementations are measured):
+      calls the entry module's `plan` once per call with that call's arguments, the random tensors left unfilled
+      (no GPU work: a plan step sees shapes, dtypes, scalars and the page tables, which are sent), the outputs too;
+      nothing is called, timed or written back. Without `plan`, loading the module was the set-up. compile_cache:
+      Inductor's FX graph cache hits and misses during the request (0 and 0 where nothing was compiled).
   {"op": "time", "protocol": {"untimed", "warmup", "iterations", "cold_l2", "prefer_cupti"}, "fresh_addresses": B}
                                                       -> {"ok": true, "ns": [...], "timer": NAME, "note": TEXT}
       Times the last round's call with kindex_gpu_reference_time_calls: the runner's own timer (src/runner/timer.cpp:
@@ -268,16 +276,52 @@ class Worker:
         if self.device:
             self.torch.cuda.synchronize()
 
-    def round(self, req):
-        entry, dps, plan, name = self.loaded[req["key"]]
+    def _unfilled(self, spec):
+        if self.torch is None:
+            return HostTensor(spec["dtype"], spec["shape"])
+        return self.torch.empty(spec["shape"], dtype=self._torch_dtype(spec["dtype"]),
+                                device="cuda" if self.device else "cpu")
+
+    def _arguments(self, specs):
         args = []
-        for spec in req["inputs"]:
+        for spec in specs:
             if "scalar" in spec:
                 args.append(spec["scalar"])
             elif "random" in spec:
                 args.append(self._random(spec))
+            elif spec.get("unfilled"):
+                args.append(self._unfilled(spec))
             else:
                 args.append(self._from_file(spec))
+        return args
+
+    def prepare(self, req):
+        _, dps, plan, _ = self.loaded[req["key"]]
+        before = self._compile_cache()
+        planned = 0
+        for call in req["calls"] if plan is not None else []:
+            args = self._arguments(call["inputs"])
+            if dps:
+                args += [self._unfilled(spec) for spec in call["outputs"]]
+            plan(*args)
+            planned += 1
+            del args
+            if self.device:  # the unfilled tensors' memory goes back at once, for the implementations measured meanwhile
+                self._sync()
+                self.torch.cuda.empty_cache()
+        after = self._compile_cache()
+        return {"planned": planned, "compile_cache": {k: after[k] - before[k] for k in after}}
+
+    @staticmethod
+    def _compile_cache():
+        """Inductor's FX graph cache hits and misses so far in this process (none where torch compiled nothing)."""
+        dynamo = sys.modules.get("torch._dynamo.utils")
+        counters = getattr(dynamo, "counters", {}).get("inductor", {}) if dynamo else {}
+        return {"hits": counters.get("fxgraph_cache_hit", 0), "misses": counters.get("fxgraph_cache_miss", 0)}
+
+    def round(self, req):
+        entry, dps, plan, name = self.loaded[req["key"]]
+        args = self._arguments(req["inputs"])
         outputs = [self._empty(spec) for spec in req["outputs"]] if dps else None
         self._sync()
         call_args = args + outputs if dps else args
@@ -407,7 +451,8 @@ def main():
     os.dup2(2, 1)  # the solution's prints go to stderr
     sys.stdout = sys.stderr
     worker = Worker()
-    ops = {"probe": worker.probe, "load": worker.load, "round": worker.round, "time": worker.time}
+    ops = {"probe": worker.probe, "load": worker.load, "prepare": worker.prepare, "round": worker.round,
+           "time": worker.time}
     for line in sys.stdin:
         if not line.strip():
             continue

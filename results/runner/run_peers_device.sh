@@ -12,7 +12,7 @@
 # kindex_gpu_reference_shared`, carried as .devcarry/peers (KINDEX_DEVCARRY overrides); FlashInfer from
 # .devcarry/flashinfer (install.sh). Everything lands in $OUT/peers_device.tar.gz, and summary.txt beside it: each
 # step's exit code and times, the main jobs' tables, and each peer's set-up (results.json "set_up": wall time,
-# workloads, Inductor's FX graph cache hits and misses, warm-up processes).
+# workloads, torch.compile's on-disk cache hits and misses, warm-up processes).
 #   bash results/runner/run_peers_device.sh
 set -uo pipefail
 repo=$(cd "$(dirname "$0")/../.." && pwd)
@@ -68,7 +68,7 @@ else:
     runs = [json.loads(l) for l in open(lines)] if os.path.exists(lines) else []
     print("  (no results.json: the bench was cut; %d runs in runs.jsonl)" % len(runs))
 for spec, s in sorted(report.get("set_up", {}).items()):
-    print("  set-up %-14s %-9s %6.1f s  %2d workloads, %2d planned, FX graph cache %d hits / %d misses, "
+    print("  set-up %-14s %-9s %6.1f s  %2d workloads, %2d planned, compile cache %d hits / %d misses, "
           "%d warm-up processes %s" % (spec, s["status"], s["wall_s"], s["workloads"], s["planned"],
                                        s["compile_cache_hits"], s["compile_cache_misses"], s["warm_up_processes"],
                                        s.get("message", "")))

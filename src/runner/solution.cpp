@@ -288,8 +288,8 @@ class SolutionImplementation final : public Implementation, public RoundRunner {
         json outs = json::array();
         for (const auto& spec : def.outputs)
           outs.push_back(round_request_tensor(spec.name, spec.dtype, catalog::concrete_shape(spec, axes)));
-        recipes.push_back({{"inputs", input_recipe(py, def, calls[i].inputs, 0, "prepare" + std::to_string(i) + "_", true)},
-                           {"outputs", outs}});
+        const std::string prefix = "prepare" + std::to_string(i) + "_";
+        recipes.push_back({{"inputs", input_recipe(py, def, calls[i].inputs, 0, prefix, true)}, {"outputs", outs}});
       }
       json reply = py.request({{"op", "prepare"}, {"key", key}, {"calls", recipes}}, &dead);
       const json cache = reply.value("compile_cache", json::object());

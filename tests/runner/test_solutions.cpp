@@ -342,7 +342,8 @@ TEST(Solutions, ASolutionIsPreparedInItsOwnWorkerWhileTheOthersRun) {
   // plan: 1.5 s on each shape it has not seen; run refuses a shape whose plan step did not come first.
   const std::string slow = write_solution(
       fib_solution("slow_set_up", "\nimport time\n_seen = set()\n_run = run\n"
-                                  "def _key(a):\n    return tuple(tuple(x.shape) if hasattr(x, 'shape') else x for x in a)\n"
+                                  "def _key(a):\n"
+                                  "    return tuple(tuple(x.shape) if hasattr(x, 'shape') else x for x in a)\n"
                                   "def plan(*a):\n    if _key(a) not in _seen:\n        time.sleep(1.5)\n"
                                   "        _seen.add(_key(a))\n"
                                   "def run(*a):\n    assert _key(a) in _seen, 'run before plan'\n    _run(*a)\n"),
@@ -387,7 +388,8 @@ TEST(Solutions, AFailedOrHungSetUpIsReportedAndTheBenchGoesOn) {
   Fixture f;
   const std::string fails = write_solution(
       fib_solution("set_up_fails", "\n_plans = []\ndef plan(*a):\n    _plans.append(1)\n"
-                                   "    if len(_plans) == 1:\n        raise RuntimeError('synthetic set-up failure')\n"),
+                                   "    if len(_plans) == 1:\n"
+                                   "        raise RuntimeError('synthetic set-up failure')\n"),
       "set-up-fails");
   const std::string hangs = write_solution(
       fib_solution("set_up_hangs", "\nimport time\n_plans = []\ndef plan(*a):\n    _plans.append(1)\n"

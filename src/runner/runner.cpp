@@ -411,6 +411,8 @@ BenchReport run_bench(const std::vector<WorkItem>& items, const BenchOptions& op
     done.emplace_back(j, std::move(r));
   }
   progress.finish();
+  for (auto& [lane, l] : lanes)  // all end at once, then each is waited for
+    if (l.worker) l.worker->close_input();
   for (auto& [lane, l] : lanes)
     if (l.worker) l.worker->stop();
   std::stable_sort(done.begin(), done.end(), [](const auto& a, const auto& b) { return a.first < b.first; });

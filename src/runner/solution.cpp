@@ -171,6 +171,10 @@ class PythonProcess {
 
 std::map<std::string, std::unique_ptr<PythonProcess>>& python_processes() {
   static std::map<std::string, std::unique_ptr<PythonProcess>> processes;
+  // A worker whose input closes ends its Python processes first: each sees its input close and exits (torch's own
+  // exit handlers run, Inductor's compile workers end), and is waited for, so its CPU time is counted.
+  static const bool ended_at_exit = (Worker::at_exit([] { processes.clear(); }), true);
+  (void)ended_at_exit;
   return processes;
 }
 

@@ -470,6 +470,22 @@ TEST(Solutions, AColdCompileCacheStartsWarmUpHelpers) {
   EXPECT_NE(results_table(report).find("2 warm-up processes"), std::string::npos) << results_table(report);
 }
 
+// At the end of the bench a solution's Python process sees its input close and exits on its own (its exit handlers
+// run, and its worker waits for it, so its CPU time is counted), rather than being killed with its worker.
+TEST(Solutions, APythonProcessEndsCleanlyWithTheBench) {
+  PythonWithoutSitePackages python;
+  Fixture f;
+  const auto marker = test::scratch_dir("clean-exit") / "exited";
+  const std::string sol = write_solution(
+      fib_solution("clean_exit", "\nimport atexit\natexit.register(lambda: open('" + marker.string() +
+                                     "', 'w').close())\n"),
+      "clean-exit");
+  BenchReport report = run_bench(f.items(), options({"solution:" + sol}));
+  ASSERT_EQ(report.results.size(), 1u);
+  EXPECT_EQ(report.results[0].status, RunStatus::passed) << report.results[0].message;
+  EXPECT_TRUE(std::filesystem::exists(marker));
+}
+
 // The comparison table: kindex beside the fastest peer that passed, with the ratio.
 TEST(Solutions, PeerTableShowsKindexBesideTheFastestPeer) {
   auto result = [](const std::string& impl, double ns, RunStatus status = RunStatus::passed) {

@@ -27,8 +27,9 @@ start=$SECONDS
 summary() { echo "$*" | tee -a "$res/summary.txt"; }
 
 # The machine's CPU time so far (user + nice + system + irq + softirq, all processes), in clock ticks. /usr/bin/time
-# counts only the processes kindex waits for: its Python processes end with their workers (PR_SET_PDEATHSIG) and
-# are reaped by init, so the machine's count (nothing else runs on it) is the one that includes them.
+# counts the processes that are waited for: all of kindex's when it ends on its own, but not those killed when a
+# timeout cuts it (workers, Python processes, compile workers), so the machine's count (nothing else runs on it) is
+# the one to trust.
 machine_ticks() { awk '/^cpu /{print $2 + $3 + $4 + $7 + $8}' /proc/stat; }
 
 # Runs "$@" in folder $1 (created empty) with a timeout of $2 s, timed; stdout, stderr and times under $res/$3.*

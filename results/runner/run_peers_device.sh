@@ -12,7 +12,7 @@
 # kindex_gpu_reference_shared`, carried as .devcarry/peers (KINDEX_DEVCARRY overrides); FlashInfer from
 # .devcarry/flashinfer (install.sh). Everything lands in $OUT/peers_device.tar.gz, and summary.txt beside it: each
 # step's exit code and times, the main jobs' tables, and each peer's set-up (results.json "set_up": wall time,
-# workloads, Inductor's FX graph cache hits and misses, warm-up processes).
+# workloads, torch.compile's on-disk cache hits and misses, warm-up processes).
 #   bash results/runner/run_peers_device.sh
 set -uo pipefail
 repo=$(cd "$(dirname "$0")/../.." && pwd)
@@ -27,8 +27,9 @@ start=$SECONDS
 summary() { echo "$*" | tee -a "$res/summary.txt"; }
 
 # The machine's CPU time so far (user + nice + system + irq + softirq, all processes), in clock ticks. /usr/bin/time
-# counts only the processes kindex waits for: its Python processes end with their workers (PR_SET_PDEATHSIG) and
-# are reaped by init, so the machine's count (nothing else runs on it) is the one that includes them.
+# counts the processes that are waited for: all of kindex's when it ends on its own, but not those killed when a
+# timeout cuts it (workers, Python processes, compile workers), so the machine's count (nothing else runs on it) is
+# the one to trust.
 machine_ticks() { awk '/^cpu /{print $2 + $3 + $4 + $7 + $8}' /proc/stat; }
 
 # Runs "$@" in folder $1 (created empty) with a timeout of $2 s, timed; stdout, stderr and times under $res/$3.*
@@ -68,7 +69,7 @@ else:
     runs = [json.loads(l) for l in open(lines)] if os.path.exists(lines) else []
     print("  (no results.json: the bench was cut; %d runs in runs.jsonl)" % len(runs))
 for spec, s in sorted(report.get("set_up", {}).items()):
-    print("  set-up %-14s %-9s %6.1f s  %2d workloads, %2d planned, FX graph cache %d hits / %d misses, "
+    print("  set-up %-14s %-9s %6.1f s  %2d workloads, %2d planned, compile cache %d hits / %d misses, "
           "%d warm-up processes %s" % (spec, s["status"], s["wall_s"], s["workloads"], s["planned"],
                                        s["compile_cache_hits"], s["compile_cache_misses"], s["warm_up_processes"],
                                        s.get("message", "")))

@@ -41,7 +41,7 @@ class RoundRunner {
   };
   struct Prepared {
     int planned = 0;  // calls the plan step saw (0: the implementation has none; loading it was the set-up)
-    int compile_cache_hits = 0, compile_cache_misses = 0;  // Inductor's FX graph cache, where torch compiled
+    int compile_cache_hits = 0, compile_cache_misses = 0;  // torch.compile's on-disk cache, one per graph
   };
   virtual Prepared prepare(const catalog::Definition& def, const std::vector<PrepareCall>& calls) = 0;
 };

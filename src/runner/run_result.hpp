@@ -124,7 +124,7 @@ struct SetUpRecord {
   double wall_s = 0;   // from the request to the reply (a timeout: until the worker was ended)
   int workloads = 0;   // calls prepared, one per workload it will run
   int planned = 0;     // of which its plan step saw (0: it has none; loading it was the set-up)
-  int compile_cache_hits = 0, compile_cache_misses = 0;  // Inductor's FX graph cache (torch.compile)
+  int compile_cache_hits = 0, compile_cache_misses = 0;  // torch.compile's on-disk cache, one per graph
   int warm_up_processes = 0;  // extra processes that compiled later workloads into the on-disk cache meanwhile
   std::string message;        // why it failed or was ended
   nlohmann::json to_json() const;

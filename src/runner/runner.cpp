@@ -70,10 +70,10 @@ SetUpRecord prepare_runs(const std::string& spec, const std::vector<const WorkIt
       if (!impl->unsupported_reason(*def).empty()) continue;  // its runs say why
       std::vector<RoundRunner::PrepareCall> calls;
       const uint64_t seed = o.seed.value_or(catalog::default_seed(*def));
+      const catalog::GenerateOptions shapes_only{.plan_random_floats = true};
       for (const auto* item : items)
         if (item->definition == def)
-          calls.push_back({item->workload, catalog::generate_inputs(*def, *item->workload, seed,
-                                                                    catalog::GenerateOptions{.plan_random_floats = true})});
+          calls.push_back({item->workload, catalog::generate_inputs(*def, *item->workload, seed, shapes_only)});
       const RoundRunner::Prepared p = runner->prepare(*def, calls);
       s.workloads += int(calls.size());
       s.planned += p.planned;
@@ -274,8 +274,9 @@ BenchReport run_bench(const std::vector<WorkItem>& items, const BenchOptions& op
     for (size_t h = 1; h < processes; ++h) {
       const std::vector<size_t> share(l.rest.begin() + ptrdiff_t(h * l.rest.size() / processes),
                                       l.rest.begin() + ptrdiff_t((h + 1) * l.rest.size() / processes));
+      const size_t threads = std::max<size_t>(1, cores / processes);
       auto helper = std::make_unique<Worker>(serve);
-      if (helper->send(prepare_request("warm", lane, share, " " + std::to_string(std::max<size_t>(1, cores / processes)))))
+      if (helper->send(prepare_request("warm", lane, share, " " + std::to_string(threads))))
         l.warm_up.push_back(std::move(helper));
     }
     l.set_up.warm_up_processes = int(l.warm_up.size());
@@ -287,8 +288,19 @@ BenchReport run_bench(const std::vector<WorkItem>& items, const BenchOptions& op
       std::string line;
       const auto reply = l.worker->receive(0, &line);
       SetUpRecord& s = l.set_up;
-      if (reply == Worker::Reply::line) {
-        const SetUpRecord part = SetUpRecord::from_json(nlohmann::json::parse(line));
+      const nlohmann::json parsed = reply == Worker::Reply::line ? nlohmann::json::parse(line, nullptr, false)
+                                                                 : nlohmann::json();
+      if (reply == Worker::Reply::line && !parsed.is_object()) {
+        s.status = "failed";
+        s.message = "the set-up's worker sent an unreadable reply";
+      } else if (reply == Worker::Reply::line) {
+        SetUpRecord part;
+        try {
+          part = SetUpRecord::from_json(parsed);
+        } catch (const nlohmann::json::exception& e) {
+          part.status = "failed";
+          part.message = std::string("the set-up's worker sent an unreadable reply: ") + e.what();
+        }
         s.workloads += part.workloads;
         s.planned += part.planned;
         s.compile_cache_hits += part.compile_cache_hits;
@@ -403,6 +415,8 @@ BenchReport run_bench(const std::vector<WorkItem>& items, const BenchOptions& op
     done.emplace_back(j, std::move(r));
   }
   progress.finish();
+  for (auto& [lane, l] : lanes)  // all end at once, then each is waited for
+    if (l.worker) l.worker->close_input();
   for (auto& [lane, l] : lanes)
     if (l.worker) l.worker->stop();
   std::stable_sort(done.begin(), done.end(), [](const auto& a, const auto& b) { return a.first < b.first; });

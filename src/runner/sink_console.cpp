@@ -87,7 +87,7 @@ std::string set_up_summary(const BenchReport& report) {
       entry += wall + std::string(" (") + std::to_string(s.workloads) + " workloads";
       if (const std::string what = peer_set_up(spec); !what.empty()) entry += "; " + what;
       if (s.compile_cache_hits || s.compile_cache_misses)
-        entry += "; Inductor's FX graph cache: " + std::to_string(s.compile_cache_hits) + " hits, " +
+        entry += "; torch.compile's on-disk cache: " + std::to_string(s.compile_cache_hits) + " hits, " +
                  std::to_string(s.compile_cache_misses) + " misses";
       if (s.warm_up_processes)
         entry += "; " + std::to_string(s.warm_up_processes) + " warm-up processes filled that cache meanwhile";

@@ -171,6 +171,10 @@ class PythonProcess {
 
 std::map<std::string, std::unique_ptr<PythonProcess>>& python_processes() {
   static std::map<std::string, std::unique_ptr<PythonProcess>> processes;
+  // A worker whose input closes ends its Python processes first: each sees its input close and exits (torch's own
+  // exit handlers run, Inductor's compile workers end), and is waited for, so its CPU time is counted.
+  static const bool ended_at_exit = (Worker::at_exit([] { processes.clear(); }), true);
+  (void)ended_at_exit;
   return processes;
 }
 
@@ -288,8 +292,8 @@ class SolutionImplementation final : public Implementation, public RoundRunner {
         json outs = json::array();
         for (const auto& spec : def.outputs)
           outs.push_back(round_request_tensor(spec.name, spec.dtype, catalog::concrete_shape(spec, axes)));
-        recipes.push_back({{"inputs", input_recipe(py, def, calls[i].inputs, 0, "prepare" + std::to_string(i) + "_", true)},
-                           {"outputs", outs}});
+        const std::string prefix = "prepare" + std::to_string(i) + "_";
+        recipes.push_back({{"inputs", input_recipe(py, def, calls[i].inputs, 0, prefix, true)}, {"outputs", outs}});
       }
       json reply = py.request({{"op", "prepare"}, {"key", key}, {"calls", recipes}}, &dead);
       const json cache = reply.value("compile_cache", json::object());

@@ -35,8 +35,8 @@ bool peer_is_baseline_for(const std::string& peer, const catalog::Definition& de
 std::string peer_set_up(const std::string& spec);
 
 // The folder under which the worker processes' Python processes keep their files, for the life of one bench: a
-// Python process dies with its worker (at a timeout, or when the worker exits), too abruptly to clean up after
-// itself, so the runner removes the whole folder at the end. Without one, each uses a folder of its own in TMPDIR.
+// Python process killed with its worker (at a timeout) cannot clean up after itself, so the runner removes the
+// whole folder at the end. Without one, each uses a folder of its own in TMPDIR.
 class ScratchFolder {
  public:
   ScratchFolder();  // creates TMPDIR/kindex-bench-XXXXXX and makes it the root

@@ -37,6 +37,11 @@ std::set<int>& parent_ends() {
   return fds;
 }
 
+std::vector<std::function<void()>>& exit_hooks() {
+  static std::vector<std::function<void()>> hooks;
+  return hooks;
+}
+
 void close_parent_end(int& fd) {
   if (fd < 0) return;
   parent_ends().erase(fd);
@@ -62,6 +67,7 @@ pid_t fork_joined(int& read_end, int& write_end) {
     signal(SIGPIPE, SIG_DFL);
     for (int fd : parent_ends()) ::close(fd);
     parent_ends().clear();
+    exit_hooks().clear();
     ::close(down[1]);
     ::close(up[0]);
     read_end = down[0];
@@ -108,6 +114,7 @@ Worker::Worker(const Serve& serve) {
       }
       if (!write_all(out, reply) || exit_after) break;
     }
+    for (auto& hook : exit_hooks()) hook();
     _exit(0);  // no atexit handlers or destructors of the parent's state
   }
   from_ = in;
@@ -135,6 +142,10 @@ Worker::Worker(const std::vector<std::string>& argv, const std::string& stderr_p
   from_ = in;
   to_ = out;
 }
+
+void Worker::at_exit(std::function<void()> hook) { exit_hooks().push_back(std::move(hook)); }
+
+void Worker::close_input() { close_parent_end(to_); }
 
 bool Worker::send(const std::string& line) { return to_ >= 0 && write_all(to_, line + "\n"); }
 
@@ -172,7 +183,7 @@ Worker::Reply Worker::receive(double timeout_s, std::string* reply) {
 
 std::string Worker::stop(bool kill_it) {
     if (pid_ <= 0) return "";
-    close_parent_end(to_);
+    close_input();
     if (kill_it) ::kill(pid_, SIGKILL);
     int status = 0;
     // A worker that does not exit on EOF within 10 s is killed.

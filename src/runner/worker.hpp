@@ -33,6 +33,11 @@ class Worker {
   Reply receive(double timeout_s, std::string* reply);
   // Ends the worker: closes its input (it exits), or kills it; returns how it ended, for the log.
   std::string stop(bool kill_it = false);
+  // Closes its input only: it ends on its own while the caller ends others; stop() then waits for it.
+  void close_input();
+  // In a forked worker: `hook` runs when its input closes, before it exits (it ends the processes it started, so
+  // that they end cleanly and their time is counted as the worker's). Not on a kill.
+  static void at_exit(std::function<void()> hook);
 
  private:
   pid_t pid_ = -1;

@@ -363,7 +363,8 @@ TEST(Solutions, ASolutionIsPreparedInItsOwnWorkerWhileTheOthersRun) {
   // plan: 1.5 s on each shape it has not seen; run refuses a shape whose plan step did not come first.
   const std::string slow = write_solution(
       fib_solution("slow_set_up", "\nimport time\n_seen = set()\n_run = run\n"
-                                  "def _key(a):\n    return tuple(tuple(x.shape) if hasattr(x, 'shape') else x for x in a)\n"
+                                  "def _key(a):\n"
+                                  "    return tuple(tuple(x.shape) if hasattr(x, 'shape') else x for x in a)\n"
                                   "def plan(*a):\n    if _key(a) not in _seen:\n        time.sleep(1.5)\n"
                                   "        _seen.add(_key(a))\n"
                                   "def run(*a):\n    assert _key(a) in _seen, 'run before plan'\n    _run(*a)\n"),
@@ -408,7 +409,8 @@ TEST(Solutions, AFailedOrHungSetUpIsReportedAndTheBenchGoesOn) {
   Fixture f;
   const std::string fails = write_solution(
       fib_solution("set_up_fails", "\n_plans = []\ndef plan(*a):\n    _plans.append(1)\n"
-                                   "    if len(_plans) == 1:\n        raise RuntimeError('synthetic set-up failure')\n"),
+                                   "    if len(_plans) == 1:\n"
+                                   "        raise RuntimeError('synthetic set-up failure')\n"),
       "set-up-fails");
   const std::string hangs = write_solution(
       fib_solution("set_up_hangs", "\nimport time\n_plans = []\ndef plan(*a):\n    _plans.append(1)\n"
@@ -487,6 +489,22 @@ TEST(Solutions, AColdCompileCacheStartsWarmUpHelpers) {
   EXPECT_EQ(warm_pids.size(), 1u);
   EXPECT_GE(cold_pids.size(), 2u);  // a helper ended before it began leaves none
   EXPECT_NE(results_table(report).find("2 warm-up processes"), std::string::npos) << results_table(report);
+}
+
+// At the end of the bench a solution's Python process sees its input close and exits on its own (its exit handlers
+// run, and its worker waits for it, so its CPU time is counted), rather than being killed with its worker.
+TEST(Solutions, APythonProcessEndsCleanlyWithTheBench) {
+  PythonWithoutSitePackages python;
+  Fixture f;
+  const auto marker = test::scratch_dir("clean-exit") / "exited";
+  const std::string sol = write_solution(
+      fib_solution("clean_exit", "\nimport atexit\natexit.register(lambda: open('" + marker.string() +
+                                     "', 'w').close())\n"),
+      "clean-exit");
+  BenchReport report = run_bench(f.items(), options({"solution:" + sol}));
+  ASSERT_EQ(report.results.size(), 1u);
+  EXPECT_EQ(report.results[0].status, RunStatus::passed) << report.results[0].message;
+  EXPECT_TRUE(std::filesystem::exists(marker));
 }
 
 // The comparison table: kindex beside the fastest peer that passed, with the ratio.

@@ -28,9 +28,9 @@ process).
                                                       -> {"ok": true, "planned": N, "compile_cache": {"hits", "misses"}}
       The solution's one-time set-up ahead of its runs (the runner sends it while other implementations are measured):
       calls the entry module's `plan` once per call with that call's arguments, the random tensors left unfilled
-      (no GPU work: a plan step sees shapes, dtypes, scalars and the page tables, which are sent), the outputs too;
-      nothing is called, timed or written back. Without `plan`, loading the module was the set-up. compile_cache:
-      Inductor's FX graph cache hits and misses during the request (0 and 0 where nothing was compiled).
+      (no GPU work for inputs: a plan step sees shapes, dtypes, scalars and the page tables, which are sent), the
+      outputs too; the entry point is not called, nothing is timed or written back. Without `plan`, loading the module
+      was the set-up. compile_cache: torch.compile's on-disk cache hits and misses during the request (_compile_cache).
   {"op": "time", "protocol": {"untimed", "warmup", "iterations", "cold_l2", "prefer_cupti"}, "fresh_addresses": B}
                                                       -> {"ok": true, "ns": [...], "timer": NAME, "note": TEXT}
       Times the last round's call with kindex_gpu_reference_time_calls: the runner's own timer (src/runner/timer.cpp:
@@ -306,7 +306,7 @@ class Worker:
             plan(*args)
             planned += 1
             del args
-            if self.device:  # the unfilled tensors' memory goes back at once, for the implementations measured meanwhile
+            if self.device:  # the unfilled tensors' memory goes back now, for the implementations measured meanwhile
                 self._sync()
                 self.torch.cuda.empty_cache()
         after = self._compile_cache()
@@ -314,10 +314,14 @@ class Worker:
 
     @staticmethod
     def _compile_cache():
-        """Inductor's FX graph cache hits and misses so far in this process (none where torch compiled nothing)."""
+        """torch.compile's on-disk cache hits and misses so far in this process, one per compiled graph: Inductor's
+        FX graph cache or AOTAutograd's in front of it (a hit there may load the FX graph without counting it),
+        whichever counted more; 0 and 0 where torch compiled nothing."""
         dynamo = sys.modules.get("torch._dynamo.utils")
-        counters = getattr(dynamo, "counters", {}).get("inductor", {}) if dynamo else {}
-        return {"hits": counters.get("fxgraph_cache_hit", 0), "misses": counters.get("fxgraph_cache_miss", 0)}
+        counters = getattr(dynamo, "counters", {}) if dynamo else {}
+        inductor, aot = counters.get("inductor", {}), counters.get("aot_autograd", {})
+        return {"hits": max(inductor.get("fxgraph_cache_hit", 0), aot.get("autograd_cache_hit", 0)),
+                "misses": max(inductor.get("fxgraph_cache_miss", 0), aot.get("autograd_cache_miss", 0))}
 
     def round(self, req):
         entry, dps, plan, name = self.loaded[req["key"]]

@@ -12,8 +12,16 @@ RunResult new_run_result(const WorkItem& item, const std::string& impl_spec);
 
 // Runs the whole pipeline of (implementation, workload) in this process: inputs, reference and implementation over
 // the source's rounds, the comparator, timing. Sets *sticky when the CUDA context is no longer usable.
+// `shared_reference`: the timing reference's samples from an earlier run of the same workload in this bench (the
+// runner keeps the first and hands them to the next implementations): used instead of timing the reference again
+// when they are of the reference this run would time.
+struct SharedReferenceTiming {
+  std::string reference;  // gpu-reference | cpu-reference
+  std::string implementation;  // the run that timed it
+  TimingResult timing;
+};
 RunResult execute_run(const WorkItem& item, const std::string& impl_spec, const BenchOptions& options, bool gpu,
-                      bool* sticky);
+                      bool* sticky, const SharedReferenceTiming* shared_reference = nullptr);
 
 // Floors, ratios, speedup and SOL score of a finished run of `item` (in the runner, from the run's environment).
 // T_b of L2/003 comes from `baseline` when given (times measured on this GPU), else from the published table.

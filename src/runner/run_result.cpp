@@ -83,20 +83,6 @@ json summary_json(const TrialSummary& t) {
           {"ci95_ns", {s.ci95_low, s.ci95_high}}};
 }
 
-json timing_json(const TimingResult& t, bool with_samples) {
-  json j = {{"timer", t.timer}, {"note", t.note}};
-  if (with_samples) j["trials_ns"] = t.trials_ns;
-  if (t.summary) j["summary"] = summary_json(*t.summary);
-  return j;
-}
-
-TimingResult timing_from_json(const json& j) {
-  TimingResult t;
-  t.timer = j.value("timer", "");
-  t.note = j.value("note", "");
-  if (j.contains("trials_ns")) t.trials_ns = j["trials_ns"].get<std::vector<std::vector<double>>>();
-  return t;
-}
 
 template <class T>
 void put_optional(json& j, const char* key, const std::optional<T>& v) {
@@ -104,6 +90,21 @@ void put_optional(json& j, const char* key, const std::optional<T>& v) {
 }
 
 }  // namespace
+
+json TimingResult::to_json(bool with_samples) const {
+  json j = {{"timer", timer}, {"note", note}};
+  if (with_samples) j["trials_ns"] = trials_ns;
+  if (summary) j["summary"] = summary_json(*summary);
+  return j;
+}
+
+TimingResult TimingResult::from_json(const json& j) {
+  TimingResult t;
+  t.timer = j.value("timer", "");
+  t.note = j.value("note", "");
+  if (j.contains("trials_ns")) t.trials_ns = j["trials_ns"].get<std::vector<std::vector<double>>>();
+  return t;
+}
 
 json RunResult::to_json() const {
   json j = {{"definition", definition},
@@ -130,8 +131,8 @@ json RunResult::to_json() const {
               {"iterations", protocol.iterations},
               {"cold_l2", protocol.cold_l2},
               {"on_device", timed_on_device}}},
-            {"timing", timing_json(timing, true)},
-            {"reference_timing", timing_json(reference_timing, true)},
+            {"timing", timing.to_json(true)},
+            {"reference_timing", reference_timing.to_json(true)},
             {"work",
              {{"declared_input_bytes", work.declared_input_bytes},
               {"compulsory_bytes", work.compulsory_bytes},
@@ -189,8 +190,8 @@ RunResult RunResult::from_json(const json& j) {
   const json& p = j.at("protocol");
   r.protocol = {p.value("untimed", 0), p.value("warmup", 0), p.value("iterations", 0), p.value("cold_l2", false)};
   r.timed_on_device = p.value("on_device", false);
-  r.timing = timing_from_json(j.at("timing"));
-  r.reference_timing = timing_from_json(j.at("reference_timing"));
+  r.timing = TimingResult::from_json(j.at("timing"));
+  r.reference_timing = TimingResult::from_json(j.at("reference_timing"));
   const json& w = j.at("work");
   r.work.declared_input_bytes = w.value("declared_input_bytes", 0.0);
   r.work.compulsory_bytes = w.value("compulsory_bytes", 0.0);

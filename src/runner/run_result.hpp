@@ -57,6 +57,9 @@ struct TimingResult {
   std::string note;
   std::vector<std::vector<double>> trials_ns;  // samples per timed trial
   std::optional<TrialSummary> summary;
+
+  nlohmann::json to_json(bool with_samples) const;
+  static TimingResult from_json(const nlohmann::json& j);  // timer, note, samples (the summary is derived)
 };
 
 // Where a run's wall time went, in seconds summed over its rounds (the pipeline's clock, in the process that ran it):

@@ -6,6 +6,7 @@
 #include <chrono>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <sstream>
 #include <thread>
@@ -153,8 +154,18 @@ BenchReport run_bench(const std::vector<WorkItem>& items, const BenchOptions& op
     // "run": the parent says whether the machine has a GPU (it learnt so from "hello").
     int has_gpu = 0;
     in >> item >> spec >> has_gpu;
+    // Then, optionally, the workload's timing-reference samples from an earlier run (SharedReferenceTiming).
+    std::string rest;
+    std::getline(in, rest);
+    std::optional<SharedReferenceTiming> shared;
+    if (rest.find('{') != std::string::npos) {
+      const auto j = nlohmann::json::parse(rest);
+      shared = SharedReferenceTiming{j.at("reference"), j.at("implementation"),
+                                     TimingResult::from_json(j.at("timing"))};
+    }
     bool sticky = false;
-    RunResult r = execute_run(items.at(item), specs.at(spec), options, has_gpu != 0, &sticky);
+    RunResult r = execute_run(items.at(item), specs.at(spec), options, has_gpu != 0, &sticky,
+                              shared ? &*shared : nullptr);
     nlohmann::json j = r.to_json();
     if (sticky) j["worker_unusable"] = true, *exit_after = true;
     return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
@@ -349,6 +360,7 @@ BenchReport run_bench(const std::vector<WorkItem>& items, const BenchOptions& op
   std::vector<std::pair<size_t, RunResult>> done;  // job index (in the order at the start), result
   std::vector<size_t> order;                       // job indices not yet run
   for (size_t j = 0; j < jobs.size(); ++j) order.push_back(j);
+  std::map<size_t, SharedReferenceTiming> shared_references;  // per work item
   Progress progress(options.progress, jobs.size());
   while (true) {
     collect_set_ups();
@@ -372,17 +384,23 @@ BenchReport run_bench(const std::vector<WorkItem>& items, const BenchOptions& op
     progress.update(done.size(), item.definition->name + " " + item.workload->uuid.substr(0, 8) + " " + job.impl +
                                      (preparing.empty() ? "" : " | " + preparing));
     RunResult r;
+    const auto shared = shared_references.find(job.item);
+    const SharedReferenceTiming* shared_reference = shared == shared_references.end() ? nullptr : &shared->second;
     if (!options.isolate) {
-      r = execute_run(item, job.impl, options, gpu, nullptr);
+      r = execute_run(item, job.impl, options, gpu, nullptr, shared_reference);
     } else {
       const std::string lane = lane_of(job.impl);
       if (!lanes[lane].worker) start_worker(lane);
       Worker& worker = *lanes[lane].worker;
       std::string line;
       auto t0 = Clock::now();
-      auto reply = worker.request("run " + std::to_string(job.item) + " " + spec_index(job.impl) + " " +
-                                      (gpu ? "1" : "0"),
-                                  options.timeout_s, &line);
+      std::string request = "run " + std::to_string(job.item) + " " + spec_index(job.impl) + " " + (gpu ? "1" : "0");
+      if (shared_reference)
+        request += " " + nlohmann::json{{"reference", shared_reference->reference},
+                                        {"implementation", shared_reference->implementation},
+                                        {"timing", shared_reference->timing.to_json(true)}}
+                             .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+      auto reply = worker.request(request, options.timeout_s, &line);
       if (reply == Worker::Reply::line) {
         auto parsed = nlohmann::json::parse(line);
         r = RunResult::from_json(parsed);
@@ -408,6 +426,10 @@ BenchReport run_bench(const std::vector<WorkItem>& items, const BenchOptions& op
       r.implementation_info = it->second;
     else
       r.implementation_info.name = job.impl;
+    // The workload's first timing-reference samples serve its later runs (the reference is timed once per workload).
+    if (!shared_reference && r.status == RunStatus::passed && !r.reference_timing.trials_ns.empty() &&
+        r.timing_reference != r.implementation)
+      shared_references[job.item] = {r.timing_reference, r.implementation, r.reference_timing};
     const auto recording = std::chrono::steady_clock::now();
     derive(r, item, report.environment, report.measured_rates, options.baseline);
     if (on_result) on_result(r, report.environment);

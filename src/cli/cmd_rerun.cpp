@@ -72,13 +72,14 @@ void add_rerun_command(CLI::App& app, Registry& registry) {
       std::ostringstream table;
       runner::RerunOutcome outcome = runner::run_rerun(plan, *o, o->json ? table : std::cout);
       const bool passed = !outcome.report.any_correctness_failure();
-      // The rerun as the store now links it (the newest rerun of the original observed when this one was).
+      // The rerun as the store now links it: the one observed when this one was, else the newest (the links are in
+      // observation order).
       json original = store::run_view(*s, plan.original_id);
       json link;
-      for (const auto& l : original["reruns"])
-        if (outcome.report.results.empty() || l["rerun"]["observedAt"] == outcome.report.results[0].observed_at ||
-            link.is_null())
-          link = l;
+      for (const auto& l : original["reruns"]) {
+        link = l;
+        if (!outcome.report.results.empty() && l["rerun"]["observedAt"] == outcome.report.results[0].observed_at) break;
+      }
       if (o->json) {
         json rerun = link.is_null() ? json() : store::run_view(*s, link["rerun"]["id"].get<std::string>());
         std::cout << json{{"plan",

@@ -149,7 +149,8 @@ RerunPlan plan_rerun(store::Store& store, const RerunOptions& options) {
   plan.original_id = run["id"];
   plan.original_digest = run["runDigest"];
   auto rows = store.db().query(
-      "SELECT w.manifest, w.kind, o.semantic_digest, o.name, i.manifest, i.slug, i.title, r.origin, w.workload_digest "
+      "SELECT w.manifest, w.kind, o.semantic_digest, o.name, i.manifest, i.slug, i.title, r.origin, w.workload_digest, "
+      "o.manifest "
       "FROM benchmark_runs r JOIN workloads w ON w.id = r.workload_id JOIN operations o ON o.id = w.operation_id "
       "JOIN implementations i ON i.id = r.implementation_id WHERE r.id = ?",
       {plan.original_id});
@@ -161,19 +162,27 @@ RerunPlan plan_rerun(store::Store& store, const RerunOptions& options) {
   plan.original_implementation = impl.title.empty() ? impl.slug : impl.title;
   plan.source = impl.source = measured_source(view["manifest"], impl.origin);
 
-  // The operation: a bundled problem with the same OperationSpec.
+  // The operation: a bundled problem with the same OperationSpec, else one with the same semantics (axes, inputs
+  // and outputs; KernelIndex files SOL's L2/003 under another family and without its reference, for one).
+  const json stored_operation = json::parse(rows[0].text(9));
+  auto semantics = [](const json& operation) {
+    const json& spec = store::member_or_empty(operation, "spec");
+    return json{spec.value("axes", json()), spec.value("inputs", json()), spec.value("outputs", json())};
+  };
   std::optional<catalog::Problem> problem;
   for (const auto& name : catalog::list_builtin()) {
     catalog::Problem p = catalog::builtin_problem(name);
-    if (problem_manifest::operation_spec(p.definition).digest == operation_digest) {
+    const evidence::Manifest bundled = problem_manifest::operation_spec(p.definition);
+    if (bundled.digest == operation_digest) {
       problem = std::move(p);
       break;
     }
+    if (!problem && semantics(bundled.document) == semantics(stored_operation)) problem = std::move(p);
   }
   if (!problem)
     throw Error(kWhere, "operation", operation_name,
                 "is not a problem kindex's runner can run: its OperationSpec (" + operation_digest +
-                    ") is none of the bundled problems' (`kindex bench --list`)");
+                    ") has the semantics of none of the bundled problems (`kindex bench --list`)");
   const catalog::Definition& def = problem->definition;
   plan.problem = def.name;
   const std::string def_source(catalog::source_name(def.source));

@@ -1,7 +1,8 @@
 #pragma once
 // `kindex rerun <run>`: re-measure a run of the store on this machine and record the rerun linked to it.
 //
-// The run's operation must be one of the bundled problems (its OperationSpec digest equals the bundled definition's)
+// The run's operation must be one of the bundled problems (its OperationSpec digest equals the bundled definition's,
+// or its axes, inputs and outputs do)
 // and its workload one of that problem's workloads (the same WorkloadCase digest, else the same axes: a
 // KernelIndex workload's captured index arrays are not public, so kindex's own page table of that shape is used).
 // Its implementation is mapped to one kindex can obtain here (plan_rerun: kindex's kernels and references, a

@@ -533,7 +533,38 @@ json operation_view(Store& store, const std::string& operation, const std::strin
 }
 
 namespace {
-json rerun_links(Store& store, const std::string& condition, const std::vector<Value>& params);
+
+// Reruns and the runs they reproduce (run_reruns), as {"original": run, "rerun": run, "sameImplementation"}
+// (false: the rerun ran another implementation, given with --impl); each run is
+// {id, runDigest, status, latencyNs, statistic, gpu, observedAt, implementation, workloadId}, the original only its
+// runDigest when it is not in this store. `condition` is over the rerun `x` and the original `o`.
+json rerun_links(Store& store, const std::string& condition, const std::vector<Value>& params) {
+  auto side = [](const Row& r, size_t at) {
+    return json{{"id", r.text(at)},           {"runDigest", r.text(at + 1)},
+                {"status", r.text(at + 2)},   {"latencyNs", opt(r, at + 3)},
+                {"statistic", opt_text(r, at + 4)}, {"gpu", opt_text(r, at + 5)},
+                {"observedAt", opt_text(r, at + 6)}, {"implementation", opt_text(r, at + 7)},
+                {"workloadId", r.text(at + 8)}};
+  };
+  json out = json::array();
+  for (const auto& r : store.db().query(
+           "SELECT x.id, x.run_digest, x.status, x.primary_value, x.primary_statistic, x.hardware_model, x.observed_at, "
+           "COALESCE(xi.title, xi.slug), x.workload_id, o.id, p.reproduces_run_digest, o.status, o.primary_value, "
+           "o.primary_statistic, o.hardware_model, o.observed_at, COALESCE(oi.title, oi.slug), o.workload_id, "
+           "p.same_implementation "
+           "FROM run_reruns p JOIN benchmark_runs x ON x.id = p.run_id "
+           "JOIN implementations xi ON xi.id = x.implementation_id "
+           "LEFT JOIN benchmark_runs o ON o.run_digest = p.reproduces_run_digest "
+           "LEFT JOIN implementations oi ON oi.id = o.implementation_id WHERE " + condition +
+               " ORDER BY x.observed_at, x.id",
+           params)) {
+    json original = r.is_null(9) ? json{{"runDigest", r.text(10)}, {"inStore", false}} : side(r, 9);
+    if (!r.is_null(9)) original["inStore"] = true;
+    out.push_back({{"original", original}, {"rerun", side(r, 0)}, {"sameImplementation", r.integer(18) != 0}});
+  }
+  return out;
+}
+
 }  // namespace
 
 json workload_view(Store& store, const std::string& key) {
@@ -575,41 +606,6 @@ json implementation_view(Store& store, const std::string& key) {
           {"manifest", json::parse(r.text(4))}, {"project", opt_text(r, 5)}, {"operation", r.text(6)},
           {"operationName", r.text(7)}, {"language", opt_text(r, 8)}, {"license", opt_text(r, 9)}, {"runs", runs}};
 }
-
-namespace {
-
-// Reruns and the runs they reproduce (run_reruns), as {"original": run, "rerun": run, "sameImplementation"}
-// (false: the rerun ran another implementation, given with --impl); each run is
-// {id, runDigest, status, latencyNs, statistic, gpu, observedAt, implementation, workloadId}, the original only its
-// runDigest when it is not in this store. `condition` is over the rerun `x` and the original `o`.
-json rerun_links(Store& store, const std::string& condition, const std::vector<Value>& params) {
-  auto side = [](const Row& r, size_t at) {
-    return json{{"id", r.text(at)},           {"runDigest", r.text(at + 1)},
-                {"status", r.text(at + 2)},   {"latencyNs", opt(r, at + 3)},
-                {"statistic", opt_text(r, at + 4)}, {"gpu", opt_text(r, at + 5)},
-                {"observedAt", opt_text(r, at + 6)}, {"implementation", opt_text(r, at + 7)},
-                {"workloadId", r.text(at + 8)}};
-  };
-  json out = json::array();
-  for (const auto& r : store.db().query(
-           "SELECT x.id, x.run_digest, x.status, x.primary_value, x.primary_statistic, x.hardware_model, x.observed_at, "
-           "COALESCE(xi.title, xi.slug), x.workload_id, o.id, p.reproduces_run_digest, o.status, o.primary_value, "
-           "o.primary_statistic, o.hardware_model, o.observed_at, COALESCE(oi.title, oi.slug), o.workload_id, "
-           "p.same_implementation "
-           "FROM run_reruns p JOIN benchmark_runs x ON x.id = p.run_id "
-           "JOIN implementations xi ON xi.id = x.implementation_id "
-           "LEFT JOIN benchmark_runs o ON o.run_digest = p.reproduces_run_digest "
-           "LEFT JOIN implementations oi ON oi.id = o.implementation_id WHERE " + condition +
-               " ORDER BY x.observed_at, x.id",
-           params)) {
-    json original = r.is_null(9) ? json{{"runDigest", r.text(10)}, {"inStore", false}} : side(r, 9);
-    if (!r.is_null(9)) original["inStore"] = true;
-    out.push_back({{"original", original}, {"rerun", side(r, 0)}, {"sameImplementation", r.integer(18) != 0}});
-  }
-  return out;
-}
-
-}  // namespace
 
 json run_view(Store& store, const std::string& key) {
   std::string id = find_id(store, "benchmark_runs", "run_digest", key, "run");

@@ -6,6 +6,9 @@
 #include <set>
 #include <sstream>
 
+#include "runner/environment.hpp"
+#include "runner/pipeline.hpp"
+#include "runner/records.hpp"
 #include "runner/session.hpp"
 #include "runner/support.hpp"
 #include "catalog/builtin.hpp"
@@ -229,6 +232,31 @@ TEST(Pipeline, GpuShapedRecordsAreValidManifests) {
   auto trace = read_lines(dir / "traces" / "gqa_paged_decode_h24_kv4_d128_ps64.jsonl");
   ASSERT_EQ(trace.size(), 1u);
   EXPECT_EQ(trace[0]["evaluation"]["environment"]["hardware"], "NVIDIA_H200");
+  fs::remove_all(dir);
+}
+
+// An implementation given by a file (a library, a solution) is identified by its bytes in every run's records; the
+// digest is computed once per file version (path, size, modification time), so a rewritten file gets its own.
+TEST(Pipeline, AFileImplementationIsIdentifiedByItsCurrentBytes) {
+  auto dir = test::scratch_dir("file-digest");
+  auto problem = catalog::builtin_problem("gqa_paged_decode_h32_kv4_d128_ps1");
+  const WorkItem item{&problem.definition, &problem.workloads.at(0)};
+  const auto path = dir / "libsolution.so";
+  RunResult r = new_run_result(item, "external:" + path.string());
+  r.implementation_info.name = r.implementation;
+  r.implementation_info.path = path.string();
+  r.implementation_info.language = "cuda";
+  const Environment env = capture_environment();
+  auto source = [&] { return run_records(r, item, env, false).implementation.spec().at("source"); };
+  std::ofstream(path, std::ios::binary) << "first version";
+  const json first = source();
+  EXPECT_EQ(first["contentDigest"], "sha256:" + evidence::sha256_hex("first version"));
+  EXPECT_EQ(first["sizeBytes"], 13);
+  EXPECT_EQ(source(), first);  // the cached digest, the same
+  std::ofstream(path, std::ios::binary | std::ios::trunc) << "the second, longer version";
+  const json second = source();
+  EXPECT_EQ(second["contentDigest"], "sha256:" + evidence::sha256_hex("the second, longer version"));
+  EXPECT_EQ(second["sizeBytes"], 26);
   fs::remove_all(dir);
 }
 

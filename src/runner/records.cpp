@@ -44,32 +44,6 @@ bool is_hex40(const std::string& s) {
   return s.size() == 40 && std::all_of(s.begin(), s.end(), [](char c) { return std::isxdigit(c) && !std::isupper(c); });
 }
 
-// A file's sha256 and size, computed once per (path, size, modification time) in this process: the records of
-// every run of a library name its bytes (libkindex.so: 12 MB hashed for each of the main job's runs, and by each
-// sink, was ~100 ms a run on the H200).
-struct FileDigest {
-  std::string digest;
-  int64_t size = 0;
-};
-FileDigest file_digest(const std::string& path) {
-  static std::mutex mutex;
-  static std::map<std::tuple<std::string, uintmax_t, fs::file_time_type::rep>, FileDigest> cache;
-  std::error_code ec;
-  const uintmax_t size = fs::file_size(path, ec);
-  const auto mtime = ec ? fs::file_time_type{} : fs::last_write_time(path, ec);
-  const auto key = std::make_tuple(path, ec ? uintmax_t(0) : size, mtime.time_since_epoch().count());
-  std::lock_guard<std::mutex> lock(mutex);
-  if (!ec)
-    if (auto it = cache.find(key); it != cache.end()) return it->second;
-  std::ifstream in(path, std::ios::binary);
-  std::string bytes(ec ? 0 : size_t(size), '\0');
-  if (!bytes.empty()) in.read(bytes.data(), std::streamsize(bytes.size()));
-  bytes.resize(size_t(std::max<std::streamsize>(in.gcount(), 0)));
-  FileDigest d{"sha256:" + evidence::sha256_hex(bytes), int64_t(bytes.size())};
-  if (!ec) cache[key] = d;
-  return d;
-}
-
 evidence::Manifest implementation_manifest(const ImplementationInfo& info, const catalog::Definition& def,
                                            const std::string& operation_digest, const Environment& env) {
   evidence::ImplementationRevisionModel m;
@@ -239,6 +213,27 @@ evidence::Manifest run_manifest(const RunResult& r, const std::string& impl_dige
 std::string digest_hex(const std::string& digest) { return digest.substr(digest.find(':') + 1); }
 
 }  // namespace
+
+// Cached: the records of every run of a library name its bytes (libkindex.so, 12 MB, hashed for each of the main
+// job's runs and by each sink was ~100 ms a run on the H200).
+FileDigest file_digest(const std::string& path) {
+  static std::mutex mutex;
+  static std::map<std::tuple<std::string, uintmax_t, fs::file_time_type::rep>, FileDigest> cache;
+  std::error_code ec;
+  const uintmax_t size = fs::file_size(path, ec);
+  const auto mtime = ec ? fs::file_time_type{} : fs::last_write_time(path, ec);
+  const auto key = std::make_tuple(path, ec ? uintmax_t(0) : size, mtime.time_since_epoch().count());
+  std::lock_guard<std::mutex> lock(mutex);
+  if (!ec)
+    if (auto it = cache.find(key); it != cache.end()) return it->second;
+  std::ifstream in(path, std::ios::binary);
+  std::string bytes(ec ? 0 : size_t(size), '\0');
+  if (!bytes.empty()) in.read(bytes.data(), std::streamsize(bytes.size()));
+  bytes.resize(size_t(std::max<std::streamsize>(in.gcount(), 0)));
+  FileDigest d{"sha256:" + evidence::sha256_hex(bytes), int64_t(bytes.size())};
+  if (!ec) cache[key] = d;
+  return d;
+}
 
 RunRecords run_records(const RunResult& r, const WorkItem& item, const Environment& environment,
                        bool samples_in_files) {

@@ -1,6 +1,7 @@
 #pragma once
 // A run's KernelIndex records (records.cpp), shared by the manifest files and the store row so both carry the
 // same digests.
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -14,6 +15,15 @@ struct RunRecords {
   std::vector<double> samples;  // every timed sample, trials concatenated
   std::string samples_text, samples_uri, samples_digest;  // empty without samples
 };
+
+// How an implementation given by a file (a library, a solution) is identified in its ImplementationRevision: the
+// file's "sha256:<hex>" and size, computed once per (path, size, modification time) in a process. A file that cannot
+// be read has the digest of no bytes.
+struct FileDigest {
+  std::string digest;
+  int64_t size = 0;
+};
+FileDigest file_digest(const std::string& path);
 
 // `samples_in_files`: the run manifest points at samples/<hex>.json under --out, else at the store's copy.
 RunRecords run_records(const RunResult& r, const WorkItem& item, const Environment& environment,

@@ -4,9 +4,10 @@
 
 #include <algorithm>
 #include <cctype>
+#include <filesystem>
 #include <fstream>
-#include <iterator>
 
+#include "runner/records.hpp"
 #include "runner/solution.hpp"
 #include "catalog/builtin.hpp"
 #include "core/error.hpp"
@@ -48,10 +49,9 @@ std::string measured_source(const json& run_manifest, const std::string& origin)
 bool file_matches(const std::string& path, const json& implementation) {
   const std::string recorded =
       store::member_or_empty(store::member_or_empty(implementation, "spec"), "source").value("contentDigest", "");
-  std::ifstream in(path, std::ios::binary);
-  if (!in || recorded.empty()) return false;
-  std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  return "sha256:" + evidence::sha256_hex(bytes) == recorded;
+  std::error_code ec;
+  if (recorded.empty() || !std::filesystem::is_regular_file(path, ec)) return false;
+  return file_digest(path).digest == recorded;  // the digest kindex's records give the file (records.hpp)
 }
 
 // A solution file or library given for a run: the same implementation when the file is the source the run's

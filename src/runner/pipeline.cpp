@@ -271,6 +271,14 @@ bool device_comparable(DType dtype) { return dtype == DType::bf16 || dtype == DT
 
 }  // namespace
 
+nlohmann::json SharedReferenceTiming::to_json() const {
+  return {{"reference", reference}, {"implementation", implementation}, {"timing", timing.to_json(true)}};
+}
+
+SharedReferenceTiming SharedReferenceTiming::from_json(const nlohmann::json& j) {
+  return {j.at("reference"), j.at("implementation"), TimingResult::from_json(j.at("timing"))};
+}
+
 RunResult new_run_result(const WorkItem& item, const std::string& impl_spec) {
   const catalog::Definition& def = *item.definition;
   RunResult r;
@@ -453,8 +461,7 @@ RunResult execute_run(const WorkItem& item, const std::string& impl_spec, const 
           r.reference_timing.trials_ns.push_back(r.timing.trials_ns.back());
         } else if (round == 0 && shared_reference && shared_reference->reference == r.timing_reference &&
                    !shared_reference->timing.trials_ns.empty()) {
-          r.reference_timing = shared_reference->timing;
-          r.reference_timing.summary.reset();
+          r.reference_timing = shared_reference->timing;  // derive() summarises its samples
           add_note(r.message, "the timing reference's samples are those " + shared_reference->implementation +
                                   "'s run of this workload measured (timed once per workload)");
         } else if (round == 0) {

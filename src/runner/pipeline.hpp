@@ -16,9 +16,12 @@ RunResult new_run_result(const WorkItem& item, const std::string& impl_spec);
 // runner keeps the first and hands them to the next implementations): used instead of timing the reference again
 // when they are of the reference this run would time.
 struct SharedReferenceTiming {
-  std::string reference;  // gpu-reference | cpu-reference
+  std::string reference;       // gpu-reference | cpu-reference
   std::string implementation;  // the run that timed it
   TimingResult timing;
+
+  nlohmann::json to_json() const;  // as the runner hands it to a worker with a run
+  static SharedReferenceTiming from_json(const nlohmann::json& j);
 };
 RunResult execute_run(const WorkItem& item, const std::string& impl_spec, const BenchOptions& options, bool gpu,
                       bool* sticky, const SharedReferenceTiming* shared_reference = nullptr);

@@ -158,11 +158,7 @@ BenchReport run_bench(const std::vector<WorkItem>& items, const BenchOptions& op
     std::string rest;
     std::getline(in, rest);
     std::optional<SharedReferenceTiming> shared;
-    if (rest.find('{') != std::string::npos) {
-      const auto j = nlohmann::json::parse(rest);
-      shared = SharedReferenceTiming{j.at("reference"), j.at("implementation"),
-                                     TimingResult::from_json(j.at("timing"))};
-    }
+    if (rest.find('{') != std::string::npos) shared = SharedReferenceTiming::from_json(nlohmann::json::parse(rest));
     bool sticky = false;
     RunResult r = execute_run(items.at(item), specs.at(spec), options, has_gpu != 0, &sticky,
                               shared ? &*shared : nullptr);
@@ -192,7 +188,7 @@ BenchReport run_bench(const std::vector<WorkItem>& items, const BenchOptions& op
   // The environment and the implementations' descriptions: from the first worker (or this process), the
   // solutions' from their own, at the same time.
   std::map<std::string, ImplementationInfo> infos;
-  const auto started = std::chrono::steady_clock::now();
+  const auto started = Clock::now();
   {
     nlohmann::json hello;  // the first worker's: with the environment
     std::vector<nlohmann::json> hellos;
@@ -240,7 +236,7 @@ BenchReport run_bench(const std::vector<WorkItem>& items, const BenchOptions& op
                                             "measured by kindex bench at the start of this run: 1 GiB device copy "
                                             "and a 8192^3 bf16 cuBLASLt GEMM, median of 10"};
   }
-  report.start_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  report.start_s = seconds_since(started);
   // A peer this machine does not have is reported, not run.
   for (const auto& [spec, info] : infos)
     if (!info.not_installed.empty()) report.not_available[spec] = info.not_installed;
@@ -292,6 +288,11 @@ BenchReport run_bench(const std::vector<WorkItem>& items, const BenchOptions& op
     }
     l.set_up.warm_up_processes = int(l.warm_up.size());
   };
+  auto worker_died = [](SetUpRecord& s, Lane& l) {
+    s.status = "failed";
+    s.message = "the worker process died during the set-up (" + l.worker->stop() + ")";
+    l.worker.reset();
+  };
   // Takes the set-ups' replies; ends those past the per-workload timeout (their runs are not run).
   auto collect_set_ups = [&] {
     for (auto& [lane, l] : lanes) {
@@ -322,14 +323,10 @@ BenchReport run_bench(const std::vector<WorkItem>& items, const BenchOptions& op
           if (part.compile_cache_misses > 0 && l.rest.size() >= 2) start_warm_up(lane, l);
           const std::vector<size_t> rest = std::exchange(l.rest, {});
           if (l.worker->send(prepare_request("prepare", lane, rest))) continue;
-          s.status = "failed";
-          s.message = "the worker process died during the set-up (" + l.worker->stop() + ")";
-          l.worker.reset();
+          worker_died(s, l);
         }
       } else if (reply == Worker::Reply::died) {
-        s.status = "failed";
-        s.message = "the worker process died during the set-up (" + l.worker->stop() + ")";
-        l.worker.reset();
+        worker_died(s, l);
       } else if (seconds_since(l.since) > options.timeout_s) {
         l.worker->stop(true);
         l.worker.reset();
@@ -396,10 +393,7 @@ BenchReport run_bench(const std::vector<WorkItem>& items, const BenchOptions& op
       auto t0 = Clock::now();
       std::string request = "run " + std::to_string(job.item) + " " + spec_index(job.impl) + " " + (gpu ? "1" : "0");
       if (shared_reference)
-        request += " " + nlohmann::json{{"reference", shared_reference->reference},
-                                        {"implementation", shared_reference->implementation},
-                                        {"timing", shared_reference->timing.to_json(true)}}
-                             .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+        request += " " + shared_reference->to_json().dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
       auto reply = worker.request(request, options.timeout_s, &line);
       if (reply == Worker::Reply::line) {
         auto parsed = nlohmann::json::parse(line);
@@ -430,10 +424,10 @@ BenchReport run_bench(const std::vector<WorkItem>& items, const BenchOptions& op
     if (!shared_reference && r.status == RunStatus::passed && !r.reference_timing.trials_ns.empty() &&
         r.timing_reference != r.implementation)
       shared_references[job.item] = {r.timing_reference, r.implementation, r.reference_timing};
-    const auto recording = std::chrono::steady_clock::now();
+    const auto recording = Clock::now();
     derive(r, item, report.environment, report.measured_rates, options.baseline);
     if (on_result) on_result(r, report.environment);
-    r.phases.record = std::chrono::duration<double>(std::chrono::steady_clock::now() - recording).count();
+    r.phases.record = seconds_since(recording);
     done.emplace_back(j, std::move(r));
   }
   progress.finish();

@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "core/error.hpp"
+#include "core/hex.hpp"
 #include "evidence/jcs.hpp"
 
 namespace kindex::evidence {
@@ -14,14 +15,7 @@ std::string sha256_hex(std::string_view bytes) {
   unsigned int len = 0;
   if (EVP_Digest(bytes.data(), bytes.size(), md, &len, EVP_sha256(), nullptr) != 1)
     throw std::runtime_error("OpenSSL EVP_Digest(sha256) failed");
-  static const char* hex = "0123456789abcdef";
-  std::string out;
-  out.reserve(2 * len);
-  for (unsigned int i = 0; i < len; ++i) {
-    out += hex[md[i] >> 4];
-    out += hex[md[i] & 15];
-  }
-  return out;
+  return hex_lower(std::string_view(reinterpret_cast<const char*>(md), len));
 }
 
 std::string sha256_digest(const nlohmann::json& value) { return "sha256:" + sha256_hex(canonical_json(value)); }

@@ -9,6 +9,7 @@
 
 #include "gpu_reference/gpu_reference.hpp"
 #include "kernels/capi.hpp"
+#include "runner/device.hpp"
 #include "runner/timer.hpp"
 
 namespace {
@@ -114,6 +115,28 @@ kindex_status kindex_gpu_reference_time_calls(const kindex_timing_protocol* prot
                               "kindex_gpu_reference_time_calls: a step stopped the timing");
   } catch (const std::exception& e) {
     return kindex::capi::fail(KINDEX_STATUS_CUDA_ERROR, std::string("kindex_gpu_reference_time_calls: ") + e.what());
+  }
+}
+
+kindex_status kindex_gpu_reference_ipc_open(const void* handle, size_t handle_size, void** ptr) {
+  kindex::capi::clear_error();
+  if (!handle || !ptr)
+    return kindex::capi::fail(KINDEX_STATUS_INVALID_ARGUMENT, "kindex_gpu_reference_ipc_open: handle and ptr are required");
+  try {
+    *ptr = kindex::runner::device::ipc_open(std::string(static_cast<const char*>(handle), handle_size));
+    return KINDEX_STATUS_OK;
+  } catch (const std::exception& e) {
+    return kindex::capi::fail(KINDEX_STATUS_CUDA_ERROR, std::string("kindex_gpu_reference_ipc_open: ") + e.what());
+  }
+}
+
+kindex_status kindex_gpu_reference_ipc_close(void* ptr) {
+  kindex::capi::clear_error();
+  try {
+    kindex::runner::device::ipc_close(ptr);
+    return KINDEX_STATUS_OK;
+  } catch (const std::exception& e) {
+    return kindex::capi::fail(KINDEX_STATUS_CUDA_ERROR, std::string("kindex_gpu_reference_ipc_close: ") + e.what());
   }
 }
 

@@ -75,6 +75,12 @@ KINDEX_API kindex_status kindex_gpu_reference_time_calls(const kindex_timing_pro
                                                          void* stream, double* ns, char* timer, size_t timer_size,
                                                          char* note, size_t note_size);
 
+/* The runner's output buffers in kindex's solution worker (another process on the same device): maps the 64-byte
+ * cudaIpcMemHandle_t `handle` (handle_size 64) the runner exported, writing the mapped address to `ptr`; close
+ * unmaps it. A solution's outputs are copied there, and the runner compares them where they lie. */
+KINDEX_API kindex_status kindex_gpu_reference_ipc_open(const void* handle, size_t handle_size, void** ptr);
+KINDEX_API kindex_status kindex_gpu_reference_ipc_close(void* ptr);
+
 #ifdef __cplusplus
 }
 #endif

@@ -102,6 +102,25 @@ size_t l2_cache_bytes() {
   return size_t(l2);
 }
 
+std::string ipc_handle(const void* device_ptr) {
+  cudaIpcMemHandle_t h;
+  check(cudaIpcGetMemHandle(&h, const_cast<void*>(device_ptr)), "cudaIpcGetMemHandle");
+  return std::string(reinterpret_cast<const char*>(&h), sizeof h);
+}
+
+void* ipc_open(const std::string& handle) {
+  cudaIpcMemHandle_t h;
+  if (handle.size() != sizeof h)
+    throw RunFailure(RunStatus::runtime_error, "cudaIpcOpenMemHandle: a handle of " + std::to_string(handle.size()) +
+                                                   " bytes; CUDA's has " + std::to_string(sizeof h));
+  std::memcpy(&h, handle.data(), sizeof h);
+  void* ptr = nullptr;
+  check(cudaIpcOpenMemHandle(&ptr, h, cudaIpcMemLazyEnablePeerAccess), "cudaIpcOpenMemHandle");
+  return ptr;
+}
+
+void ipc_close(void* ptr) { check(cudaIpcCloseMemHandle(ptr), "cudaIpcCloseMemHandle"); }
+
 #else  // no CUDA in this build
 
 bool built_with_cuda() { return false; }
@@ -131,6 +150,9 @@ void copy_to_host(const TensorView&, const TensorView&, void*) { no_cuda("copy t
 void copy_device_to_device(const TensorView&, const TensorView&, void*) { no_cuda("device copy"); }
 void memset_async(void*, int, size_t, void*) { no_cuda("device memset"); }
 size_t l2_cache_bytes() { no_cuda("L2 size"); }
+std::string ipc_handle(const void*) { no_cuda("cudaIpcGetMemHandle"); }
+void* ipc_open(const std::string&) { no_cuda("cudaIpcOpenMemHandle"); }
+void ipc_close(void*) { no_cuda("cudaIpcCloseMemHandle"); }
 
 #endif
 

@@ -57,5 +57,14 @@ void poison(const TensorView& dev, void* stream);
 void memset_async(void* ptr, int value, size_t bytes, void* stream);
 size_t l2_cache_bytes();
 
+// CUDA IPC, both sides. The runner hands its output buffers to kindex's Python solution worker this way, so a
+// solution's outputs (L2/003's are ~100 MB a round) reach the device comparator without a trip through the host.
+// ipc_handle: the cudaIpcMemHandle_t (its 64 bytes) of the allocation starting at `device_ptr` (a Buffer's get()).
+// ipc_open maps such a handle of another process here (the exporter must keep the allocation while it is open);
+// ipc_close unmaps it.
+std::string ipc_handle(const void* device_ptr);
+void* ipc_open(const std::string& handle);
+void ipc_close(void* ptr);
+
 }  // namespace device
 }  // namespace kindex::runner

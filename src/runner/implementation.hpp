@@ -26,11 +26,13 @@ class RoundRunner {
  public:
   virtual ~RoundRunner() = default;
   struct Outputs {
-    std::map<std::string, Tensor> tensors;  // on the host, by output name
+    std::map<std::string, Tensor> tensors;  // on the host, by output name (none when written to device_outputs)
     std::optional<double> plan_s;           // host time of the implementation's untimed plan step, if it has one
   };
+  // `device_outputs` (by output name: contiguous buffers of this process's own device::Buffer allocations): the
+  // outputs are written there, on the device, through CUDA IPC; null: they come back on the host.
   virtual Outputs run_round(const catalog::Definition& def, const catalog::Workload& w, const catalog::Inputs& inputs,
-                            uint64_t seed) = 0;
+                            uint64_t seed, const TensorMap* device_outputs) = 0;
   virtual TimingSamples time_round(const TimingProtocol& protocol, bool fresh_addresses, bool prefer_cupti) = 0;
   // The one-time set-up of its runs of `def`, ahead of them (a peer's JIT build, torch.compile of each shape): the
   // implementation's plan step on each call's arguments, whose random tensors are shapes only (never drawn: no

@@ -353,8 +353,8 @@ RunResult execute_run(const WorkItem& item, const std::string& impl_spec, const 
       tol.fib_tol.rtol = tol.sol_tol.rtol = w.tolerance->max_rtol;
     }
     // With the reference's outputs on the device, the outputs are compared there (the same per-element code as the
-    // host comparator): a device implementation's where it wrote them, an out-of-process one's (handed over on the
-    // host) after one upload, cheaper than the reference's outputs copied down and compared on the host's cores.
+    // host comparator): a device implementation's where it wrote them, an out-of-process one's where its worker
+    // copied them (this process's buffers, mapped there by CUDA IPC: no trip through the host).
     const DeviceComparator* const comparator =
         gpu && ref->memory() == Where::device && (remote_impl || impl->memory() == Where::device) ? device_comparator()
                                                                                                  : nullptr;
@@ -397,7 +397,18 @@ RunResult execute_run(const WorkItem& item, const std::string& impl_spec, const 
       std::optional<PreparedCall> impl_call;
       RoundRunner::Outputs remote;
       if (remote_impl) {
-        remote = remote_impl->run_round(def, w, *inputs, seed);
+        // Compared on the device: the outputs are written straight into this process's buffers (CUDA IPC).
+        std::optional<TensorMap> handed;
+        if (comparator) {
+          handed.emplace();
+          for (const auto& spec : def.outputs) {
+            const TensorView v = buffers.tensor("remote/" + spec.name, host.outputs.at(spec.name));
+            device::poison(v, stream.stream);
+            handed->emplace(spec.name, v);
+          }
+          device::synchronize(stream.stream);
+        }
+        remote = remote_impl->run_round(def, w, *inputs, seed, handed ? &*handed : nullptr);
         if (remote.plan_s && round == 0) {
           r.plan_host_s = remote.plan_s;
           char text[96];
@@ -413,20 +424,23 @@ RunResult execute_run(const WorkItem& item, const std::string& impl_spec, const 
 
       std::vector<compare::Report> reports;
       for (const auto& spec : def.outputs) {
+        // Where the implementation's outputs are: an out-of-process one's in its "remote/" buffers when compared on
+        // the device (handed over there), else on the host.
+        const auto actual_on_device = [&] {
+          return remote_impl ? buffers.tensor("remote/" + spec.name, host.outputs.at(spec.name))
+                             : impl_call->output(spec.name);
+        };
         if (comparator && device_comparable(spec.dtype)) {
-          TensorView actual;
-          if (remote_impl) {
-            const TensorView handed = remote.tensors.at(spec.name).view();
-            actual = buffers.tensor("remote/" + spec.name, handed);
-            device::copy_to_device(handed, actual, stream.stream);
-          } else {
-            actual = impl_call->output(spec.name);
-          }
-          reports.push_back(
-              compare_on_device(spec.name, actual, ref_call.output(spec.name), tol, *comparator, stream.stream));
+          reports.push_back(compare_on_device(spec.name, actual_on_device(), ref_call.output(spec.name), tol,
+                                              *comparator, stream.stream));
           if (r.phases.compared_on.empty()) r.phases.compared_on = "device";
         } else {
-          const TensorView a = remote_impl ? remote.tensors.at(spec.name).view()
+          Tensor copied;
+          if (remote_impl && comparator) {
+            copied = Tensor(spec.dtype, host.outputs.at(spec.name).shape);
+            device::copy_to_host(actual_on_device(), copied.view(), stream.stream);
+          }
+          const TensorView a = remote_impl ? (comparator ? copied.view() : remote.tensors.at(spec.name).view())
                                            : impl_call->host_output(spec.name).view();
           const TensorView e = ref_call.host_output(spec.name).view();
           reports.push_back(fib ? compare::compare_fib(spec.name, a, e, tol.fib_tol)

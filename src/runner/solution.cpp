@@ -16,6 +16,7 @@
 #include "runner/worker.hpp"
 #include "catalog/loader.hpp"
 #include "core/error.hpp"
+#include "core/hex.hpp"
 
 namespace kindex::runner {
 
@@ -245,10 +246,10 @@ class SolutionImplementation final : public Implementation, public RoundRunner {
   RoundRunner* round_runner() override { return this; }
 
   Outputs run_round(const catalog::Definition& def, const catalog::Workload& w, const catalog::Inputs& inputs,
-                    uint64_t seed) override {
+                    uint64_t seed, const TensorMap* device_outputs) override {
     bool dead = false;
     try {
-      return run_round_in(process(&dead), def, w, inputs, seed, &dead);
+      return run_round_in(process(&dead), def, w, inputs, seed, device_outputs, &dead);
     } catch (...) {
       if (dead) python_processes().erase(spec_);
       throw;
@@ -380,23 +381,32 @@ class SolutionImplementation final : public Implementation, public RoundRunner {
   }
 
   Outputs run_round_in(PythonProcess& py, const catalog::Definition& def, const catalog::Workload& w,
-                       const catalog::Inputs& inputs, uint64_t seed, bool* dead) {
+                       const catalog::Inputs& inputs, uint64_t seed, const TensorMap* device_outputs, bool* dead) {
     const std::string key = load(py, def, dead);
     json in = input_recipe(py, def, inputs, seed, "", false);
     const auto axes = catalog::resolve_axes(def, w);
     Outputs out;
     json outs = json::array();
     for (const auto& spec : def.outputs) {
-      auto& t = out.tensors.emplace(spec.name, Tensor(spec.dtype, catalog::concrete_shape(spec, axes))).first->second;
-      json j = round_request_tensor(spec.name, spec.dtype, t.shape());
-      j["file"] = py.dir() + "/out_" + spec.name + ".bin";
-      std::error_code ec;
-      fs::remove(j["file"].get<std::string>(), ec);
+      const auto shape = catalog::concrete_shape(spec, axes);
+      json j = round_request_tensor(spec.name, spec.dtype, shape);
+      if (device_outputs) {
+        // The runner's buffer, by its CUDA IPC handle: the worker maps it once per run and copies the output there.
+        const TensorView& dst = device_outputs->at(spec.name);
+        if (dst.dtype != spec.dtype || dst.shape != shape)
+          throw std::logic_error("run_round: device output " + spec.name + " is not shaped as the definition says");
+        j["ipc"] = dst.nbytes() ? hex_lower(device::ipc_handle(dst.data)) : "";
+      } else {
+        out.tensors.emplace(spec.name, Tensor(spec.dtype, shape));
+        j["file"] = py.dir() + "/out_" + spec.name + ".bin";
+        std::error_code ec;
+        fs::remove(j["file"].get<std::string>(), ec);
+      }
       outs.push_back(j);
     }
     json reply = py.request({{"op", "round"}, {"key", key}, {"inputs", in}, {"outputs", outs}}, dead);
     if (reply.contains("plan_s") && reply["plan_s"].is_number()) out.plan_s = reply["plan_s"].get<double>();
-    for (const auto& j : outs) {
+    for (const auto& j : device_outputs ? json::array() : outs) {
       Tensor& t = out.tensors.at(j["name"]);
       // Read straight into the tensor (L2/003's outputs are ~100 MB a round: a byte-wise stream read and a second
       // copy cost ~0.5 s a round on the H200).

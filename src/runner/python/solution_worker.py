@@ -18,11 +18,14 @@ process).
                                                       -> {"ok": true}
   {"op": "round", "key": K, "inputs": [{"name", "dtype", "shape", "file"} | {"name", "dtype", "shape", "random":
    {kind, numel, seed, stream, scale, row, pages_file, num_pages, page_elems}} | {"name", "scalar": VALUE}],
-   "outputs": [{"name", "dtype", "shape", "file"}]}    -> {"ok": true, "plan_s": SECONDS|null}
+   "outputs": [{"name", "dtype", "shape", "file" | "ipc"}]}
+                                                      -> {"ok": true, "plan_s": SECONDS|null}
       Builds the inputs (files: raw little-endian bytes; random: drawn on the device by libkindex_gpu_reference.so's
       kindex_gpu_reference_fill_random, the runner's own generator, so the bits are those of a native run), calls the
-      solution once and writes each output's bytes to its file. If the entry module defines `plan` (kindex's peers
-      do), it is called first with the same arguments, untimed, its host time returned as plan_s.
+      solution once and hands each output back: its bytes to its file, or, where the runner compares on the device,
+      copied into the runner's buffer whose CUDA IPC handle "ipc" is (hex; "" for an empty tensor), mapped for this
+      round only. If the entry module defines `plan` (kindex's peers do), it is called first with the same
+      arguments, untimed, its host time returned as plan_s.
   {"op": "prepare", "key": K, "calls": [{"inputs": [... as a round's, random tensors as {"name", "dtype", "shape",
    "unfilled": true}], "outputs": [{"name", "dtype", "shape"}]}]}
                                                       -> {"ok": true, "planned": N, "compile_cache": {"hits", "misses"}}
@@ -144,12 +147,30 @@ class _Library:
                                                               ctypes.c_void_p]
         self.lib.kindex_gpu_reference_fill_random.restype = ctypes.c_int
         self.lib.kindex_last_error.restype = ctypes.c_char_p
+        self.lib.kindex_gpu_reference_ipc_open.argtypes = [ctypes.c_char_p, ctypes.c_size_t,
+                                                           ctypes.POINTER(ctypes.c_void_p)]
+        self.lib.kindex_gpu_reference_ipc_open.restype = ctypes.c_int
+        self.lib.kindex_gpu_reference_ipc_close.argtypes = [ctypes.c_void_p]
+        self.lib.kindex_gpu_reference_ipc_close.restype = ctypes.c_int
         self.time_calls = getattr(self.lib, "kindex_gpu_reference_time_calls", None)
         if self.time_calls is not None:
             self.time_calls.argtypes = [ctypes.POINTER(_TimingProtocol), _CALLBACK, _CALLBACK, ctypes.c_void_p,
                                         ctypes.c_void_p, ctypes.POINTER(ctypes.c_double), ctypes.c_char_p,
                                         ctypes.c_size_t, ctypes.c_char_p, ctypes.c_size_t]
             self.time_calls.restype = ctypes.c_int
+
+    def ipc_open(self, handle_hex):
+        handle = bytes.fromhex(handle_hex)
+        ptr = ctypes.c_void_p()
+        s = self.lib.kindex_gpu_reference_ipc_open(handle, len(handle), ctypes.byref(ptr))
+        if s != 0:
+            self.error("kindex_gpu_reference_ipc_open", s)
+        return ptr.value
+
+    def ipc_close(self, ptr):
+        s = self.lib.kindex_gpu_reference_ipc_close(ctypes.c_void_p(ptr))
+        if s != 0:
+            self.error("kindex_gpu_reference_ipc_close", s)
 
     def error(self, what, status):
         text = (self.lib.kindex_last_error() or b"").decode(errors="replace")
@@ -162,6 +183,14 @@ def _is_sticky(text):
 
 
 # --- the worker ---------------------------------------------------------------------------------------------------
+
+class _DeviceBytes:
+    """`nbytes` bytes of device memory at `ptr`, for torch.as_tensor (the CUDA array interface; no copy)."""
+
+    def __init__(self, ptr, nbytes):
+        self.__cuda_array_interface__ = {"shape": (nbytes,), "typestr": "|u1", "data": (ptr, False), "version": 3,
+                                         "strides": None, "stream": None}
+
 
 class Worker:
     def __init__(self):
@@ -342,10 +371,42 @@ class Worker:
         if len(outputs) != len(req["outputs"]):
             raise WorkerError(f"solution {name} gave {len(outputs)} outputs; the definition has "
                               f"{len(req['outputs'])} ({', '.join(o['name'] for o in req['outputs'])})")
+        handed = [(got, spec) for got, spec in zip(outputs, req["outputs"]) if "ipc" in spec]
         for got, spec in zip(outputs, req["outputs"]):
-            self._write_output(got, spec, name)
+            if "ipc" not in spec:
+                self._write_output(got, spec, name)
+        if handed:
+            self._hand_over(handed, name)
         self.last = (entry, args, outputs, dps)
         return {"plan_s": plan_s}
+
+    def _hand_over(self, handed, name):
+        """Copies each output into the runner's buffer (CUDA IPC), mapped for this copy only: the runner's buffers
+        live as long as its run, so no mapping outlives what it maps."""
+        torch = self.torch
+        if not self.device or self.library is None:
+            raise WorkerError("outputs handed over on the device, but this worker has no device library")
+        mapped = []
+        try:
+            for got, spec in handed:
+                if not isinstance(got, torch.Tensor):
+                    raise WorkerError(f"solution {name}: output {spec['name']} is a {type(got).__name__}, not a tensor")
+                self._check_output(got, spec, name)
+                if not spec["ipc"]:
+                    continue  # an empty tensor: nothing to copy
+                nbytes = got.numel() * got.element_size()
+                ptr = self.library.ipc_open(spec["ipc"])
+                mapped.append(ptr)
+                dst = torch.as_tensor(_DeviceBytes(ptr, nbytes), device=got.device)
+                dst.view(got.dtype).view(got.shape).copy_(got)
+                del dst
+        finally:
+            if mapped:
+                try:
+                    self._sync()  # the copies are done before their mappings go (an error here is the round's)
+                finally:
+                    for ptr in mapped:
+                        self.library.ipc_close(ptr)
 
     def _write_output(self, got, spec, name):
         """The output's bytes to its file: a device tensor through one host copy and numpy's tofile (no bytes

@@ -252,7 +252,7 @@ BenchReport run_bench(const std::vector<WorkItem>& items, const BenchOptions& op
 
   // Each solution's set-up starts now, in its own worker, beside the runs of the other lanes: first its first
   // workload alone, then the rest. Where that first one missed the compiler's on-disk cache (a cold torch.compile),
-  // warm-up helpers (one per 4 cores, the lane included) compile later workloads into that cache meanwhile, so the
+  // warm-up helpers (one per 2 cores, the lane included) compile later workloads into that cache meanwhile, so the
   // lane finds them there; they are ended when the lane is done. Where it hit, the cache is warm: no helpers.
   const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
   auto prepare_request = [&](const std::string& op, const std::string& spec, const std::vector<size_t>& its,
@@ -277,7 +277,7 @@ BenchReport run_bench(const std::vector<WorkItem>& items, const BenchOptions& op
   }
   auto start_warm_up = [&](const std::string& lane, Lane& l) {
     const size_t processes = std::min<size_t>(
-        l.rest.size(), options.set_up_processes > 0 ? unsigned(options.set_up_processes) : std::max(1u, cores / 4));
+        l.rest.size(), options.set_up_processes > 0 ? unsigned(options.set_up_processes) : std::max(1u, cores / 2));
     for (size_t h = 1; h < processes; ++h) {
       const std::vector<size_t> share(l.rest.begin() + ptrdiff_t(h * l.rest.size() / processes),
                                       l.rest.begin() + ptrdiff_t((h + 1) * l.rest.size() / processes));

@@ -38,7 +38,8 @@ struct BenchOptions {
   bool progress = false;             // a progress bar on stderr
   bool isolate = true;               // run in worker processes (false: in this process, for debugging)
   // Processes that compile a solution's workloads at its set-up when its first one missed the compiler's on-disk
-  // cache (the solution's own worker included): 0 = one per 4 cores.
+  // cache (the solution's own worker included): 0 = one per 2 cores (torch.compile's tracing is single-threaded
+  // Python: more processes, each with fewer of Inductor's compile threads, finish a cold set-up sooner).
   int set_up_processes = 0;
   std::optional<BaselineTimes> baseline;  // L2/003 T_b measured on this machine (--baseline), else the published
 };

@@ -103,6 +103,7 @@ TEST(SolutionOnDevice, OutputsReachTheDeviceComparatorThroughCudaIpc) {
   o.iterations = 3;
   o.warmup = 1;
   o.timeout_s = 120;
+  o.isolate = false;  // CUDA is initialised in this process already: no forked workers
   const BenchReport report = run_bench(items, o);
   ASSERT_EQ(report.results.size(), 2 * impls.size());
   for (const RunResult& r : report.results) {

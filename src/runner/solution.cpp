@@ -440,6 +440,9 @@ ScratchFolder::ScratchFolder() {
 }
 
 ScratchFolder::~ScratchFolder() {
+  // The Python processes started in this process (a bench run in process, isolate = false) end with the bench,
+  // as a worker's do with the worker: their files are about to go.
+  python_processes().clear();
   if (path_.empty()) return;
   std::error_code ec;
   fs::remove_all(path_, ec);

@@ -31,15 +31,16 @@ bool write_all(int fd, const std::string& s) {
 }
 
 // The runner's ends of every live worker's pipes: a child forked later closes its copies (else a worker would not
-// see its input close while a sibling holds it open).
+// see its input close while a sibling holds it open). Never destroyed: a worker kept in another static (a solution's
+// Python process) is stopped during the exit's static destruction, after a static constructed later is gone.
 std::set<int>& parent_ends() {
-  static std::set<int> fds;
-  return fds;
+  static auto* fds = new std::set<int>;
+  return *fds;
 }
 
 std::vector<std::function<void()>>& exit_hooks() {
-  static std::vector<std::function<void()>> hooks;
-  return hooks;
+  static auto* hooks = new std::vector<std::function<void()>>;
+  return *hooks;
 }
 
 void close_parent_end(int& fd) {

@@ -497,19 +497,25 @@ TEST(Solutions, AColdCompileCacheStartsWarmUpHelpers) {
 }
 
 // At the end of the bench a solution's Python process sees its input close and exits on its own (its exit handlers
-// run, and its worker waits for it, so its CPU time is counted), rather than being killed with its worker.
+// run, and its worker waits for it, so its CPU time is counted), rather than being killed with its worker. So does
+// one started by a bench run in this process (isolate = false): it ends with the bench, not at this process's exit.
 TEST(Solutions, APythonProcessEndsCleanlyWithTheBench) {
   PythonWithoutSitePackages python;
   Fixture f;
-  const auto marker = test::scratch_dir("clean-exit") / "exited";
-  const std::string sol = write_solution(
-      fib_solution("clean_exit", "\nimport atexit\natexit.register(lambda: open('" + marker.string() +
-                                     "', 'w').close())\n"),
-      "clean-exit");
-  BenchReport report = run_bench(f.items(), options({"solution:" + sol}));
-  ASSERT_EQ(report.results.size(), 1u);
-  EXPECT_EQ(report.results[0].status, RunStatus::passed) << report.results[0].message;
-  EXPECT_TRUE(std::filesystem::exists(marker));
+  for (const bool isolate : {true, false}) {
+    SCOPED_TRACE(isolate ? "in a worker" : "in this process");
+    const auto marker = test::scratch_dir(std::string("clean-exit-") + (isolate ? "worker" : "here")) / "exited";
+    const std::string sol = write_solution(
+        fib_solution("clean_exit", "\nimport atexit\natexit.register(lambda: open('" + marker.string() +
+                                       "', 'w').close())\n"),
+        "clean-exit");
+    BenchOptions o = options({"solution:" + sol});
+    o.isolate = isolate;
+    BenchReport report = run_bench(f.items(), o);
+    ASSERT_EQ(report.results.size(), 1u);
+    EXPECT_EQ(report.results[0].status, RunStatus::passed) << report.results[0].message;
+    EXPECT_TRUE(std::filesystem::exists(marker));
+  }
 }
 
 // The comparison table: kindex beside the fastest peer that passed, with the ratio.

@@ -44,6 +44,7 @@ json ImplementationInfo::to_json() const {
             {"symbol", symbol}, {"description", description}, {"on_device", on_device}};
   if (!interface.empty()) j["interface"] = interface;
   if (!not_installed.empty()) j["not_installed"] = not_installed;
+  if (compile_cache_empty) j["compile_cache_empty"] = true;
   return j;
 }
 
@@ -58,6 +59,7 @@ ImplementationInfo ImplementationInfo::from_json(const json& j) {
   i.on_device = j.value("on_device", true);
   i.interface = j.value("interface", "");
   i.not_installed = j.value("not_installed", "");
+  i.compile_cache_empty = j.value("compile_cache_empty", false);
   return i;
 }
 

@@ -47,6 +47,7 @@ struct ImplementationInfo {
   std::string interface{};  // how kindex calls it, for its manifest: "" (kindex_internal or kindex_c_abi by path),
                             // flashinfer_bench_solution, sol_execbench_solution, kindex_peer
   std::string not_installed{};  // a peer whose package this machine lacks: why (its runs are skipped, not failed)
+  bool compile_cache_empty = false;  // a compiling peer found its on-disk cache empty: its set-up compiles every shape
 
   nlohmann::json to_json() const;
   static ImplementationInfo from_json(const nlohmann::json& j);

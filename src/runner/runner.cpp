@@ -251,9 +251,10 @@ BenchReport run_bench(const std::vector<WorkItem>& items, const BenchOptions& op
                     (gpu ? report.environment.gpu_name : std::string("no GPU")) + ")");
 
   // Each solution's set-up starts now, in its own worker, beside the runs of the other lanes: first its first
-  // workload alone, then the rest. Where that first one missed the compiler's on-disk cache (a cold torch.compile),
-  // warm-up helpers (one per 2 cores, the lane included) compile later workloads into that cache meanwhile, so the
-  // lane finds them there; they are ended when the lane is done. Where it hit, the cache is warm: no helpers.
+  // workload alone, then the rest. Where the compiler's on-disk cache is cold, warm-up helpers (one per 2 cores, the
+  // lane included) compile later workloads into that cache meanwhile, so the lane finds them there; they are ended
+  // when the lane is done. Cold: the peer found the cache empty when described (helpers start with the set-up), or
+  // the first workload missed it (they start then). Where it hit, the cache is warm: no helpers.
   const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
   auto prepare_request = [&](const std::string& op, const std::string& spec, const std::vector<size_t>& its,
                              const std::string& extra = "") {
@@ -261,20 +262,6 @@ BenchReport run_bench(const std::vector<WorkItem>& items, const BenchOptions& op
     for (size_t i : its) request += " " + std::to_string(i);
     return request;
   };
-  for (auto& [lane, l] : lanes) {
-    if (lane.empty() || !l.worker) continue;
-    std::vector<size_t> mine;
-    for (const auto& job : jobs)
-      if (job.impl == lane) mine.push_back(job.item);
-    if (mine.empty()) {  // nothing to run (a peer not installed, a solution of no selected definition)
-      l.worker.reset();
-      continue;
-    }
-    l.since = Clock::now();
-    l.rest.assign(mine.begin() + 1, mine.end());
-    l.preparing = l.worker->send(prepare_request("prepare", lane, {mine.front()}));
-    if (!l.preparing) l.worker.reset();
-  }
   auto start_warm_up = [&](const std::string& lane, Lane& l) {
     const size_t processes = std::min<size_t>(
         l.rest.size(), options.set_up_processes > 0 ? unsigned(options.set_up_processes) : std::max(1u, cores / 2));
@@ -288,6 +275,23 @@ BenchReport run_bench(const std::vector<WorkItem>& items, const BenchOptions& op
     }
     l.set_up.warm_up_processes = int(l.warm_up.size());
   };
+  for (auto& [lane, l] : lanes) {
+    if (lane.empty() || !l.worker) continue;
+    std::vector<size_t> mine;
+    for (const auto& job : jobs)
+      if (job.impl == lane) mine.push_back(job.item);
+    if (mine.empty()) {  // nothing to run (a peer not installed, a solution of no selected definition)
+      l.worker.reset();
+      continue;
+    }
+    l.since = Clock::now();
+    l.rest.assign(mine.begin() + 1, mine.end());
+    l.preparing = l.worker->send(prepare_request("prepare", lane, {mine.front()}));
+    if (!l.preparing)
+      l.worker.reset();
+    else if (infos[lane].compile_cache_empty && l.rest.size() >= 2)
+      start_warm_up(lane, l);
+  }
   auto worker_died = [](SetUpRecord& s, Lane& l) {
     s.status = "failed";
     s.message = "the worker process died during the set-up (" + l.worker->stop() + ")";
@@ -320,7 +324,7 @@ BenchReport run_bench(const std::vector<WorkItem>& items, const BenchOptions& op
         s.status = part.status;
         s.message = part.message;
         if (part.status == "prepared" && !l.rest.empty()) {
-          if (part.compile_cache_misses > 0 && l.rest.size() >= 2) start_warm_up(lane, l);
+          if (part.compile_cache_misses > 0 && l.rest.size() >= 2 && l.warm_up.empty()) start_warm_up(lane, l);
           const std::vector<size_t> rest = std::exchange(l.rest, {});
           if (l.worker->send(prepare_request("prepare", lane, rest))) continue;
           worker_died(s, l);

@@ -173,9 +173,13 @@ class PythonProcess {
 std::map<std::string, std::unique_ptr<PythonProcess>>& python_processes() {
   static std::map<std::string, std::unique_ptr<PythonProcess>> processes;
   // A worker whose input closes ends its Python processes first: each sees its input close and exits (torch's own
-  // exit handlers run, Inductor's compile workers end), and is waited for, so its CPU time is counted.
-  static const bool ended_at_exit = (Worker::at_exit([] { processes.clear(); }), true);
-  (void)ended_at_exit;
+  // exit handlers run, Inductor's compile workers end), and is waited for, so its CPU time is counted. Registered in
+  // each process that uses them: a forked worker starts with no exit hooks, whatever its parent registered.
+  static pid_t hooked_in = -1;
+  if (hooked_in != ::getpid()) {
+    hooked_in = ::getpid();
+    Worker::at_exit([] { processes.clear(); });
+  }
   return processes;
 }
 
@@ -219,6 +223,7 @@ class SolutionImplementation final : public Implementation, public RoundRunner {
           info_.not_installed = "not installed: " + reply["missing"][peer_->module].get<std::string>();
         else
           info_.version = peer_->module + " " + reply["versions"].value(peer_->module, "?");
+        info_.compile_cache_empty = reply.value("compile_cache_empty", false);
       } catch (const RunFailure& e) {
         info_.not_installed = std::string("not installed: ") + e.what();
       }

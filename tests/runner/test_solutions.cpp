@@ -496,6 +496,45 @@ TEST(Solutions, AColdCompileCacheStartsWarmUpHelpers) {
   EXPECT_NE(results_table(report).find("2 warm-up processes"), std::string::npos) << results_table(report);
 }
 
+// The torch-compile peer, described, says whether torch.compile's on-disk caches are empty (a stand-in torch here,
+// with Inductor's cache-folder function): empty or absent, its set-up's warm-up helpers start at once; an entry in
+// the FX graph cache or in AOTAutograd's, and it cannot know: the first workload's set-up tells.
+TEST(Solutions, TheTorchCompilePeerSaysWhetherItsCompileCacheIsEmpty) {
+  PythonWithoutSitePackages python;
+  const auto site = test::scratch_dir("fake-torch");
+  std::filesystem::create_directories(site / "torch" / "_inductor" / "runtime");
+  std::ofstream(site / "torch" / "__init__.py") << "__version__ = '0+stand-in'\n";
+  std::ofstream(site / "torch" / "_inductor" / "__init__.py") << "";
+  std::ofstream(site / "torch" / "_inductor" / "runtime" / "__init__.py") << "";
+  std::ofstream(site / "torch" / "_inductor" / "runtime" / "cache_dir_utils.py")
+      << "import os\ndef cache_dir():\n    d = os.environ['TORCHINDUCTOR_CACHE_DIR']\n"
+         "    os.makedirs(d, exist_ok=True)\n    return d\n";
+  const auto cache = site / "inductor-cache";
+  ::setenv("PYTHONPATH", site.c_str(), 1);
+  ::setenv("TORCHINDUCTOR_CACHE_DIR", cache.c_str(), 1);
+  auto described = [] {
+    ScratchFolder scratch;  // the peer's Python process ends with it: each description probes afresh
+    return make_implementation("torch-compile")->info();
+  };
+  const ImplementationInfo absent = described();
+  EXPECT_EQ(absent.not_installed, "");
+  EXPECT_EQ(absent.version, "torch 0+stand-in");
+  EXPECT_TRUE(absent.compile_cache_empty);
+  std::filesystem::create_directories(cache / "fxgraph");
+  std::filesystem::create_directories(cache / "aotautograd");
+  EXPECT_TRUE(described().compile_cache_empty);  // the folders alone: nothing compiled yet
+  std::ofstream(cache / "aotautograd" / "entry") << "x";
+  EXPECT_FALSE(described().compile_cache_empty);
+  std::filesystem::remove(cache / "aotautograd" / "entry");
+  std::filesystem::create_directories(cache / "fxgraph" / "ab");
+  EXPECT_FALSE(described().compile_cache_empty);
+  // Round trip through the description a worker sends its runner.
+  EXPECT_TRUE(ImplementationInfo::from_json(absent.to_json()).compile_cache_empty);
+  EXPECT_FALSE(ImplementationInfo::from_json(described().to_json()).compile_cache_empty);
+  ::unsetenv("PYTHONPATH");
+  ::unsetenv("TORCHINDUCTOR_CACHE_DIR");
+}
+
 // At the end of the bench a solution's Python process sees its input close and exits on its own (its exit handlers
 // run, and its worker waits for it, so its CPU time is counted), rather than being killed with its worker. So does
 // one started by a bench run in this process (isolate = false): it ends with the bench, not at this process's exit.

@@ -12,7 +12,10 @@ prints go to stderr (fd 1 is pointed there), so they cannot break a reply. Every
 "status" (KernelIndex's run status), "message" and "sticky" (the CUDA context is broken: the runner replaces this
 process).
 
-  {"op": "probe", "modules": [NAME, ...]}            -> {"ok": true, "versions": {...}, "missing": {NAME: why}}
+  {"op": "probe", "modules": [NAME, ...]}            -> {"ok": true, "versions": {...}, "missing": {NAME: why},
+                                                          "compile_cache_empty": BOOL (where torch was probed)}
+      compile_cache_empty: torch.compile's on-disk caches hold nothing yet (_compile_cache_empty), so every shape
+      of a set-up will compile: the runner starts its warm-up helpers at once instead of after the first workload.
   {"op": "load", "key": K, "dir": DIR, "solution": {"name", "entry_file", "entry_function", "sources": [{path,
    content}], "destination_passing_style"}, "device": BOOL, "library": PATH|null}
                                                       -> {"ok": true}
@@ -217,7 +220,23 @@ class Worker:
                 versions[name] = getattr(mod, "__version__", "?")
             except Exception as e:  # noqa: BLE001 (any failure to import is "not installed" here)
                 missing[name] = f"{type(e).__name__}: {e}"
-        return {"versions": versions, "missing": missing}
+        reply = {"versions": versions, "missing": missing}
+        if "torch" in versions:
+            reply["compile_cache_empty"] = self._compile_cache_empty()
+        return reply
+
+    @staticmethod
+    def _compile_cache_empty():
+        """Whether Inductor's FX graph cache and AOTAutograd's cache (under TORCHINDUCTOR_CACHE_DIR, by default
+        <temp dir>/torchinductor_<user>) are both empty or absent; False where that cannot be told."""
+        try:
+            from torch._inductor.runtime.cache_dir_utils import cache_dir  # noqa: PLC0415
+
+            root = cache_dir()
+        except Exception:  # noqa: BLE001 (another torch layout: the first workload's set-up tells)
+            return False
+        return not any(os.path.isdir(d) and os.listdir(d)
+                       for d in (os.path.join(root, "fxgraph"), os.path.join(root, "aotautograd")))
 
     def load(self, req):
         self.device = bool(req.get("device"))

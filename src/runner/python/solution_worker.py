@@ -47,6 +47,7 @@ process).
 
 import ctypes
 import importlib
+import importlib.util
 import json
 import os
 import struct
@@ -228,11 +229,17 @@ class Worker:
     @staticmethod
     def _compile_cache_empty():
         """Whether Inductor's FX graph cache and AOTAutograd's cache (under TORCHINDUCTOR_CACHE_DIR, by default
-        <temp dir>/torchinductor_<user>) are both empty or absent; False where that cannot be told."""
+        <temp dir>/torchinductor_<user>) are both empty or absent; False where that cannot be told. The folder comes
+        from torch's own cache_dir_utils.py, loaded by its path: a file without torch dependencies, where importing
+        the torch._inductor package would take seconds of the runner's start."""
         try:
-            from torch._inductor.runtime.cache_dir_utils import cache_dir  # noqa: PLC0415
+            import torch  # noqa: PLC0415
 
-            root = cache_dir()
+            path = os.path.join(os.path.dirname(torch.__file__), "_inductor", "runtime", "cache_dir_utils.py")
+            spec = importlib.util.spec_from_file_location("_kindex_inductor_cache_dir", path)
+            module = importlib.util.module_from_spec(spec)
+            spec.loader.exec_module(module)
+            root = module.cache_dir()
         except Exception:  # noqa: BLE001 (another torch layout: the first workload's set-up tells)
             return False
         return not any(os.path.isdir(d) and os.listdir(d)

@@ -304,16 +304,47 @@ Manifest to_manifest(const BenchmarkRunModel& m) {
   return make_manifest("BenchmarkRun", m.metadata, with_extra(spec, m.extra, "BenchmarkRun"), "BenchmarkRun " + m.metadata.name);
 }
 
-std::string utc_timestamp_now() {
-  const auto now = std::chrono::system_clock::now();
-  const std::time_t t = std::chrono::system_clock::to_time_t(now);
-  const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(now.time_since_epoch()).count() % 1000;
+namespace {
+
+std::string format_utc(std::time_t t, int millis) {
   std::tm tm{};
   gmtime_r(&t, &tm);
   char buf[64];
   std::snprintf(buf, sizeof buf, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday,
-                tm.tm_hour, tm.tm_min, tm.tm_sec, static_cast<int>(ms));
+                tm.tm_hour, tm.tm_min, tm.tm_sec, millis);
   return buf;
+}
+
+}  // namespace
+
+std::string utc_timestamp_now() {
+  const auto now = std::chrono::system_clock::now();
+  const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(now.time_since_epoch()).count() % 1000;
+  return format_utc(std::chrono::system_clock::to_time_t(now), static_cast<int>(ms));
+}
+
+std::string utc_timestamp_after(const std::string& earlier, const std::string& now) {
+  if (now > earlier) return now;
+  std::string canonical;
+  try {
+    canonical = utc_instant(earlier, "timestamp", "earlier");
+  } catch (const Error&) {
+    return now;  // not a date-time: nothing to be after
+  }
+  std::tm tm{};
+  int millis = 0;
+  std::sscanf(canonical.c_str(), "%4d-%2d-%2dT%2d:%2d:%2d.%3dZ", &tm.tm_year, &tm.tm_mon, &tm.tm_mday, &tm.tm_hour,
+              &tm.tm_min, &tm.tm_sec, &millis);
+  tm.tm_year -= 1900;
+  tm.tm_mon -= 1;
+  std::time_t t = timegm(&tm);
+  // A millisecond at a time until the text sorts after too ("...:00Z" sorts after "...:00.001Z"): within a second.
+  std::string next;
+  do {
+    if (++millis == 1000) millis = 0, ++t;
+    next = format_utc(t, millis);
+  } while (next <= earlier);
+  return next;
 }
 
 std::string utc_instant(std::string_view text, const std::string& where, const std::string& field) {
@@ -380,13 +411,7 @@ std::string utc_instant(std::string_view text, const std::string& where, const s
   tm.tm_hour = hour;
   tm.tm_min = minute;
   tm.tm_sec = second;
-  std::time_t t = timegm(&tm) - static_cast<std::time_t>(offset_minutes) * 60;
-  std::tm utc{};
-  gmtime_r(&t, &utc);
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", utc.tm_year + 1900, utc.tm_mon + 1,
-                utc.tm_mday, utc.tm_hour, utc.tm_min, utc.tm_sec, millis);
-  return buf;
+  return format_utc(timegm(&tm) - static_cast<std::time_t>(offset_minutes) * 60, millis);
 }
 
 }  // namespace kindex::evidence

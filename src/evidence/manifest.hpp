@@ -194,6 +194,10 @@ Manifest to_manifest(const BenchmarkRunModel& m);
 
 // The current time as KernelIndex writes observedAt: "YYYY-MM-DDTHH:MM:SS.mmmZ".
 std::string utc_timestamp_now();
+// `now`, or where that does not sort after `earlier` (a date-time utc_instant reads) as text, the first millisecond
+// after `earlier` whose text does: the stamp of an event that a text ORDER BY must put after `earlier`'s. `now` where
+// `earlier` is not a date-time.
+std::string utc_timestamp_after(const std::string& earlier, const std::string& now);
 // An ISO-8601 date-time as the UTC instant KernelIndex stores ("2026-12-03T08:51:59.947Z": milliseconds, fraction
 // truncated). A zone (Z or +HH:MM / -HH:MM) is applied; a time without one is UTC: FlashInfer-Bench and
 // SOL-ExecBench write naive `datetime.now().isoformat()` strings, and KernelIndex's importers read them as UTC.

@@ -159,7 +159,7 @@ bool Store::update_record(const std::string& comparison_key) {
   });
   auto last = db_->query(
       "SELECT e.run_id, r.primary_value, r.status, r.retracted_at, "
-      "(SELECT COUNT(*) FROM benchmark_runs s WHERE s.supersedes_id = r.id) "
+      "(SELECT COUNT(*) FROM benchmark_runs s WHERE s.supersedes_id = r.id), e.created_at "
       "FROM record_events e LEFT JOIN benchmark_runs r ON r.id = e.run_id WHERE e.comparison_key = ? "
       "ORDER BY e.created_at DESC, e.at DESC, e.id DESC LIMIT 1",
       {comparison_key});
@@ -179,7 +179,10 @@ bool Store::update_record(const std::string& comparison_key) {
   if (members.empty() && last.empty()) return false;
   std::string holder = members.empty() ? std::string() : members.front().id;
   if (holder == previous) return false;
+  // The record's events are ordered by when they were written: one written within the millisecond of the last (a
+  // run recorded and then retracted at once) is stamped after it, or its place would fall to the ids' order.
   std::string now = evidence::utc_timestamp_now();
+  if (!last.empty() && !last[0].is_null(5)) now = evidence::utc_timestamp_after(last[0].text(5), now);
   json key = {{"comparisonKey", comparison_key}, {"runId", holder}, {"previousRunId", previous}, {"cause", cause}};
   json event = {{"id", id_from_digest(evidence::sha256_digest(key))},
                 {"comparisonKey", comparison_key},

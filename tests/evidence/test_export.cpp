@@ -324,6 +324,18 @@ TEST(Export, StatedValuesThatDisagreeWithTheManifestAreMismatches) {
   EXPECT_TRUE(named);
 }
 
+// A store's record events are ordered by their stamps as text: an event written in the same millisecond as the last
+// one (or with the clock behind it) is stamped after it, in a text that also sorts after it.
+TEST(Export, UtcTimestampAfterSortsAfterTheEarlierStamp) {
+  EXPECT_EQ(utc_timestamp_after("2026-12-04T10:00:00.100Z", "2026-12-04T10:00:00.250Z"), "2026-12-04T10:00:00.250Z");
+  EXPECT_EQ(utc_timestamp_after("2026-12-04T10:00:00.250Z", "2026-12-04T10:00:00.250Z"), "2026-12-04T10:00:00.251Z");
+  EXPECT_EQ(utc_timestamp_after("2026-12-04T10:00:00.250Z", "2026-12-04T09:59:59.000Z"), "2026-12-04T10:00:00.251Z");
+  EXPECT_EQ(utc_timestamp_after("2026-12-31T23:59:59.999Z", "2026-12-31T23:59:59.999Z"), "2027-01-01T00:00:00.000Z");
+  // Another form of the same instant: "...:00Z" sorts after "...:00.001Z", so the next whole second.
+  EXPECT_EQ(utc_timestamp_after("2026-12-04T10:00:00Z", "2026-12-04T10:00:00.000Z"), "2026-12-04T10:00:01.000Z");
+  EXPECT_EQ(utc_timestamp_after("not a time", "2026-12-04T10:00:00.000Z"), "2026-12-04T10:00:00.000Z");
+}
+
 TEST(Export, UtcInstantReadsZonelessHarnessTimestampsAsUtc) {
   EXPECT_EQ(utc_instant("2026-12-03T08:51:59.947655", "t", "timestamp"), "2026-12-03T08:51:59.947Z");
   EXPECT_EQ(utc_instant("2026-12-03T08:51:59Z", "t", "timestamp"), "2026-12-03T08:51:59.000Z");

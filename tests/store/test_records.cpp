@@ -192,6 +192,26 @@ TEST(Records, RunningMinimumWithAppendOnlyHistory) {
   EXPECT_EQ(s->counts()["benchmark_runs"], 3);  // the retracted run stays
 }
 
+// A run recorded and retracted at once writes its record's events within one millisecond: their stamps still
+// increase, so the history keeps the order they were written in (it had fallen to the events' ids).
+TEST(Records, EventsWrittenInOneMillisecondKeepTheirOrder) {
+  for (int i = 0; i < 50; ++i) {
+    auto s = Store::open(":memory:");
+    auto slow = s->record_run(test::example_run(9000, 1, false, {}, 1));
+    auto fast = s->record_run(test::example_run(8000, 2, false, {}, 2));
+    s->retract_run(fast.run_id, "bad", "2026-09-01T00:00:00Z");
+    const nlohmann::json h = records(*s)[0]["history"];
+    ASSERT_EQ(h.size(), 3u);
+    EXPECT_EQ(h[0]["cause"], "new_run");
+    EXPECT_EQ(h[1]["runId"], fast.run_id);
+    EXPECT_EQ(h[2]["cause"], "retraction");
+    EXPECT_EQ(h[2]["runId"], slow.run_id);
+    EXPECT_LT(h[0]["createdAt"].get<std::string>(), h[1]["createdAt"].get<std::string>());
+    EXPECT_LT(h[1]["createdAt"].get<std::string>(), h[2]["createdAt"].get<std::string>());
+    if (HasFailure()) break;
+  }
+}
+
 TEST(Records, TheRecordIsTheFastestRunEvenWhenItsTieChainListsAnotherFirst) {
   auto s = Store::open(":memory:");
   OwnRun fast = test::example_run(8000, 1);  // reported: no raw samples

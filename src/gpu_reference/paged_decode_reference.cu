@@ -1,6 +1,7 @@
-// The GPU reference for gqa_paged_decode_*: one block per (sequence, query head). Each warp walks a strided
-// share of the sequence's tokens with an online softmax in fp32 (log2 domain), four tokens per step so their
-// loads are in flight together; the warps' partial results are merged in shared memory at the end.
+// The GPU reference for gqa_paged_decode_*: one block per (sequence, query head). Each warp walks a contiguous
+// share of the sequence's tokens with an online softmax in fp32 (log2 domain), four tokens per step so their loads
+// are in flight together, following its place in the page table by counting (no division per token); the warps'
+// partial results are merged in shared memory at the end.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
@@ -69,18 +70,25 @@ __global__ void __launch_bounds__(kWarps * 32)
   float m = -INFINITY, l = 0.f, acc[per_lane];
   for (int j = 0; j < per_lane; ++j) acc[j] = 0.f;
   const int64_t row_stride = int64_t(num_kv_heads) * head_dim;  // elements between tokens of one page
-  auto token_offset = [&](int64_t t) {
-    int64_t page = kv_indices[page_begin + t / page_size];
-    return (page * page_size + t % page_size) * row_stride + int64_t(kvh) * head_dim + lane * per_lane;
-  };
+  const int64_t head_offset = int64_t(kvh) * head_dim + lane * per_lane;
 
-  for (int64_t t0 = int64_t(warp) * kTokensPerStep; t0 < tokens; t0 += int64_t(kWarps) * kTokensPerStep) {
-    // Tokens past the end of the sequence get logit -inf and weight 0, so every loop has a fixed trip count.
-    const int n = tokens - t0 < kTokensPerStep ? int(tokens - t0) : kTokensPerStep;
+  // This warp's tokens [t, end), and where t is in the page table: page `slot` of the sequence, row `row` of it.
+  const int64_t share = (tokens + kWarps - 1) / kWarps;
+  int64_t t = int64_t(warp) * share;
+  const int64_t end = t + share < tokens ? t + share : tokens;
+  int64_t slot = t / page_size;
+  int row = int(t % page_size);
+  for (; t < end; t += kTokensPerStep) {
+    // Tokens past the end of the share get logit -inf and weight 0, so every loop has a fixed trip count.
+    const int n = end - t < kTokensPerStep ? int(end - t) : kTokensPerStep;
     float kv[kTokensPerStep][per_lane], vv[kTokensPerStep][per_lane];
 #pragma unroll
     for (int i = 0; i < kTokensPerStep; ++i) {
-      const int64_t off = i < n ? token_offset(t0 + i) : 0;
+      int64_t off = 0;
+      if (i < n) {
+        off = (int64_t(kv_indices[page_begin + slot]) * page_size + row) * row_stride + head_offset;
+        if (++row == page_size) row = 0, ++slot;
+      }
 #pragma unroll
       for (int j = 0; j < per_lane; ++j) {
         kv[i][j] = i < n ? to_float(k_cache[off + j]) : 0.f;

@@ -315,40 +315,14 @@ std::string format_utc(std::time_t t, int millis) {
   return buf;
 }
 
-}  // namespace
+// An ISO-8601 date-time as a UTC instant: seconds since the epoch and milliseconds (utc_instant's reading).
+struct UtcInstant {
+  std::time_t seconds;
+  int millis;
+};
 
-std::string utc_timestamp_now() {
-  const auto now = std::chrono::system_clock::now();
-  const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(now.time_since_epoch()).count() % 1000;
-  return format_utc(std::chrono::system_clock::to_time_t(now), static_cast<int>(ms));
-}
-
-std::string utc_timestamp_after(const std::string& earlier, const std::string& now) {
-  if (now > earlier) return now;
-  std::string canonical;
-  try {
-    canonical = utc_instant(earlier, "timestamp", "earlier");
-  } catch (const Error&) {
-    return now;  // not a date-time: nothing to be after
-  }
-  std::tm tm{};
-  int millis = 0;
-  std::sscanf(canonical.c_str(), "%4d-%2d-%2dT%2d:%2d:%2d.%3dZ", &tm.tm_year, &tm.tm_mon, &tm.tm_mday, &tm.tm_hour,
-              &tm.tm_min, &tm.tm_sec, &millis);
-  tm.tm_year -= 1900;
-  tm.tm_mon -= 1;
-  std::time_t t = timegm(&tm);
-  // A millisecond at a time until the text sorts after too ("...:00Z" sorts after "...:00.001Z"): within a second.
-  std::string next;
-  do {
-    if (++millis == 1000) millis = 0, ++t;
-    next = format_utc(t, millis);
-  } while (next <= earlier);
-  return next;
-}
-
-std::string utc_instant(std::string_view text, const std::string& where, const std::string& field) {
-  const auto fail = [&]() -> std::string {
+UtcInstant parse_utc(std::string_view text, const std::string& where, const std::string& field) {
+  const auto fail = [&]() -> UtcInstant {
     throw Error(where, field, std::string(text.substr(0, 80)),
                 "not an ISO-8601 date-time (YYYY-MM-DDTHH:MM[:SS[.fff]][Z|+HH:MM])");
   };
@@ -411,7 +385,38 @@ std::string utc_instant(std::string_view text, const std::string& where, const s
   tm.tm_hour = hour;
   tm.tm_min = minute;
   tm.tm_sec = second;
-  return format_utc(timegm(&tm) - static_cast<std::time_t>(offset_minutes) * 60, millis);
+  return {timegm(&tm) - static_cast<std::time_t>(offset_minutes) * 60, millis};
+}
+
+
+}  // namespace
+
+std::string utc_timestamp_now() {
+  const auto now = std::chrono::system_clock::now();
+  const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(now.time_since_epoch()).count() % 1000;
+  return format_utc(std::chrono::system_clock::to_time_t(now), static_cast<int>(ms));
+}
+
+std::string utc_timestamp_after(const std::string& earlier, const std::string& now) {
+  if (now > earlier) return now;
+  UtcInstant t{};
+  try {
+    t = parse_utc(earlier, "timestamp", "earlier");
+  } catch (const Error&) {
+    return now;  // not a date-time: nothing to be after
+  }
+  // A millisecond at a time until the text sorts after too ("...:00Z" sorts after "...:00.001Z"): within a second.
+  std::string next;
+  do {
+    if (++t.millis == 1000) t.millis = 0, ++t.seconds;
+    next = format_utc(t.seconds, t.millis);
+  } while (next <= earlier);
+  return next;
+}
+
+std::string utc_instant(std::string_view text, const std::string& where, const std::string& field) {
+  const UtcInstant t = parse_utc(text, where, field);
+  return format_utc(t.seconds, t.millis);
 }
 
 }  // namespace kindex::evidence

@@ -497,8 +497,9 @@ TEST(Solutions, AColdCompileCacheStartsWarmUpHelpers) {
 }
 
 // The torch-compile peer, described, says whether torch.compile's on-disk caches are empty (a stand-in torch here,
-// with Inductor's cache-folder function, its package not importable): empty or absent, its set-up's warm-up helpers start at once; an entry in
-// the FX graph cache or in AOTAutograd's, and it cannot know: the first workload's set-up tells.
+// with Inductor's cache-folder function, its package not importable): empty or absent, its set-up's warm-up helpers
+// start at once; an entry in the FX graph cache or in AOTAutograd's, and it cannot know: the first workload's set-up
+// tells.
 TEST(Solutions, TheTorchCompilePeerSaysWhetherItsCompileCacheIsEmpty) {
   PythonWithoutSitePackages python;
   const auto site = test::scratch_dir("fake-torch");

@@ -11,13 +11,12 @@
 //
 //   bench_decode [--json FILE] [--dump-tables DIR] [--filter SUBSTRING] [--variants LIST] [--iters N]
 //                [--synthetic B:N:PS,...] [--flush memset|read|none]
-//   --variants: comma-separated tuning variants, each a run of letter-number knobs (absent = the library's
-//               default): m<min_segment_tokens> p<0|1 programmatic merge kernel> f<merge: 1 fused,
-//               0 merge kernel, 2 none (diagnostic)> r<0|1 round-robin chunk dealing> x<0|1 page-id prefetch>
-//               t<solo piece tokens, 0 = none> a<solo tokens of a piece alone in its batch, 0 = none>
-//               e<0|1 L2 evict-first K/V copies>; c<-1 shipped rule, 0 hinted, 1 plain K/V copies>;
-//               e.g. m0p1,m256f0; the first is the one reported as "kindex".
-//   --synthetic: extra workloads (h32/kv4/d128, generated page tables): batch B, N page ids, page size PS.
+//   --variants: comma-separated variants, each a run of letter-number knobs: s<segments> (0 = the cost model's
+//               choice, else that many, capped to one wave) and r<0|1> (1: time the run alone, planned once
+//               before timing, as every layer after the first sees it; 0: plan + run, the one-call entry point);
+//               e.g. s0,s0r1,s132; the first is the one reported as "kindex".
+//   --synthetic: extra workloads B:N:PS[:HQ:HKV:D] (generated page tables, exponential lengths; h32/kv4/d128 unless
+//                given): batch B, N page ids, page size PS, query heads HQ, KV heads HKV, head_dim D.
 //   --flush: cold L2 by zeroing a 2 x L2 buffer (the protocol, default), by reading one, or not at all
 //            (diagnostics only).
 #include <cuda_runtime.h>
@@ -77,13 +76,13 @@ __global__ void fill_random(uint16_t* data, size_t n, unsigned long long seed) {
 
 struct Variant {
   std::string name;
-  kindex::decode::Tuning tuning;
+  kindex::decode::ShapeOverrides overrides;
+  bool run_only = false;
 };
 
 Variant parse_variant(const std::string& s) {
   Variant v;
   v.name = s;
-  v.tuning = kindex::decode::Tuning{};
   for (size_t i = 0; i < s.size();) {
     const char key = s[i++];
     size_t used = 0;
@@ -94,21 +93,13 @@ Variant parse_variant(const std::string& s) {
       used = 0;
     }
     if (!used) {
-      std::fprintf(stderr, "bad variant '%s' (want letter-number knobs, e.g. m0p1f1r1x1)\n", s.c_str());
+      std::fprintf(stderr, "bad variant '%s' (want letter-number knobs, e.g. s0r1)\n", s.c_str());
       std::exit(2);
     }
     i += used;
-    auto& t = v.tuning;
     switch (key) {
-      case 'm': t.min_segment_tokens = value; break;
-      case 'p': t.programmatic_merge = value != 0; break;
-      case 'f': t.merge = value; break;
-      case 'r': t.round_robin = value != 0; break;
-      case 'x': t.prefetch_ids = value != 0; break;
-      case 't': t.solo_tokens = value; break;
-      case 'a': t.solo_alone_tokens = value; break;
-      case 'e': t.evict_first = value != 0; break;
-      case 'c': t.plain_copies = value; break;
+      case 's': v.overrides.num_segments = value; break;
+      case 'r': v.run_only = value != 0; break;
       default:
         std::fprintf(stderr, "bad variant '%s': unknown knob '%c'\n", s.c_str(), key);
         std::exit(2);
@@ -185,7 +176,7 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
-  if (variants.empty()) variants.push_back(parse_variant("m0p1"));
+  if (variants.empty()) variants.push_back(parse_variant("s0"));
 
   int device = 0;
   CHECK_CUDA(cudaGetDevice(&device));
@@ -260,18 +251,24 @@ int main(int argc, char** argv) {
     if (q == std::string::npos) q = synthetic.size();
     Case c;
     long long b = 0, n = 0, ps = 0;
-    if (std::sscanf(synthetic.substr(p, q - p).c_str(), "%lld:%lld:%lld", &b, &n, &ps) != 3) {
-      std::fprintf(stderr, "bad --synthetic entry (want B:N:PS)\n");
+    int hq = 32, hkv = 4, d = 128;
+    const int got = std::sscanf(synthetic.substr(p, q - p).c_str(), "%lld:%lld:%lld:%d:%d:%d", &b, &n, &ps, &hq, &hkv, &d);
+    if (got != 3 && got != 6) {
+      std::fprintf(stderr, "bad --synthetic entry (want B:N:PS or B:N:PS:HQ:HKV:D)\n");
       return 2;
     }
     p = q + 1;
-    c.def_name = "synthetic_h32_kv4_d128";
-    c.label = "syn_b" + std::to_string(b) + "_n" + std::to_string(n) + "_ps" + std::to_string(ps);
+    const std::string heads = "h" + std::to_string(hq) + "_kv" + std::to_string(hkv) + "_d" + std::to_string(d);
+    c.def_name = "synthetic_" + heads;
+    c.label = "syn_" + heads + "_b" + std::to_string(b) + "_n" + std::to_string(n) + "_ps" + std::to_string(ps);
     c.batch = int(b);
     c.n = n;
     c.ps = int(ps);
+    c.hq = hq;
+    c.hkv = hkv;
+    c.d = d;
     c.num_pages = n + 64;
-    c.sm_scale = 1.0 / std::sqrt(128.0);
+    c.sm_scale = 1.0 / std::sqrt(double(d));
     const auto t = kindex::catalog::generate_page_table(b, c.num_pages, n, ps, 7);
     c.indptr = t.kv_indptr;
     c.indices = t.kv_indices;
@@ -358,12 +355,21 @@ int main(int argc, char** argv) {
       Stats event_stats;
       std::vector<double> medians;
       for (const Variant& var : variants) {
-        const kindex::decode::Plan plan = kindex::decode::make_plan(p, var.tuning);
+        const kindex::decode::LaunchShape shape = kindex::decode::launch_shape(p, var.overrides);
         void* ws = nullptr;
-        if (plan.workspace_bytes()) CHECK_CUDA(cudaMalloc(&ws, plan.workspace_bytes()));
-        auto call = [&] {  // the C++ entry point: the C ABI takes no tuning
+        if (shape.workspace_bytes()) CHECK_CUDA(cudaMalloc(&ws, shape.workspace_bytes()));
+        try {
+          if (var.run_only) kindex::decode::plan(p, ws, shape.workspace_bytes(), stream, var.overrides);
+        } catch (const std::exception& e) {
+          std::fprintf(stderr, "%s: %s\n", label.c_str(), e.what());
+          std::exit(1);
+        }
+        auto call = [&] {  // the C++ entry points: the C ABI takes no overrides
           try {
-            kindex::decode::paged_decode(p, ws, plan.workspace_bytes(), stream, var.tuning);
+            if (var.run_only)
+              kindex::decode::run(p, ws, shape.workspace_bytes(), stream, var.overrides);
+            else
+              kindex::decode::paged_decode(p, ws, shape.workspace_bytes(), stream, var.overrides);
           } catch (const std::exception& e) {
             std::fprintf(stderr, "%s: %s\n", label.c_str(), e.what());
             std::exit(1);
@@ -408,9 +414,9 @@ int main(int argc, char** argv) {
                                  {"p95_us", s.p95_us}, {"mean_us", s.mean_us},
                                  {"achieved_tb_per_s", bytes / (s.median_us * 1e-6) / 1e12},
                                  {"ratio_to_floor", s.median_us / floor_us},
-                                 {"num_segments", plan.num_segments}, {"pages_per_segment", plan.pages_per_segment},
-                                 {"stages", plan.stages}, {"workspace_bytes", plan.workspace_bytes()},
-                                 {"fused_merge", plan.fused_merge}, {"plain_copies", plan.plain_copies}};
+                                 {"num_segments", shape.num_segments}, {"piece_tokens", shape.piece_tokens},
+                                 {"stages", shape.stages}, {"workspace_bytes", shape.workspace_bytes()},
+                                 {"run_only", var.run_only}, {"plain_copies", shape.plain_copies}};
       }
       row["kindex"] = per_variant[variants[0].name];
       row["kindex_cuda_events"] = {{"median_us", event_stats.median_us}, {"min_us", event_stats.min_us},

@@ -91,9 +91,18 @@ typedef struct kindex_paged_decode_params {
 #define KINDEX_PAGED_DECODE_PARAMS_INIT { sizeof(kindex_paged_decode_params) }
 #endif
 
-/* Bytes of device workspace kindex_paged_decode needs for these bounds (0 is possible). */
+/* Bytes of device workspace the calls below need for these sizes (0 is possible). */
 KINDEX_API kindex_status kindex_paged_decode_workspace_size(const kindex_paged_decode_params* params,
                                                             size_t* bytes);
+/* Plan once per batch step, run once per layer: the plan (written into the workspace on the device, from kv_indptr
+ * and kv_last_page_len alone) balances the work over the GPU for this page table; every run with the same sizes and
+ * page table reuses it. Both only enqueue on the stream (no host sync unless validate is set), so both can be
+ * captured in a CUDA graph. A run whose workspace holds no plan of the same sizes writes NaN. */
+KINDEX_API kindex_status kindex_paged_decode_plan(const kindex_paged_decode_params* params, void* workspace,
+                                                  size_t workspace_bytes, void* stream /* cudaStream_t */);
+KINDEX_API kindex_status kindex_paged_decode_run(const kindex_paged_decode_params* params, void* workspace,
+                                                 size_t workspace_bytes, void* stream /* cudaStream_t */);
+/* Plan and run in one call. */
 KINDEX_API kindex_status kindex_paged_decode(const kindex_paged_decode_params* params, void* workspace,
                                              size_t workspace_bytes, void* stream /* cudaStream_t */);
 

@@ -120,9 +120,13 @@ def library() -> ctypes.CDLL:
                 size = getattr(lib, f"kindex_{name}_workspace_size")
                 size.restype = ctypes.c_int
                 size.argtypes = [ctypes.POINTER(params), ctypes.POINTER(ctypes.c_size_t)]
-                run = getattr(lib, f"kindex_{name}")
-                run.restype = ctypes.c_int
-                run.argtypes = [ctypes.POINTER(params), ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p]
+                entries = [f"kindex_{name}"]
+                if name == "paged_decode":  # plan once per batch step, run per layer
+                    entries += [f"kindex_{name}_plan", f"kindex_{name}_run"]
+                for entry in entries:
+                    run = getattr(lib, entry)
+                    run.restype = ctypes.c_int
+                    run.argtypes = [ctypes.POINTER(params), ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p]
             _library = lib
         return _library
 
@@ -156,7 +160,8 @@ def workspace_size(name: str, params: ctypes.Structure) -> int:
 
 
 def launch(name: str, params: ctypes.Structure, workspace: int, workspace_bytes: int, stream: int) -> None:
-    """Enqueues kindex_<name> on `stream` (a cudaStream_t as an integer); never synchronises."""
+    """Enqueues kindex_<name> on `stream` (a cudaStream_t as an integer; name: paged_decode, paged_decode_plan,
+    paged_decode_run or gqa_rope_backward); never synchronises."""
     lib = library()
     _check(lib, getattr(lib, f"kindex_{name}")(ctypes.byref(params), ctypes.c_void_p(workspace or None),
                                                ctypes.c_size_t(workspace_bytes), ctypes.c_void_p(stream or None)))

@@ -166,11 +166,15 @@ class BatchDecodeWithPagedKVCacheWrapper:
             dev_last = last_page_len.to(self.device, non_blocking=non_blocking)
         if sm_scale is None:
             sm_scale = 1.0 / math.sqrt(head_dim)
-        self._planned = dict(indptr=dev_indptr, indices=dev_indices, last_page_len=dev_last,
-                             batch_size=batch_size, num_qo_heads=num_qo_heads, num_kv_heads=num_kv_heads,
-                             head_dim=head_dim, page_size=page_size, dtype=q_dtype,
-                             sm_scale=check_scale("kindex.BatchDecodeWithPagedKVCacheWrapper.plan", "sm_scale",
-                                                  sm_scale))
+        planned = dict(indptr=dev_indptr, indices=dev_indices, last_page_len=dev_last,
+                       batch_size=batch_size, num_qo_heads=num_qo_heads, num_kv_heads=num_kv_heads,
+                       head_dim=head_dim, page_size=page_size, dtype=q_dtype,
+                       sm_scale=check_scale("kindex.BatchDecodeWithPagedKVCacheWrapper.plan", "sm_scale", sm_scale))
+        # kindex's plan is made on the device from the page table, into the workspace: every run() until the next
+        # plan() reads it, and a captured run() reads whatever the latest plan() wrote.
+        ops.paged_decode_plan(dev_indptr, dev_indices, dev_last, q_dtype, num_qo_heads,
+                              num_kv_heads, head_dim, page_size, self._float_workspace_buffer)
+        self._planned = planned
 
     begin_forward = plan
 
@@ -217,8 +221,8 @@ class BatchDecodeWithPagedKVCacheWrapper:
             out = torch.empty_like(q)
         if lse is None:
             lse = torch.empty(tuple(q.shape[:2]), dtype=torch.float32, device=q.device)
-        ops.paged_decode_into(q, k_cache, v_cache, p["indptr"], p["indices"], p["last_page_len"], sm_scale, out,
-                              lse, self._float_workspace_buffer)
+        ops.paged_decode_run_into(q, k_cache, v_cache, p["indptr"], p["indices"], p["last_page_len"], sm_scale,
+                                  out, lse, self._float_workspace_buffer)
         if v_scale is not None and check_scale(fn, "v_scale", v_scale) != 1.0:
             out *= v_scale
         return (out, lse) if return_lse else out

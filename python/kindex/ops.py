@@ -66,21 +66,24 @@ def _eager(*tensors) -> bool:
 _workspace_sizes = {}  # (name, device index, the params' sizes) -> bytes: a dict lookup instead of a plan per call
 
 
-def _run(name: str, params, size_key: tuple, device: torch.device, workspace: Optional[torch.Tensor] = None):
+def _run(name: str, params, size_key: tuple, device: torch.device, workspace: Optional[torch.Tensor] = None,
+         size_name: Optional[str] = None):
     """Launches kindex_<name> on the device's current stream with a workspace sized for `params` (size_key: the
-    params fields the size depends on). A caller's `workspace` (the decode wrapper's buffer) is used when given;
-    too small, the C ABI says so, naming it."""
+    params fields the size depends on; size_name: the kindex_<size_name>_workspace_size that sizes it, default
+    name). A caller's `workspace` (the decode wrapper's buffer) is used when given; too small, the C ABI says so,
+    naming it."""
     switch = device.index != torch.cuda.current_device()
     if switch:
         previous = torch.cuda.current_device()
         torch.cuda.set_device(device)
     try:
-        key = (name, device.index) + size_key
+        size_name = size_name or name
+        key = (size_name, device.index) + size_key
         nbytes = _workspace_sizes.get(key)
         if nbytes is None:
             if len(_workspace_sizes) >= 4096:  # bounded: a server sees ever new batch sizes and lengths
                 _workspace_sizes.clear()
-            nbytes = _workspace_sizes[key] = _capi.workspace_size(name, params)
+            nbytes = _workspace_sizes[key] = _capi.workspace_size(size_name, params)
         stream = torch.cuda.current_stream(device).cuda_stream
         if workspace is None and nbytes:
             workspace = workspaces.get(device, stream, nbytes)
@@ -149,8 +152,9 @@ def _decode_sizes(q, k_cache, v_cache, kv_indptr, kv_indices, kv_last_page_len, 
 
 
 def _launch_paged_decode(q, k_cache, v_cache, kv_indptr, kv_indices, kv_last_page_len, sm_scale, out, lse,
-                         workspace=None, fn="kindex.paged_decode", sizes=None):
-    """Checks (unless the caller did: `sizes`), then launches; out and lse must exist."""
+                         workspace=None, fn="kindex.paged_decode", sizes=None, entry="paged_decode"):
+    """Checks (unless the caller did: `sizes`), then launches kindex_<entry> (paged_decode: plan and run;
+    paged_decode_run: run on the plan already in `workspace`); out and lse must exist."""
     if sizes is None:
         sizes = _decode_sizes(q, k_cache, v_cache, kv_indptr, kv_indices, kv_last_page_len, out, lse, fn)
     _ensure_cuda_library(fn)
@@ -164,7 +168,46 @@ def _launch_paged_decode(q, k_cache, v_cache, kv_indptr, kv_indices, kv_last_pag
     # The workspace size depends on the sizes and dtype only (kindex.h), not on the pointers.
     size_key = (dtype, sizes["batch_size"], sizes["num_qo_heads"], sizes["num_kv_heads"], sizes["head_dim"],
                 sizes["page_size"], sizes["num_kv_indices"])
-    _run("paged_decode", params, size_key, q.device, workspace)
+    _run(entry, params, size_key, q.device, workspace, size_name="paged_decode")
+
+
+def _launch_paged_decode_plan(kv_indptr, kv_indices, kv_last_page_len, dtype: torch.dtype, num_qo_heads: int,
+                              num_kv_heads: int, head_dim: int, page_size: int, workspace: torch.Tensor) -> None:
+    """The device plan of a batch step into `workspace` (it reads only the page table and the sizes)."""
+    fn = "kindex.BatchDecodeWithPagedKVCacheWrapper.plan"
+    _ensure_cuda_library(fn)
+    batch = kv_indptr.shape[0] - 1
+    sizes = dict(batch_size=batch, num_qo_heads=num_qo_heads, num_kv_heads=num_kv_heads, head_dim=head_dim,
+                 page_size=page_size, num_pages=1, num_kv_indices=kv_indices.shape[0])  # num_pages: not read
+    params = _capi.PagedDecodeParams(
+        dtype=_DTYPES[dtype], sm_scale=1.0, kv_indptr=kv_indptr.data_ptr(), kv_indices=kv_indices.data_ptr(),
+        kv_last_page_len=kv_last_page_len.data_ptr() if kv_last_page_len is not None else None, **sizes)
+    size_key = (_DTYPES[dtype], batch, num_qo_heads, num_kv_heads, head_dim, page_size, sizes["num_kv_indices"])
+    _run("paged_decode_plan", params, size_key, kv_indptr.device, workspace, size_name="paged_decode")
+
+
+@torch.library.custom_op("kindex::paged_decode_plan", mutates_args=("workspace",))
+def _paged_decode_plan(kv_indptr: torch.Tensor, kv_indices: torch.Tensor, kv_last_page_len: Optional[torch.Tensor],
+                       dtype: torch.dtype, num_qo_heads: int, num_kv_heads: int, head_dim: int, page_size: int,
+                       workspace: torch.Tensor) -> None:
+    _launch_paged_decode_plan(kv_indptr, kv_indices, kv_last_page_len, dtype, num_qo_heads, num_kv_heads, head_dim,
+                              page_size, workspace)
+
+
+@_paged_decode_plan.register_fake
+def _(kv_indptr, kv_indices, kv_last_page_len, dtype, num_qo_heads, num_kv_heads, head_dim, page_size, workspace):
+    return None
+
+
+def paged_decode_plan(kv_indptr, kv_indices, kv_last_page_len, dtype: torch.dtype, num_qo_heads: int,
+                      num_kv_heads: int, head_dim: int, page_size: int, workspace: torch.Tensor) -> None:
+    """Writes the device plan of this page table into `workspace` (the decode wrapper's plan())."""
+    if _eager(kv_indptr, kv_indices, kv_last_page_len, workspace):
+        _launch_paged_decode_plan(kv_indptr, kv_indices, kv_last_page_len, dtype, num_qo_heads, num_kv_heads,
+                                  head_dim, page_size, workspace)
+    else:
+        _paged_decode_plan(kv_indptr, kv_indices, kv_last_page_len, dtype, num_qo_heads, num_kv_heads, head_dim,
+                           page_size, workspace)
 
 
 @torch.library.custom_op("kindex::paged_decode", mutates_args=())
@@ -198,15 +241,30 @@ def _(q, k_cache, v_cache, kv_indptr, kv_indices, kv_last_page_len, sm_scale, ou
     check_paged_decode(q, k_cache, v_cache, kv_indptr, kv_indices, kv_last_page_len, out, lse, meta=True)
 
 
-def paged_decode_into(q, k_cache, v_cache, kv_indptr, kv_indices, kv_last_page_len, sm_scale: float, out, lse,
-                      workspace=None) -> None:
-    """The destination-passing op, for callers that own out, lse and the workspace (the decode wrapper)."""
+# The run alone, on the plan paged_decode_plan wrote into `workspace` (the decode wrapper's run()).
+@torch.library.custom_op("kindex::paged_decode_run_out", mutates_args=("out", "lse"))
+def _paged_decode_run_out(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, kv_indptr: torch.Tensor,
+                          kv_indices: torch.Tensor, kv_last_page_len: Optional[torch.Tensor], sm_scale: float,
+                          out: torch.Tensor, lse: Optional[torch.Tensor], workspace: torch.Tensor) -> None:
+    _launch_paged_decode(q, k_cache, v_cache, kv_indptr, kv_indices, kv_last_page_len, sm_scale, out, lse,
+                         workspace, fn="kindex.BatchDecodeWithPagedKVCacheWrapper.run", entry="paged_decode_run")
+
+
+@_paged_decode_run_out.register_fake
+def _(q, k_cache, v_cache, kv_indptr, kv_indices, kv_last_page_len, sm_scale, out, lse, workspace):
+    check_paged_decode(q, k_cache, v_cache, kv_indptr, kv_indices, kv_last_page_len, out, lse, meta=True)
+
+
+def paged_decode_run_into(q, k_cache, v_cache, kv_indptr, kv_indices, kv_last_page_len, sm_scale: float, out, lse,
+                          workspace) -> None:
+    """The run on a plan in `workspace`, destination passing: for callers that own out, lse and the workspace and
+    planned into it (the decode wrapper)."""
     if _eager(q, k_cache, v_cache, kv_indptr, kv_indices, kv_last_page_len, out, lse, workspace):
         _launch_paged_decode(q, k_cache, v_cache, kv_indptr, kv_indices, kv_last_page_len, sm_scale, out, lse,
-                             workspace, fn="kindex.BatchDecodeWithPagedKVCacheWrapper.run")
+                             workspace, fn="kindex.BatchDecodeWithPagedKVCacheWrapper.run", entry="paged_decode_run")
     else:
-        _paged_decode_out(q, k_cache, v_cache, kv_indptr, kv_indices, kv_last_page_len, sm_scale, out, lse,
-                          workspace)
+        _paged_decode_run_out(q, k_cache, v_cache, kv_indptr, kv_indices, kv_last_page_len, sm_scale, out, lse,
+                              workspace)
 
 
 def paged_decode(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, kv_indptr: torch.Tensor,

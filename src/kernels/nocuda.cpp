@@ -25,6 +25,12 @@ kindex_status kindex_paged_decode_workspace_size(const kindex_paged_decode_param
 kindex_status kindex_paged_decode(const kindex_paged_decode_params* params, void*, size_t, void*) {
   return no_cuda("kindex_paged_decode", params, "kindex_paged_decode_params");
 }
+kindex_status kindex_paged_decode_plan(const kindex_paged_decode_params* params, void*, size_t, void*) {
+  return no_cuda("kindex_paged_decode_plan", params, "kindex_paged_decode_params");
+}
+kindex_status kindex_paged_decode_run(const kindex_paged_decode_params* params, void*, size_t, void*) {
+  return no_cuda("kindex_paged_decode_run", params, "kindex_paged_decode_params");
+}
 kindex_status kindex_gqa_rope_backward_workspace_size(const kindex_gqa_rope_backward_params* params,
                                                       size_t* bytes) {
   if (bytes) *bytes = 0;

@@ -1,7 +1,8 @@
 // GPU tests of kindex_paged_decode against the CPU reference (src/reference) with the FlashInfer-Bench
 // comparator (src/compare): the 68 seed workloads at full size, every upstream decode definition at small size,
 // and adversarial page tables over group sizes 1..16, head_dim 64/128/256, page sizes 1..128, bf16 and fp16;
-// plus validation mode, argument errors, determinism and CUDA graph capture. Skips without a CUDA device.
+// plus the plan/run split, validation mode, argument errors, determinism and CUDA graph capture. Skips without a CUDA
+// device.
 #include <cuda_runtime.h>
 #include <dlfcn.h>
 #include <gtest/gtest.h>
@@ -175,28 +176,28 @@ struct DeviceCase {
     return "";
   }
 
-  // Through the C ABI, or with `tuning` set, through the C++ entry point that takes it (the C ABI has no knobs).
-  std::optional<kindex::decode::Tuning> tuning;
+  // Through the C ABI, or with `overrides` set, through the C++ entry point that takes them (the C ABI has none).
+  std::optional<kindex::decode::ShapeOverrides> overrides;
 
   kindex_status run(cudaStream_t stream = nullptr) {
     cudaMemset(p.output, 0xff, out_elems * 2);  // NaN in bf16 and fp16
     cudaMemset(p.lse, 0xff, lse_elems * 4);
-    if (!tuning) {
+    if (!overrides) {
       size_t bytes = 0;
       kindex_status st = kindex_paged_decode_workspace_size(&p, &bytes);
       if (st != KINDEX_STATUS_OK) return st;
       return kindex_paged_decode(&p, bytes ? ws.get(bytes) : nullptr, bytes, stream);
     }
     try {
-      const size_t bytes = kindex::decode::workspace_size(p, *tuning);
-      kindex::decode::paged_decode(p, bytes ? ws.get(bytes) : nullptr, bytes, stream, *tuning);
+      const size_t bytes = kindex::decode::workspace_size(p, *overrides);
+      kindex::decode::paged_decode(p, bytes ? ws.get(bytes) : nullptr, bytes, stream, *overrides);
       return KINDEX_STATUS_OK;
     } catch (const std::exception& e) {
-      tuned_error = e.what();
+      override_error = e.what();
       return KINDEX_STATUS_CUDA_ERROR;
     }
   }
-  std::string tuned_error;
+  std::string override_error;
 
   void download(std::vector<uint16_t>& o, std::vector<float>& l) const {
     o.resize(out_elems);
@@ -206,14 +207,19 @@ struct DeviceCase {
   }
 };
 
-// Runs `dev` with tiny segments (so small cases split and merge) for one scope.
-struct TuningScope {
+// As many segments as one wave holds: small cases split and merge.
+constexpr int64_t kMostSegments = 1 << 20;
+
+// Runs `dev` with `segments` segments (0: the cost model's choice) for one scope.
+struct SegmentsScope {
   DeviceCase& dev;
-  TuningScope(DeviceCase& d, int min_segment_tokens) : dev(d) {
-    dev.tuning = kindex::decode::Tuning{};
-    dev.tuning->min_segment_tokens = min_segment_tokens;
+  SegmentsScope(DeviceCase& d, int64_t segments) : dev(d) {
+    if (segments > 0) {
+      dev.overrides = kindex::decode::ShapeOverrides{};
+      dev.overrides->num_segments = segments;
+    }
   }
-  ~TuningScope() { dev.tuning.reset(); }
+  ~SegmentsScope() { dev.overrides.reset(); }
 };
 
 // Runs a case on the GPU and checks it against the CPU reference: the FIB comparator on every non-empty
@@ -223,7 +229,7 @@ std::string check_case(const Case& c, DeviceCase& dev) {
   if (std::string e = dev.upload(c, in); !e.empty()) return c.name + ": " + e;
   const kindex_status st = dev.run();
   if (st != KINDEX_STATUS_OK)
-    return c.name + ": status " + kindex_status_name(st) + ": " + (dev.tuning ? dev.tuned_error : kindex_last_error());
+    return c.name + ": status " + kindex_status_name(st) + ": " + (dev.overrides ? dev.override_error : kindex_last_error());
   if (cudaError_t e = cudaDeviceSynchronize(); e != cudaSuccess) return c.name + ": " + cudaGetErrorString(e);
   std::vector<uint16_t> got_o;
   std::vector<float> got_l;
@@ -354,7 +360,7 @@ TEST_F(Decode, SeedWorkloadsPs64AllTwenty) {
 }
 
 // Every upstream decode definition, small sizes: its bundled small workloads, then an adversarial table with
-// tiny segments so sequences split across CTAs and go through the merge kernel.
+// as many segments as fit, so sequences split across CTAs and go through the merge.
 TEST_F(Decode, EveryUpstreamDefinitionSmall) {
   int definitions = 0;
   for (const std::string& name : kindex::catalog::list_builtin()) {
@@ -368,9 +374,9 @@ TEST_F(Decode, EveryUpstreamDefinitionSmall) {
         EXPECT_EQ("", check_case(seed_case(*def, w, 2), dev));
       }
     }
-    for (int min_seg : {0, 16}) {  // the default split, then tiny segments
-      TuningScope scope(dev, min_seg);
-      Case c = generated_case(name + "/adversarial/min_segment_tokens=" + std::to_string(min_seg), KINDEX_DTYPE_BF16,
+    for (int64_t segments : {int64_t(0), kMostSegments}) {  // the cost model's split, then the most segments
+      SegmentsScope scope(dev, segments);
+      Case c = generated_case(name + "/adversarial/segments=" + std::to_string(segments), KINDEX_DTYPE_BF16,
                               int(dp->num_qo_heads), int(dp->num_kv_heads), int(dp->head_dim), int(dp->page_size), 7,
                               4000, dp->page_size == 1 ? 900 : 40, 11 + definitions, true);
       EXPECT_EQ("", check_case(c, dev));
@@ -381,7 +387,7 @@ TEST_F(Decode, EveryUpstreamDefinitionSmall) {
 
 // Group sizes 1..16 crossed with head_dim 64/128/256, fp16/bf16 and page sizes 1..128, adversarial tables
 // (empty, 1-token, 1-page sequences; repeated and shared ids; last pages of 1 and page_size; num_pages far above
-// the ids used), each at the default split and with tiny segments.
+// the ids used), each at the cost model's split and with the most segments.
 TEST_F(Decode, AdversarialGroupsHeadDimsPageSizesDtypes) {
   const int dims[] = {64, 128, 256};
   const int page_sizes[] = {1, 3, 16, 64, 128, 7, 32, 1};
@@ -389,10 +395,10 @@ TEST_F(Decode, AdversarialGroupsHeadDimsPageSizesDtypes) {
     const int d = dims[group % 3], ps = page_sizes[group % 8], hkv = 1 + group % 3;
     const kindex_dtype dt = group % 2 ? KINDEX_DTYPE_FP16 : KINDEX_DTYPE_BF16;
     const int64_t n = ps == 1 ? 1200 : std::max(24, 2400 / ps);
-    for (int min_seg : {0, 16}) {  // the default split, then tiny segments
-      TuningScope scope(dev, min_seg);
+    for (int64_t segments : {int64_t(0), kMostSegments}) {
+      SegmentsScope scope(dev, segments);
       Case c = generated_case("group " + std::to_string(group) + " d" + std::to_string(d) + " ps" + std::to_string(ps) +
-                                  (dt == KINDEX_DTYPE_FP16 ? " fp16" : " bf16") + " min_seg " + std::to_string(min_seg),
+                                  (dt == KINDEX_DTYPE_FP16 ? " fp16" : " bf16") + " segments " + std::to_string(segments),
                               dt, group * hkv, hkv, d, ps, 9, 50 * n + 1000, n, 100 + group, true);
       EXPECT_EQ("", check_case(c, dev));
     }
@@ -401,9 +407,9 @@ TEST_F(Decode, AdversarialGroupsHeadDimsPageSizesDtypes) {
 
 // Many short sequences: more than the 64 pieces a CTA stages at once, with empty ones in between.
 TEST_F(Decode, ManyShortSequencesAcrossTableBatches) {
-  for (int min_seg : {4096, 16}) {
-    TuningScope scope(dev, min_seg);
-    Case c = generated_case("batch 1024 short, min_seg " + std::to_string(min_seg), KINDEX_DTYPE_BF16, 8, 1, 128, 4,
+  for (int64_t segments : {int64_t(1), int64_t(0), kMostSegments}) {
+    SegmentsScope scope(dev, segments);
+    Case c = generated_case("batch 1024 short, segments " + std::to_string(segments), KINDEX_DTYPE_BF16, 8, 1, 128, 4,
                             1024, 1 << 16, 3000, 7, true);
     EXPECT_EQ("", check_case(c, dev));
   }
@@ -462,13 +468,12 @@ TEST_F(Decode, BitIdenticalRunToRun) {
   EXPECT_EQ(0, std::memcmp(l1.data(), l2.data(), l1.size() * 4));
 }
 
-// The K/V copies' cache hints (evict-first or evict-normal policy, or plain copies without a policy operand) move
-// the same bytes: the results are bit-identical to the default's.
-TEST_F(Decode, CopyCacheHintsGiveIdenticalBits) {
+// The copy rule: plain copies from kPlainCopiesL2Multiple L2 sizes of K/V up, hinted below (both kernels run on the
+// seed workloads: the large ps64 ones stream over 6 L2 sizes).
+TEST_F(Decode, PlainCopiesFromSixL2SizesOfKv) {
   const Case c = split_case();
   const HostInputs in = make_inputs(c);
   ASSERT_EQ("", dev.upload(c, in));
-  // The shipped rule: plain copies from kPlainCopiesL2Multiple L2 sizes of K/V up, hinted below.
   int l2 = 0;
   CUDA_OK(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, 0));
   kindex_paged_decode_params big = dev.p;
@@ -476,41 +481,77 @@ TEST_F(Decode, CopyCacheHintsGiveIdenticalBits) {
   big.num_pages = 1 << 20;
   const int64_t row_bytes = int64_t(big.page_size) * big.num_kv_heads * big.head_dim * 2 * 2;
   big.num_kv_indices = kindex::decode::kPlainCopiesL2Multiple * l2 / row_bytes + 1;
-  EXPECT_TRUE(kindex::decode::make_plan(big).plain_copies) << big.num_kv_indices << " pages of 64";
+  EXPECT_TRUE(kindex::decode::launch_shape(big).plain_copies) << big.num_kv_indices << " pages of 64";
   big.num_kv_indices = kindex::decode::kPlainCopiesL2Multiple * l2 / row_bytes - 1;
-  EXPECT_FALSE(kindex::decode::make_plan(big).plain_copies) << big.num_kv_indices << " pages of 64";
-  std::vector<uint16_t> o_default, o;
-  std::vector<float> l_default, l;
-  ASSERT_EQ(KINDEX_STATUS_OK, dev.run()) << kindex_last_error();
-  CUDA_OK(cudaDeviceSynchronize());
-  dev.download(o_default, l_default);
-  for (int hint = 0; hint < 3; ++hint) {
-    dev.tuning = kindex::decode::Tuning{};
-    dev.tuning->evict_first = hint == 1;
-    dev.tuning->plain_copies = hint == 2 ? 1 : 0;
-    ASSERT_EQ(KINDEX_STATUS_OK, dev.run()) << dev.tuned_error;
-    CUDA_OK(cudaDeviceSynchronize());
-    dev.download(o, l);
-    EXPECT_EQ(0, std::memcmp(o_default.data(), o.data(), o.size() * 2)) << "hint " << hint;
-    EXPECT_EQ(0, std::memcmp(l_default.data(), l.data(), l.size() * 4)) << "hint " << hint;
-    dev.tuning.reset();
+  EXPECT_FALSE(kindex::decode::launch_shape(big).plain_copies) << big.num_kv_indices << " pages of 64";
+}
+
+// Every segment count gives a correct result (the plan cuts wherever its targets fall: inside pages' worth of
+// tokens, at sequence starts, several cuts in one sequence, empty segments).
+TEST_F(Decode, EverySegmentCountPasses) {
+  for (int64_t segments : {1, 2, 3, 5, 8, 13, 31, 64, 1 << 20}) {
+    SegmentsScope scope(dev, segments);
+    EXPECT_EQ("", check_case(generated_case("segments " + std::to_string(segments), KINDEX_DTYPE_FP16, 16, 2, 64, 7,
+                                            9, 5000, 700, 5, true),
+                             dev));
+    EXPECT_EQ("", check_case(generated_case("segments " + std::to_string(segments) + ", one long", KINDEX_DTYPE_BF16,
+                                            32, 1, 128, 1, 3, 40000, 30000, 6, false),
+                             dev));
   }
 }
 
-// The split paths the tuning knobs select (a second merge kernel instead of the fused merge, with and without
-// programmatic dependent launch) compute the same function.
-TEST_F(Decode, MergeKernelFallbackPasses) {
-  for (bool programmatic : {true, false}) {
-    dev.tuning = kindex::decode::Tuning{};
-    dev.tuning->merge = 0;
-    dev.tuning->min_segment_tokens = 16;
-    dev.tuning->programmatic_merge = programmatic;
-    EXPECT_EQ("", check_case(split_case(), dev));
-    EXPECT_EQ("", check_case(generated_case("merge kernel, adversarial", KINDEX_DTYPE_FP16, 16, 2, 64, 1, 9, 5000, 700,
-                                            5, true),
-                             dev));
-    dev.tuning.reset();
+// The cost model splits a long lone request over the whole chip: with one KV head, a 32k-token sequence gets far
+// more than the 32 segments the v5 rule (a 1024-token floor for one sequence) gave it.
+TEST_F(Decode, ALongLoneRequestSpreadsOverTheChip) {
+  int sms = 0;
+  CUDA_OK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
+  kindex_paged_decode_params p = KINDEX_PAGED_DECODE_PARAMS_INIT;
+  p.dtype = KINDEX_DTYPE_BF16;
+  p.batch_size = 1;
+  p.num_qo_heads = 8;
+  p.num_kv_heads = 1;
+  p.head_dim = 128;
+  p.page_size = 16;
+  p.num_pages = 4096;
+  p.num_kv_indices = 2048;
+  p.sm_scale = 0.08838834764831845f;
+  EXPECT_GE(kindex::decode::launch_shape(p).num_segments, sms / 2);
+  p.num_kv_indices = 2;  // 32 tokens: not worth a merge
+  EXPECT_EQ(1, kindex::decode::launch_shape(p).num_segments);
+}
+
+// Plan once, run per layer: the runs read the plan, give the one-call result bit for bit, and a run whose workspace
+// holds no plan of these sizes writes NaN instead of reading a stale work list.
+TEST_F(Decode, PlanOnceRunsEveryLayer) {
+  const Case c = split_case();
+  const HostInputs in = make_inputs(c);
+  ASSERT_EQ("", dev.upload(c, in));
+  std::vector<uint16_t> o1, o2;
+  std::vector<float> l1, l2;
+  ASSERT_EQ(KINDEX_STATUS_OK, dev.run()) << kindex_last_error();
+  CUDA_OK(cudaDeviceSynchronize());
+  dev.download(o1, l1);
+  size_t bytes = 0;
+  ASSERT_EQ(KINDEX_STATUS_OK, kindex_paged_decode_workspace_size(&dev.p, &bytes));
+  ASSERT_GT(bytes, 0u);
+  void* ws = dev.ws.get(bytes);
+  CUDA_OK(cudaMemset(ws, 0, bytes));
+  ASSERT_EQ(KINDEX_STATUS_OK, kindex_paged_decode_plan(&dev.p, ws, bytes, nullptr)) << kindex_last_error();
+  for (int layer = 0; layer < 3; ++layer) {
+    CUDA_OK(cudaMemset(dev.p.output, 0xff, dev.out_elems * 2));
+    CUDA_OK(cudaMemset(dev.p.lse, 0xff, dev.lse_elems * 4));
+    ASSERT_EQ(KINDEX_STATUS_OK, kindex_paged_decode_run(&dev.p, ws, bytes, nullptr)) << kindex_last_error();
+    CUDA_OK(cudaDeviceSynchronize());
+    dev.download(o2, l2);
+    EXPECT_EQ(0, std::memcmp(o1.data(), o2.data(), o1.size() * 2)) << "layer " << layer;
+    EXPECT_EQ(0, std::memcmp(l1.data(), l2.data(), l1.size() * 4)) << "layer " << layer;
   }
+  CUDA_OK(cudaMemset(ws, 0, bytes));  // no plan
+  ASSERT_EQ(KINDEX_STATUS_OK, kindex_paged_decode_run(&dev.p, ws, bytes, nullptr)) << kindex_last_error();
+  CUDA_OK(cudaDeviceSynchronize());
+  dev.download(o2, l2);
+  for (float x : l2) ASSERT_TRUE(std::isnan(x));
+  for (uint16_t x : o2) ASSERT_TRUE((x & 0x7fff) > (c.dtype == KINDEX_DTYPE_BF16 ? 0x7f80 : 0x7c00));
 }
 
 // A GPU with less shared memory per CTA than a Hopper (the A100's 163 KB) runs a 2-stage ring at head_dim 128 and
@@ -521,16 +562,16 @@ TEST_F(Decode, TwoStageRingOfSmallerSharedMemoryPasses) {
     EXPECT_EQ(d == 64 ? 4 : 2, kindex::decode::detail::ring_stages(d, kA100Smem)) << d;
     EXPECT_LE(kindex::decode::detail::ring_smem_bytes(d, kindex::decode::detail::ring_stages(d, kA100Smem)),
               kA100Smem);
-    for (int min_seg : {0, 16}) {
-      dev.tuning = kindex::decode::Tuning{};
-      dev.tuning->smem_limit = kA100Smem;
-      dev.tuning->min_segment_tokens = min_seg;
-      EXPECT_EQ("", check_case(generated_case("163 KB d" + std::to_string(d) + " min_seg " + std::to_string(min_seg),
+    for (int64_t segments : {int64_t(0), kMostSegments}) {
+      dev.overrides = kindex::decode::ShapeOverrides{};
+      dev.overrides->smem_limit = kA100Smem;
+      dev.overrides->num_segments = segments;
+      EXPECT_EQ("", check_case(generated_case("163 KB d" + std::to_string(d) + " segments " + std::to_string(segments),
                                               d == 128 ? KINDEX_DTYPE_BF16 : KINDEX_DTYPE_FP16, 24, 4, d,
                                               d == 64 ? 1 : 16, 9, 8000, d == 64 ? 1500 : 200, 31 + d, true),
                                dev));
     }
-    dev.tuning.reset();
+    dev.overrides.reset();
   }
   EXPECT_EQ(0, kindex::decode::detail::ring_stages(256, 64 * 1024)) << "too little shared memory for any ring";
 }
@@ -678,13 +719,18 @@ TEST_F(Decode, BadArgumentsNameTheField) {
   EXPECT_EQ(KINDEX_STATUS_INVALID_ARGUMENT, kindex_paged_decode(nullptr, nullptr, 0, nullptr));
   EXPECT_EQ(KINDEX_STATUS_INVALID_ARGUMENT, kindex_paged_decode_workspace_size(&good, nullptr));
 
-  // Too small a workspace: a split case (this one is, at the default plan) needs one, and the message names the
-  // size it needs.
-  ASSERT_EQ(KINDEX_STATUS_OK, kindex_paged_decode_workspace_size(&good, &bytes));
+  // Too small a workspace: a split case needs one, and the message names the size it needs.
+  const Case split = split_case();
+  const HostInputs split_in = make_inputs(split);
+  ASSERT_EQ("", dev.upload(split, split_in));
+  const kindex_paged_decode_params good_split = dev.p;
+  ASSERT_EQ(KINDEX_STATUS_OK, kindex_paged_decode_workspace_size(&good_split, &bytes));
   ASSERT_GT(bytes, 0u);
-  EXPECT_EQ(KINDEX_STATUS_WORKSPACE_TOO_SMALL, kindex_paged_decode(&good, dev.ws.get(bytes), bytes - 4, nullptr));
+  EXPECT_EQ(KINDEX_STATUS_WORKSPACE_TOO_SMALL, kindex_paged_decode(&good_split, dev.ws.get(bytes), bytes - 4, nullptr));
   EXPECT_NE(std::string(kindex_last_error()).find("workspace_bytes"), std::string::npos) << kindex_last_error();
-  EXPECT_EQ(KINDEX_STATUS_WORKSPACE_TOO_SMALL, kindex_paged_decode(&good, nullptr, 0, nullptr));
+  EXPECT_EQ(KINDEX_STATUS_WORKSPACE_TOO_SMALL, kindex_paged_decode(&good_split, nullptr, 0, nullptr));
+  EXPECT_EQ(KINDEX_STATUS_WORKSPACE_TOO_SMALL, kindex_paged_decode_plan(&good_split, nullptr, 0, nullptr));
+  EXPECT_EQ(KINDEX_STATUS_WORKSPACE_TOO_SMALL, kindex_paged_decode_run(&good_split, nullptr, 0, nullptr));
   // Batch 0 is a no-op.
   kindex_paged_decode_params none = good;
   none.batch_size = 0;
@@ -694,7 +740,7 @@ TEST_F(Decode, BadArgumentsNameTheField) {
 
 // Small cases for compute-sanitizer (memcheck, racecheck): one per head_dim, split and merged.
 TEST_F(Decode, SanitizerSmall) {
-  TuningScope scope(dev, 16);
+  SegmentsScope scope(dev, kMostSegments);
   for (int d : {64, 128, 256}) {
     Case c = generated_case("sanitizer d" + std::to_string(d), d == 128 ? KINDEX_DTYPE_BF16 : KINDEX_DTYPE_FP16, 12, 2,
                             d, 5, 5, 300, 40, 21, true);

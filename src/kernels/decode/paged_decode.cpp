@@ -1,4 +1,4 @@
-// Host side of the paged decode: argument checks, the split plan, validation mode, and the C ABI.
+// Host side of the paged decode: argument checks, the launch shape and its cost model, validation mode, the C ABI.
 #include "kernels/decode/paged_decode.hpp"
 
 #include <cuda_runtime.h>
@@ -20,6 +20,11 @@ namespace {
 
 constexpr const char* kWhere = "kindex_paged_decode";
 
+// The cost model's measured constants (H200, 2026-12-07; docs/perf/decode.md "v6: the cost model").
+constexpr double kCtaBytesPerUs = 1.0e5;  // one CTA streaming alone: ~100 GB/s
+constexpr double kPieceUs = 0.5;           // a sequence piece's fixed cost in a CTA
+constexpr double kMergeUs = 2.0;           // grid barrier + merge
+
 [[noreturn]] void bad(const std::string& field, const std::string& value, const std::string& problem) {
   throw Error(kWhere, "params." + field, value, problem);
 }
@@ -29,12 +34,15 @@ void check_cuda(cudaError_t err, const char* what) {
     throw capi::Failure(KINDEX_STATUS_CUDA_ERROR, std::string(kWhere) + ": " + what + ": " + cudaGetErrorString(err));
 }
 
-// What a plan needs to know of the current device, cached per device: SM count, opt-in shared memory per CTA, L2.
+// What a launch shape needs to know of the current device, cached per device: SM count, opt-in shared memory per
+// CTA, L2, and the DRAM's clock and width (its peak rate).
 struct DeviceLimits {
   int device = 0;
   int sms = 1;
   size_t smem_optin = 0;
   int64_t l2_bytes = 0;
+  int64_t memory_clock_khz = 0;
+  int64_t bus_bits = 0;
 };
 DeviceLimits device_limits() {
   static std::mutex mutex;
@@ -52,6 +60,10 @@ DeviceLimits device_limits() {
   d.smem_optin = size_t(v);
   check_cuda(cudaDeviceGetAttribute(&v, cudaDevAttrL2CacheSize, device), "cudaDeviceGetAttribute");
   d.l2_bytes = v;
+  // The memory clock and bus width only feed the cost model: a device that does not report them gets a default.
+  if (cudaDeviceGetAttribute(&v, cudaDevAttrMemoryClockRate, device) == cudaSuccess) d.memory_clock_khz = v;
+  if (cudaDeviceGetAttribute(&v, cudaDevAttrGlobalMemoryBusWidth, device) == cudaSuccess) d.bus_bits = v;
+  cudaGetLastError();
   cache[device] = d;
   return d;
 }
@@ -71,24 +83,28 @@ int resident_ctas(const DeviceLimits& device, kindex_dtype dtype, int head_dim, 
 
 bool aligned(const void* ptr, size_t bytes) { return reinterpret_cast<uintptr_t>(ptr) % bytes == 0; }
 
-void check_pointers(const kindex_paged_decode_params& p) {
+// The pointers a call reads: the plan only the page table, the run everything.
+void check_pointers(const kindex_paged_decode_params& p, bool plan_only) {
   auto need = [&](const void* ptr, const char* field, size_t align) {
     if (!ptr) bad(field, "NULL", "required");
     if (!aligned(ptr, align)) bad(field, std::to_string(reinterpret_cast<uintptr_t>(ptr)),
                                   "must be " + std::to_string(align) + "-byte aligned");
   };
   if (p.batch_size == 0) return;
-  need(p.q, "q", 16);
-  need(p.output, "output", 16);
   need(p.kv_indptr, "kv_indptr", 4);
   auto address = [](const void* ptr) { return std::to_string(reinterpret_cast<uintptr_t>(ptr)); };
+  if (p.num_kv_indices > 0) {
+    need(p.kv_indices, "kv_indices", 4);
+    if (p.kv_last_page_len && !aligned(p.kv_last_page_len, 4))
+      bad("kv_last_page_len", address(p.kv_last_page_len), "must be 4-byte aligned");
+  }
+  if (plan_only) return;
+  need(p.q, "q", 16);
+  need(p.output, "output", 16);
   if (p.lse && !aligned(p.lse, 4)) bad("lse", address(p.lse), "must be 4-byte aligned");
   if (p.num_kv_indices > 0) {
     need(p.k_cache, "k_cache", 16);
     need(p.v_cache, "v_cache", 16);
-    need(p.kv_indices, "kv_indices", 4);
-    if (p.kv_last_page_len && !aligned(p.kv_last_page_len, 4))
-      bad("kv_last_page_len", address(p.kv_last_page_len), "must be 4-byte aligned");
   }
 }
 
@@ -114,9 +130,37 @@ std::string describe_bad_entry(const kindex_paged_decode_params& p, unsigned lon
                       "must be in [1, page_size = " + std::to_string(p.page_size) + "]");
 }
 
+// The H200's measured constants (docs/perf/decode.md, "v6: the cost model"); the chip rate is the device's own.
+CostModel device_cost(const DeviceLimits& device) {
+  CostModel c;
+  // Peak DRAM rate (double data rate x bus width) times the copy efficiency measured on the H200 (4.28 of 4.8 TB/s).
+  const double peak_bytes_per_us = 2.0 * double(device.memory_clock_khz) * 1e-3 * double(device.bus_bits) / 8.0;
+  c.chip_bytes_per_us = peak_bytes_per_us > 0 ? 0.89 * peak_bytes_per_us : 3.0e6;
+  c.cta_bytes_per_us = kCtaBytesPerUs;
+  c.piece_us = kPieceUs;
+  c.merge_us = kMergeUs;
+  return c;
+}
+
 }  // namespace
 
-Plan make_plan(const kindex_paged_decode_params& p, const Tuning& tune) {
+int64_t choose_segments(const CostModel& cost, int64_t kv_bytes, int64_t batch, int64_t kv_heads,
+                        int64_t max_segments) {
+  int64_t best = 1;
+  double best_us = 0;
+  for (int64_t s = 1; s <= std::max<int64_t>(1, max_segments); ++s) {
+    const double rate = std::min(cost.chip_bytes_per_us, double(s * kv_heads) * cost.cta_bytes_per_us);
+    const double us = double(kv_bytes) / rate + cost.piece_us * double((batch + 2 * s - 2) / s) +
+                      (s > 1 ? cost.merge_us : 0.0);
+    if (s == 1 || us < best_us * (1.0 - 1e-9)) {
+      best = s;
+      best_us = us;
+    }
+  }
+  return best;
+}
+
+LaunchShape launch_shape(const kindex_paged_decode_params& p, const ShapeOverrides& overrides) {
   if (p.dtype != KINDEX_DTYPE_BF16 && p.dtype != KINDEX_DTYPE_FP16)
     bad("dtype", std::to_string(int(p.dtype)), "must be KINDEX_DTYPE_BF16 or KINDEX_DTYPE_FP16");
   if (p.batch_size < 0) bad("batch_size", std::to_string(p.batch_size), "must be >= 0");
@@ -136,68 +180,58 @@ Plan make_plan(const kindex_paged_decode_params& p, const Tuning& tune) {
     bad("num_pages", std::to_string(p.num_pages), "must be >= 1 when num_kv_indices > 0");
   if (!std::isfinite(p.sm_scale)) bad("sm_scale", std::to_string(p.sm_scale), "must be finite");
 
-  Plan plan;
-  plan.tuning = tune;
-  const int64_t n = p.num_kv_indices;
-  int64_t slots = 1;
-  if (p.batch_size > 0) {
-    const DeviceLimits device = device_limits();
-    const size_t limit = tune.smem_limit ? std::min(tune.smem_limit, device.smem_optin) : device.smem_optin;
-    plan.stages = detail::ring_stages(p.head_dim, limit);
-    if (plan.stages == 0)
-      throw capi::Failure(KINDEX_STATUS_NOT_SUPPORTED,
-                    format_error(kWhere, "params.head_dim", std::to_string(p.head_dim),
-                                 "needs " + std::to_string(detail::ring_smem_bytes(p.head_dim, 2)) +
-                                     " bytes of shared memory per CTA; this device allows " + std::to_string(limit)));
-    slots = resident_ctas(device, p.dtype, p.head_dim, plan.stages);
-    // Long streams go faster without the cache-policy operand, shorter ones with evict-first (kPlainCopiesL2Multiple).
-    const int64_t kv_bytes = p.num_kv_indices * p.page_size * p.num_kv_heads * p.head_dim * 2 * 2;
-    plan.plain_copies = tune.plain_copies < 0 ? kv_bytes >= kPlainCopiesL2Multiple * device.l2_bytes
-                                              : tune.plain_copies > 0;
-  }
-  if (n > 0 && p.batch_size > 0) {
-    // One wave of equal segments: num_segments * num_kv_heads CTAs fill the resident slots of all SMs. A single
-    // sequence is not cut shorter than itself within [128, 1024] tokens (splitting one sequence of 72-362 tokens
-    // costs the grid barrier and merge for little parallelism); with two or more sequences segments go down to 64
-    // tokens, so small batches fill the chip (2026-12-03 sweep, results/decode/segment_floor_sweep_h200.json:
-    // batch-16 ps1 < 8k tokens 14-21% faster, ps64 batch 2-4 14-25%, batch 64 unchanged).
-    const int64_t target = std::max<int64_t>(1, slots / p.num_kv_heads);
-    const int64_t tokens = n * p.page_size;
-    const int64_t min_tokens = tune.min_segment_tokens > 0 ? tune.min_segment_tokens
-                               : p.batch_size == 1         ? std::clamp<int64_t>(tokens, 128, 1024)
-                                                           : 64;
-    const int64_t min_pages = std::max<int64_t>(1, (min_tokens + p.page_size - 1) / p.page_size);
-    plan.pages_per_segment = std::max(min_pages, (n + target - 1) / target);
-    plan.num_segments = (n + plan.pages_per_segment - 1) / plan.pages_per_segment;
-  }
-  // Merged in the main kernel after a grid-wide barrier: needs every CTA resident at once, which one wave of
-  // num_segments * num_kv_heads <= slots CTAs is.
-  plan.fused_merge = tune.merge == 1 && plan.num_segments > 1 && plan.num_segments * p.num_kv_heads <= slots;
-  if (plan.num_segments > 1)
-    plan.partial_bytes = size_t(plan.num_segments + p.batch_size) * size_t(p.num_qo_heads) *
-                         size_t(p.head_dim + 1) * sizeof(float);
-  if (p.validate) plan.validate_bytes = 256;
-  return plan;
+  LaunchShape shape;
+  if (p.batch_size == 0) return shape;
+  const DeviceLimits device = device_limits();
+  const size_t limit = overrides.smem_limit ? std::min(overrides.smem_limit, device.smem_optin) : device.smem_optin;
+  shape.stages = detail::ring_stages(p.head_dim, limit);
+  if (shape.stages == 0)
+    throw capi::Failure(KINDEX_STATUS_NOT_SUPPORTED,
+                        format_error(kWhere, "params.head_dim", std::to_string(p.head_dim),
+                                     "needs " + std::to_string(detail::ring_smem_bytes(p.head_dim, 2)) +
+                                         " bytes of shared memory per CTA; this device allows " +
+                                         std::to_string(limit)));
+  const int64_t slots = resident_ctas(device, p.dtype, p.head_dim, shape.stages);
+  // One wave: S segments x num_kv_heads CTAs all resident, so the merge can follow a grid-wide barrier.
+  const int64_t max_segments = std::max<int64_t>(1, slots / p.num_kv_heads);
+  const int64_t token_bytes = int64_t(p.head_dim) * 2 * 2;  // K and V of one token and KV head
+  const int64_t kv_bytes = p.num_kv_indices * p.page_size * p.num_kv_heads * token_bytes;
+  const CostModel cost = device_cost(device);
+  if (p.num_kv_indices > 0)
+    shape.num_segments = overrides.num_segments > 0
+                             ? std::min(overrides.num_segments, max_segments)
+                             : choose_segments(cost, kv_bytes, p.batch_size, p.num_kv_heads, max_segments);
+  shape.piece_tokens = int(std::lround(cost.piece_us * cost.cta_bytes_per_us / double(token_bytes)));
+  // Long streams go faster without the cache-policy operand, shorter ones with evict-first (kPlainCopiesL2Multiple).
+  shape.plain_copies = kv_bytes >= kPlainCopiesL2Multiple * device.l2_bytes;
+  if (p.validate) shape.validate_bytes = 256;
+  shape.plan_bytes = detail::plan_bytes(shape.num_segments, p.batch_size);
+  if (shape.num_segments > 1)
+    shape.partial_bytes = size_t(shape.num_segments + p.batch_size) * size_t(p.num_qo_heads) *
+                          size_t(p.head_dim + 1) * sizeof(float);
+  return shape;
 }
 
-size_t workspace_size(const kindex_paged_decode_params& p, const Tuning& tuning) {
-  return make_plan(p, tuning).workspace_bytes();
+size_t workspace_size(const kindex_paged_decode_params& p, const ShapeOverrides& overrides) {
+  return launch_shape(p, overrides).workspace_bytes();
 }
 
-void paged_decode(const kindex_paged_decode_params& p, void* workspace, size_t workspace_bytes, cudaStream_t stream,
-                  const Tuning& tuning) {
-  const Plan plan = make_plan(p, tuning);
-  check_pointers(p);
-  if (workspace_bytes < plan.workspace_bytes() || (plan.workspace_bytes() > 0 && !workspace))
+namespace {
+
+// The checks plan and run share: sizes, pointers, workspace; then validation mode's device check of the index
+// arrays. Returns the launch shape, or nothing to do (batch 0).
+LaunchShape checked_shape(const kindex_paged_decode_params& p, void* workspace, size_t workspace_bytes,
+                          cudaStream_t stream, const ShapeOverrides& overrides, bool plan_only = false) {
+  const LaunchShape shape = launch_shape(p, overrides);
+  check_pointers(p, plan_only);
+  if (workspace_bytes < shape.workspace_bytes() || (shape.workspace_bytes() > 0 && !workspace))
     throw capi::Failure(KINDEX_STATUS_WORKSPACE_TOO_SMALL,
-                  format_error(kWhere, "workspace_bytes", std::to_string(workspace ? workspace_bytes : 0),
-                               "needs " + std::to_string(plan.workspace_bytes()) +
-                                   " bytes (kindex_paged_decode_workspace_size)"));
+                        format_error(kWhere, "workspace_bytes", std::to_string(workspace ? workspace_bytes : 0),
+                                     "needs " + std::to_string(shape.workspace_bytes()) +
+                                         " bytes (kindex_paged_decode_workspace_size)"));
   if (workspace && !aligned(workspace, 256))
     bad("workspace", std::to_string(reinterpret_cast<uintptr_t>(workspace)), "must be 256-byte aligned");
-  if (p.batch_size == 0) return;
-
-  if (p.validate) {
+  if (p.batch_size > 0 && p.validate) {
     auto* first_bad = static_cast<unsigned long long*>(workspace);
     check_cuda(cudaError_t(detail::launch_validate(p, first_bad, stream)), "validation kernel launch");
     unsigned long long code = ~0ull;
@@ -205,10 +239,48 @@ void paged_decode(const kindex_paged_decode_params& p, void* workspace, size_t w
     check_cuda(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
     if (code != ~0ull) throw capi::Failure(KINDEX_STATUS_INVALID_INPUT, describe_bad_entry(p, code, stream));
   }
-  check_cuda(cudaError_t(detail::launch_decode(p, plan, workspace, stream)), "kernel launch");
+  return shape;
+}
+
+}  // namespace
+
+void plan(const kindex_paged_decode_params& p, void* workspace, size_t workspace_bytes, cudaStream_t stream,
+          const ShapeOverrides& overrides) {
+  const LaunchShape shape = checked_shape(p, workspace, workspace_bytes, stream, overrides, true);
+  if (p.batch_size > 0)
+    check_cuda(cudaError_t(detail::launch_plan(p, shape, workspace, stream)), "plan kernel launch");
+}
+
+void run(const kindex_paged_decode_params& p, void* workspace, size_t workspace_bytes, cudaStream_t stream,
+         const ShapeOverrides& overrides) {
+  const LaunchShape shape = checked_shape(p, workspace, workspace_bytes, stream, overrides);
+  if (p.batch_size > 0) check_cuda(cudaError_t(detail::launch_run(p, shape, workspace, stream)), "kernel launch");
+}
+
+void paged_decode(const kindex_paged_decode_params& p, void* workspace, size_t workspace_bytes, cudaStream_t stream,
+                  const ShapeOverrides& overrides) {
+  const LaunchShape shape = checked_shape(p, workspace, workspace_bytes, stream, overrides);
+  if (p.batch_size == 0) return;
+  check_cuda(cudaError_t(detail::launch_plan(p, shape, workspace, stream)), "plan kernel launch");
+  check_cuda(cudaError_t(detail::launch_run(p, shape, workspace, stream)), "kernel launch");
 }
 
 }  // namespace kindex::decode
+
+namespace {
+// One body for the three enqueueing entry points: struct check, then `call` under the C ABI's error guard.
+using Enqueue = void (*)(const kindex_paged_decode_params&, void*, size_t, cudaStream_t,
+                         const kindex::decode::ShapeOverrides&);
+kindex_status enqueue(const char* where, const kindex_paged_decode_params* params, void* workspace,
+                      size_t workspace_bytes, void* stream, Enqueue call) {
+  if (kindex_status s = kindex::capi::check_params(where, params, sizeof *params, "kindex_paged_decode_params");
+      s != KINDEX_STATUS_OK)
+    return s;
+  return kindex::capi::guarded(where, [&] {
+    call(*params, workspace, workspace_bytes, static_cast<cudaStream_t>(stream), kindex::decode::ShapeOverrides{});
+  });
+}
+}  // namespace
 
 extern "C" {
 
@@ -223,15 +295,19 @@ kindex_status kindex_paged_decode_workspace_size(const kindex_paged_decode_param
                                [&] { *bytes = kindex::decode::workspace_size(*params); });
 }
 
+kindex_status kindex_paged_decode_plan(const kindex_paged_decode_params* params, void* workspace,
+                                       size_t workspace_bytes, void* stream) {
+  return enqueue("kindex_paged_decode_plan", params, workspace, workspace_bytes, stream, kindex::decode::plan);
+}
+
+kindex_status kindex_paged_decode_run(const kindex_paged_decode_params* params, void* workspace,
+                                      size_t workspace_bytes, void* stream) {
+  return enqueue("kindex_paged_decode_run", params, workspace, workspace_bytes, stream, kindex::decode::run);
+}
+
 kindex_status kindex_paged_decode(const kindex_paged_decode_params* params, void* workspace, size_t workspace_bytes,
                                   void* stream) {
-  if (kindex_status s =
-          kindex::capi::check_params("kindex_paged_decode", params, sizeof *params, "kindex_paged_decode_params");
-      s != KINDEX_STATUS_OK)
-    return s;
-  return kindex::capi::guarded("kindex_paged_decode", [&] {
-    kindex::decode::paged_decode(*params, workspace, workspace_bytes, static_cast<cudaStream_t>(stream));
-  });
+  return enqueue("kindex_paged_decode", params, workspace, workspace_bytes, stream, kindex::decode::paged_decode);
 }
 
 }  // extern "C"

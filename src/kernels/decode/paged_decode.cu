@@ -1,10 +1,11 @@
 // Tensor-core paged GQA decode (see paged_decode.hpp for the split-KV scheme; docs/perf/decode.md for the
-// measurements behind the choices below).
+// measurements behind the choices below). Three stages: the plan kernel (plan_kernel: segments of equal cost, the
+// merge work list), the run kernel (decode_kernel: stream, then merge_split after a grid-wide barrier).
 //
-// A CTA = one KV head x one segment of the global page list; 8 warps (4 at head_dim 256). The query-head group of
+// A CTA = one KV head x one segment of the plan; 8 warps (4 at head_dim 256). The query-head group of
 // the KV head is packed as the 16 rows of mma.m16n8k16 (rows >= group are zero and never written). The chunks
 // (16 tokens) of the segment's pieces are dealt to the warps (Deal): a piece's chunks round-robin over all warps,
-// starting where the previous piece ended, or - a "solo" piece of at most Tuning::solo_tokens tokens in a segment
+// starting where the previous piece ended, or - a "solo" piece of at most kSoloTokens tokens in a segment
 // of several pieces - all to one warp, which then writes that piece's result from its registers with no
 // cross-warp merge and no CTA barrier. Each warp runs its own cp.async ring (K and V rows, 16 B per copy, L2
 // evict-first); the chunks' page ids are copied into a small shared ring S chunks ahead, so page_size 1 streams
@@ -13,11 +14,13 @@
 // units, O += P V (P re-packed from the S accumulators as the A operand, V via ldmatrix.trans). At the end of a
 // CTA piece each warp parks its (m, l, O) in the ring stage it consumed last, per-row weights are reduced once and
 // the warps merge in fixed order (deterministic), writing the output or a split-KV partial. Split sequences are
-// merged in the same kernel after a grid-wide barrier (merge_in_kernel).
+// merged in the same kernel after a grid-wide barrier (merge_split), their rows dealt to the CTAs by the plan.
 #include <cooperative_groups.h>
+#include <cub/block/block_scan.cuh>
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 
 #include "kernels/common/ptx.cuh"
@@ -28,11 +31,49 @@ namespace {
 
 using namespace kindex::ptx;
 
-constexpr int kMergeThreads = 128;  // the split-KV merge kernel
 constexpr int kChunk = 16;  // tokens per warp per pipeline stage: one k-step of P V
 constexpr int kRows = 16;   // MMA rows
 constexpr int kTable = 64;  // sequence pieces staged in shared memory at a time
 constexpr int kIndptrCache = 1024;  // kv_indptr / kv_last_page_len entries kept in shared memory from the count pass
+// Pieces of 1..kSoloTokens tokens in a table batch of several are streamed whole by one warp, which writes the
+// result from its registers (no cross-warp merge, no CTA barrier); so is a piece alone in its batch of at most
+// kSoloAloneTokens (one chunk: one warp does all the work either way). Measured in v4/v5a (docs/perf/decode.md).
+constexpr int kSoloTokens = 64;
+constexpr int kSoloAloneTokens = 16;
+// The merge: a warp folds up to kMergeSegmentsPerWarp partials of a row with its loads in flight together; rows
+// cut into more segments get several warps (the plan deals them).
+constexpr int kMergeSegmentsPerWarp = 8;
+constexpr int kPlanThreads = 512;
+constexpr int kPlanMagic = 0x6b647031;  // "kdp1": the workspace holds a plan
+
+// The device plan, at the start of the plan area of the workspace: a header, the segments' first page positions
+// seg_begin[S + 1] (seg_begin[S] = N), and the sequences cut over several segments in batch order, each with the
+// first of its merge tasks. A merge task is rows_per_task(ns) query-head rows of one cut sequence.
+struct PlanHeader {
+  int magic;  // kPlanMagic once written; the sizes below must match the run's
+  int num_segments, batch, num_kv_indices, page_size;
+  int num_split;  // cut sequences
+  int num_tasks;  // merge tasks
+  int pad;
+};
+struct SplitItem {
+  int b, s0, s1;   // sequence, first and last segment holding a piece of it
+  int task_begin;  // its first merge task
+};
+__host__ __device__ constexpr size_t align_up(size_t x, size_t a) { return (x + a - 1) / a * a; }
+__host__ __device__ constexpr size_t seg_table_offset() { return sizeof(PlanHeader); }
+__host__ __device__ constexpr size_t items_offset(long long segments) {
+  return align_up(seg_table_offset() + size_t(segments + 1) * sizeof(int), 16);
+}
+
+// Warps that merge one row of a sequence cut into ns segments (a power of two up to the CTA's warps), and so the
+// rows one merge task holds.
+__host__ __device__ __forceinline__ int merge_warps_per_row(int ns, int warps) {
+  const int want = (ns + kMergeSegmentsPerWarp - 1) / kMergeSegmentsPerWarp;
+  int w = 1;
+  while (w < want && w < warps) w *= 2;
+  return w;
+}
 
 struct Args {
   const void* q;
@@ -45,18 +86,23 @@ struct Args {
   float* lse;           // may be null
   float* part_o;        // [num_segments + batch][num_qo_heads][head_dim], normalised partial outputs
   float* part_lse;      // [num_segments + batch][num_qo_heads]
+  const char* plan;     // the device plan (PlanHeader, seg_begin, SplitItem)
   int batch, num_qo_heads, num_kv_heads, group, page_size;
   int num_kv_indices;   // N
-  int pages_per_segment, num_segments;
+  int num_segments;
   long long num_pages;
   float scale_log2;     // sm_scale * log2(e)
-  int round_robin;      // deal a piece's chunks to warps round-robin from where the previous piece ended
-  int solo_tokens;      // pieces of 1..solo_tokens tokens go to one warp whole (0: none)...
-  int solo_alone_tokens;  // ...and so does a piece alone in its table batch of 1..solo_alone_tokens tokens
-  int fused;            // cooperative launch: merge split sequences in this kernel after a grid-wide barrier
-  int prefetch;         // prefetch the segment's page ids into L2 first
-  int evict_first;      // hinted K/V copies carry the L2 evict-first policy (read once: recycle their own lines)
 };
+
+__device__ __forceinline__ const PlanHeader& plan_header(const Args& a) {
+  return *reinterpret_cast<const PlanHeader*>(a.plan);
+}
+__device__ __forceinline__ const int* plan_segments(const Args& a) {
+  return reinterpret_cast<const int*>(a.plan + seg_table_offset());
+}
+__device__ __forceinline__ const SplitItem* plan_items(const Args& a) {
+  return reinterpret_cast<const SplitItem*>(a.plan + items_offset(a.num_segments));
+}
 
 struct Piece {
   int b;           // sequence
@@ -70,7 +116,7 @@ constexpr int kNoChunk = 1 << 26;  // "first chunk" of a warp that has none in a
 
 // How a piece's chunks are dealt to the warps. A deal counter d (mod warps) runs over the pieces in order, the
 // same in every warp: a CTA piece's chunk c goes to warp (d + c) % warps, then d advances by its chunk count
-// (round-robin across pieces; without it d stays 0 and every piece starts at warp 0); a solo piece goes whole to
+// (round-robin across pieces, so short pieces do not all land on warp 0); a solo piece goes whole to
 // warp d % warps, then d advances by one.
 template <int W>
 struct Deal {
@@ -79,9 +125,8 @@ struct Deal {
     return (warp - d + W) % W;
   }
   static __device__ __forceinline__ int step(const Piece& p) { return p.solo ? 1 : W; }
-  static __device__ __forceinline__ int advance(const Piece& p, int d, int round_robin) {
+  static __device__ __forceinline__ int advance(const Piece& p, int d) {
     if (p.solo) return (d + 1) % W;
-    if (!round_robin) return d;
     const int chunks = (p.tokens >> 4) + ((p.tokens & (kChunk - 1)) != 0);
     return (d + chunks % W) % W;
   }
@@ -157,7 +202,7 @@ struct Producer {
   static __device__ __forceinline__ void next(const Args& a, const Piece* table, int n, int warp, int& k, int& c,
                                               int& d) {
     while (k < n && c * kChunk >= table[k].tokens) {
-      d = Dl::advance(table[k], d, a.round_robin);
+      d = Dl::advance(table[k], d);
       ++k;
       if (k < n) c = Dl::first(table[k], d, warp);
     }
@@ -279,64 +324,6 @@ __device__ __forceinline__ void load_q_global(const Args& a, int b, int kvh, int
     f[kk][1] = v1 ? __ldg(r1 + kk * 8 + t4) : 0u;
     f[kk][2] = v0 ? __ldg(r0 + kk * 8 + 4 + t4) : 0u;
     f[kk][3] = v1 ? __ldg(r1 + kk * 8 + 4 + t4) : 0u;
-  }
-}
-
-// The fused merge (cooperative launch only): after a grid-wide barrier every CTA takes (sequence, KV head) items
-// round-robin and combines the partials of the sequences cut over several segments, in segment order
-// (deterministic). Each output element folds its partials four segments at a time (online rescaling), every load
-// of a group independent: one L2 round trip per four segments.
-template <int D, int S, class T>
-__device__ __forceinline__ void merge_in_kernel(const Args& a, const int* indptr_cache) {
-  using L = Layout<D, S>;
-  cooperative_groups::this_grid().sync();
-  const float neg_inf = -__int_as_float(0x7f800000);
-  const int nctas = gridDim.x * gridDim.y, cta = blockIdx.y * gridDim.x + blockIdx.x;
-  const long long items = (long long)a.batch * a.num_kv_heads;
-  const long long o_stride = (long long)a.num_qo_heads * D;  // floats between two segments' partial slots
-  for (long long j = cta; j < items; j += nctas) {
-    const int b = int(j / a.num_kv_heads), kvh = int(j % a.num_kv_heads);
-    int start, end;
-    if (b < kIndptrCache) {
-      start = clampi(indptr_cache[b], 0, a.num_kv_indices);
-      end = clampi(indptr_cache[b + 1], start, a.num_kv_indices);
-    } else {
-      seq_range(a, b, start, end);
-    }
-    if (end <= start) continue;
-    const int s0 = start / a.pages_per_segment, s1 = (end - 1) / a.pages_per_segment;
-    if (s0 == s1) continue;
-    const int ns = s1 - s0 + 1;
-    const long long head0 = (long long)b * a.num_qo_heads + kvh * a.group;
-    for (int i = threadIdx.x; i < a.group * D; i += L::kThreads) {
-      const int r = i / D, d = i % D;
-      const long long slot0 = ((long long)s0 + b) * a.num_qo_heads + kvh * a.group + r;
-      const float* lp = a.part_lse + slot0;
-      const float* op = a.part_o + slot0 * D + d;
-      float mm = neg_inf, sum = 0.f, acc = 0.f;
-      for (int s = 0; s < ns; s += 4) {
-        float lv[4], ov[4];
-#pragma unroll
-        for (int u = 0; u < 4; ++u) {
-          const bool in = s + u < ns;
-          lv[u] = in ? __ldcg(lp + (long long)(s + u) * a.num_qo_heads) : neg_inf;
-          ov[u] = in ? __ldcg(op + (long long)(s + u) * o_stride) : 0.f;
-        }
-        const float nm = fmaxf(fmaxf(mm, fmaxf(lv[0], lv[1])), fmaxf(lv[2], lv[3]));
-        const float sc = exp2f(mm - nm);  // 0 on the first group (mm = -inf, nm finite)
-        sum *= sc;
-        acc *= sc;
-#pragma unroll
-        for (int u = 0; u < 4; ++u) {
-          const float e = exp2f(lv[u] - nm);
-          sum += e;
-          acc += e * ov[u];
-        }
-        mm = nm;
-      }
-      static_cast<T*>(a.out)[(head0 + r) * D + d] = Mma<T>::from_float(acc / sum);
-      if (d == 0 && a.lse) a.lse[head0 + r] = mm + log2f(sum);
-    }
   }
 }
 
@@ -681,10 +668,149 @@ __device__ __forceinline__ void merge_warps(const Args& a, const Shared<D, S, T>
   }
 }
 
+// D / 32 floats of a row per lane (columns lane * D / 32 ...), loaded and stored as one or two vectors.
+template <int D>
+struct RowSlice {
+  static constexpr int kFloats = D / 32;
+  float v[kFloats];
+  __device__ __forceinline__ void load(const float* row, int lane) {
+    if constexpr (D == 64) {
+      const float2 x = __ldcg(reinterpret_cast<const float2*>(row) + lane);
+      v[0] = x.x, v[1] = x.y;
+    } else {
+#pragma unroll
+      for (int i = 0; i < kFloats / 4; ++i) {
+        const float4 x = __ldcg(reinterpret_cast<const float4*>(row) + i * 32 + lane);
+        v[4 * i] = x.x, v[4 * i + 1] = x.y, v[4 * i + 2] = x.z, v[4 * i + 3] = x.w;
+      }
+    }
+  }
+  // The column of element i of this lane's slice.
+  static __device__ __forceinline__ int column(int lane, int i) {
+    return D == 64 ? lane * 2 + i : (i / 4) * 128 + lane * 4 + (i % 4);
+  }
+};
+
+// After a grid-wide barrier (cooperative launch), the rows of the sequences cut over several segments are merged:
+// the plan lists those sequences and deals their rows to merge tasks, which the CTAs take in turn. A row of a
+// sequence cut into ns segments gets merge_warps_per_row(ns) warps; each folds every such warp's share of the
+// segments (its loads in flight together), and the warps' sums are added in warp order. Every sum runs in a fixed
+// order, so results are bit-identical run to run.
+template <int D, int S, class T>
+__device__ __forceinline__ void merge_split(const Args& a, const Shared<D, S, T>& sh) {
+  using L = Layout<D, S>;
+  cooperative_groups::this_grid().sync();
+  const PlanHeader& h = plan_header(a);
+  const int num_tasks = h.num_tasks, num_split = min(h.num_split, a.batch);
+  if (num_tasks <= 0 || num_split <= 0) return;
+  const int* seg = plan_segments(a);
+  const SplitItem* items = plan_items(a);
+  // Read afresh (volatile), not kept live from the kernel's start through the stream, where registers are short.
+  unsigned tid, cta;
+  asm volatile("mov.u32 %0, %%tid.x;" : "=r"(tid));
+  asm volatile("mov.u32 %0, %%ctaid.y;" : "=r"(cta));
+  cta = cta * gridDim.x + blockIdx.x;
+  const int warp = int(tid / 32), lane = int(tid % 32);
+  // The ring is free now: the items' first tasks (binary-searched per task) and the warps' sums.
+  int* first_task = reinterpret_cast<int*>(sh.ring);
+  float* sums = reinterpret_cast<float*>(sh.ring) + align_up(size_t(num_split), 32);
+  for (int i = int(tid); i < num_split; i += L::kThreads) first_task[i] = items[i].task_begin;
+  __syncthreads();
+  const float neg_inf = -__int_as_float(0x7f800000);
+  const int nctas = gridDim.x * gridDim.y;
+  for (int task = int(cta); task < num_tasks; task += nctas) {
+    int lo = 0, hi = num_split - 1;  // the last item whose first task is <= task
+    while (lo < hi) {
+      const int mid = (lo + hi + 1) / 2;
+      if (first_task[mid] <= task) lo = mid;
+      else hi = mid - 1;
+    }
+    const SplitItem item = items[lo];
+    const int b = clampi(item.b, 0, a.batch - 1);
+    const int s0 = clampi(item.s0, 0, a.num_segments - 1), s1 = clampi(item.s1, s0, a.num_segments - 1);
+    const int ns = s1 - s0 + 1;
+    const int wpr = merge_warps_per_row(ns, L::kWarps), rows = L::kWarps / wpr;
+    const int head = (task - first_task[lo]) * rows + warp / wpr, wi = warp % wpr;
+    const bool active = head < a.num_qo_heads && task >= first_task[lo];
+    int start, end;
+    seq_range(a, b, start, end);
+    // Segment s holds a piece of the sequence (and so a partial) when their page ranges meet.
+    auto has_piece = [&](int s) {
+      return max(start, clampi(seg[s], 0, a.num_kv_indices)) < min(end, clampi(seg[s + 1], 0, a.num_kv_indices));
+    };
+    const long long row0 = (long long)b * a.num_qo_heads + head;  // slot (s + b) of head: (row0 + s * H)
+    RowSlice<D> acc;
+#pragma unroll
+    for (int i = 0; i < RowSlice<D>::kFloats; ++i) acc.v[i] = 0.f;
+    float mx = neg_inf, sum = 0.f;
+    if (active) {
+      for (int s = s0 + lane; s <= s1; s += 32)
+        if (has_piece(s)) mx = fmaxf(mx, __ldcg(a.part_lse + row0 + (long long)s * a.num_qo_heads));
+#pragma unroll
+      for (int o = 16; o; o >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
+      for (int s = s0 + lane; s <= s1; s += 32)
+        if (has_piece(s)) sum += exp2f(__ldcg(a.part_lse + row0 + (long long)s * a.num_qo_heads) - mx);
+#pragma unroll
+      for (int o = 16; o; o >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
+      // This warp's share: segments s0 + wi, s0 + wi + wpr, ..., kBatch rows of loads in flight at a time (fewer
+      // at head_dim 256, whose rows are twice as long: the registers are the stream's).
+      constexpr int kBatch = D == 256 ? kMergeSegmentsPerWarp / 2 : kMergeSegmentsPerWarp;
+      for (int s = s0 + wi; s <= s1; s += wpr * kBatch) {
+        float wt[kBatch];
+        RowSlice<D> part[kBatch];
+#pragma unroll
+        for (int u = 0; u < kBatch; ++u) {
+          const int su = s + u * wpr;
+          wt[u] = 0.f;
+          if (su <= s1 && has_piece(su)) {
+            const long long slot = row0 + (long long)su * a.num_qo_heads;
+            wt[u] = exp2f(__ldcg(a.part_lse + slot) - mx);
+            part[u].load(a.part_o + slot * D, lane);
+          }
+        }
+#pragma unroll
+        for (int u = 0; u < kBatch; ++u)
+          if (wt[u] != 0.f)
+#pragma unroll
+            for (int i = 0; i < RowSlice<D>::kFloats; ++i) acc.v[i] += wt[u] * part[u].v[i];
+      }
+    }
+    if (wpr > 1) {  // the row's warps add their sums in warp order
+      if (active)
+#pragma unroll
+        for (int i = 0; i < RowSlice<D>::kFloats; ++i) sums[warp * D + RowSlice<D>::column(lane, i)] = acc.v[i];
+      __syncthreads();
+      if (active && wi == 0)
+        for (int w = 1; w < wpr; ++w)
+#pragma unroll
+          for (int i = 0; i < RowSlice<D>::kFloats; ++i) acc.v[i] += sums[(warp + w) * D + RowSlice<D>::column(lane, i)];
+      __syncthreads();  // the sums area is free for the next task
+    }
+    if (active && wi == 0) {
+      const float inv = 1.f / sum;
+      T* out = static_cast<T*>(a.out) + row0 * D;
+#pragma unroll
+      for (int i = 0; i < RowSlice<D>::kFloats; ++i) out[RowSlice<D>::column(lane, i)] = Mma<T>::from_float(acc.v[i] * inv);
+      if (lane == 0 && a.lse) a.lse[row0] = mx + log2f(sum);
+    }
+  }
+}
+
+// A run without its plan: every output element and lse NaN (one CTA; the call is wrong anyway).
+template <int D, class T>
+__device__ void poison_outputs(const Args& a) {
+  const float nan = __int_as_float(0x7fc00000);
+  const long long rows = (long long)a.batch * a.num_qo_heads;
+  for (long long i = threadIdx.x; i < rows * D; i += blockDim.x) static_cast<T*>(a.out)[i] = Mma<T>::from_float(nan);
+  if (a.lse)
+    for (long long i = threadIdx.x; i < rows; i += blockDim.x) a.lse[i] = nan;
+}
+
 // The kernel, stage by stage: find the segment's sequences; per table batch of them, build the piece table, start
 // the warps' copy rings and stage Q; per piece, each warp streams its chunks (compute_qk -> update_local_state ->
 // accumulate_pv, the next chunk's copies issued first), then either writes the piece alone (solo) or publishes its
-// state for merge_warps; finally, when sequences were cut over segments, merge_in_kernel.
+// state for merge_warps; finally, when sequences were cut over segments, merge_split. With one segment there is no
+// plan: the CTA of each KV head takes the whole page list.
 template <int D, int S, class T, bool kPlain>
 __global__ void __launch_bounds__((Layout<D, S>::kThreads), 1) decode_kernel(const Args a) {
   using L = Layout<D, S>;
@@ -694,17 +820,28 @@ __global__ void __launch_bounds__((Layout<D, S>::kThreads), 1) decode_kernel(con
   __shared__ int counts[2];
   __shared__ unsigned cta_mask[2];  // per table batch: bit k = piece k is a CTA piece (not solo)
 
-  // The merge kernel may be scheduled now; it waits for this grid's completion before reading anything.
-  pdl_launch_dependents();
+  // Launched right behind the previous kernel (the plan, or whatever the stream ran before): nothing it may have
+  // written is read before this.
+  pdl_wait();
 
   const int seg = blockIdx.x, kvh = blockIdx.y;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int g = lane / 4, t4 = lane % 4;  // MMA fragment coordinates: row g (and g + 8), column pair t4
-  const int seg_begin = int(min((long long)seg * a.pages_per_segment, (long long)a.num_kv_indices));
-  const int seg_end = int(min((long long)seg_begin + a.pages_per_segment, (long long)a.num_kv_indices));
-  if (a.prefetch)  // the page ids this segment will fetch, into L2 while the counting pass runs
-    for (int i = seg_begin + threadIdx.x * 32; i < seg_end; i += L::kThreads * 32)
-      prefetch_l2(a.indices + i);
+  int seg_begin = 0, seg_end = a.num_kv_indices;
+  if (a.num_segments > 1) {
+    const PlanHeader& h = plan_header(a);
+    // A workspace without the plan of these sizes: say so with NaN everywhere rather than read a stale work list.
+    if (h.magic != kPlanMagic || h.num_segments != a.num_segments || h.batch != a.batch ||
+        h.num_kv_indices != a.num_kv_indices || h.page_size != a.page_size) {
+      if (seg == 0 && kvh == 0) poison_outputs<D, T>(a);
+      return;  // every CTA sees the same header: none reaches the grid barrier
+    }
+    const int* bounds = plan_segments(a);
+    seg_begin = clampi(bounds[seg], 0, a.num_kv_indices);
+    seg_end = clampi(bounds[seg + 1], seg_begin, a.num_kv_indices);
+  }
+  // The page ids this segment will fetch, into L2 while the counting pass runs.
+  for (int i = seg_begin + threadIdx.x * 32; i < seg_end; i += L::kThreads * 32) prefetch_l2(a.indices + i);
 
   const int2 range = find_sequences(a, sh, seg_begin, seg_end, seg == a.num_segments - 1, counts);
 
@@ -712,16 +849,15 @@ __global__ void __launch_bounds__((Layout<D, S>::kThreads), 1) decode_kernel(con
   Producer<D, S, T, kPlain> prod;
   prod.ids = sh.id_ring + warp * L::kIdSlots * kChunk;
   prod.offs = sh.off_ring + warp * L::kIdSlots * kChunk;
-  prod.policy = l2_policy(a.evict_first != 0);
+  prod.policy = l2_policy(true);
   QStage<D, S, T> qnext;
-  // Pieces of at most this many tokens go whole to one warp when a table batch holds several pieces (Q fragments
-  // from global memory, so only where Q lives in registers).
-  const int solo_tokens = L::kQInRegisters ? a.solo_tokens : 0;
-  const int solo_alone_tokens = L::kQInRegisters ? a.solo_alone_tokens : 0;
+  // Solo pieces read their Q fragments from global memory, so only where Q lives in registers.
+  const int solo_tokens = L::kQInRegisters ? kSoloTokens : 0;
+  const int solo_alone_tokens = L::kQInRegisters ? kSoloAloneTokens : 0;
   int deal = 0;  // the deal counter (Deal) at the next piece, the same in every warp
   for (int tb = range.x; tb < range.y; tb += kTable) {
     const int n = min(kTable, range.y - tb);
-    if (a.prefetch) prefetch_q_rows<D, S, T>(a, tb, n, kvh);
+    prefetch_q_rows<D, S, T>(a, tb, n, kvh);
     __syncthreads();  // the previous batch's table is no longer read
     build_table(a, sh, tb, n, seg_begin, seg_end, solo_tokens, solo_alone_tokens, cta_mask);
     __syncthreads();
@@ -750,7 +886,7 @@ __global__ void __launch_bounds__((Layout<D, S>::kThreads), 1) decode_kernel(con
       WarpState<D> st;
       st.reset();
       const int c0 = Dl::first(piece, deal, warp), step = Dl::step(piece);
-      deal = Dl::advance(piece, deal, a.round_robin);
+      deal = Dl::advance(piece, deal);
       if (piece.tokens > c0 * kChunk) {
         uint32_t qf[L::kQInRegisters ? D / 16 : 1][4];
         if constexpr (L::kQInRegisters) {
@@ -794,35 +930,119 @@ __global__ void __launch_bounds__((Layout<D, S>::kThreads), 1) decode_kernel(con
     }
     cp_async_wait<0>();  // nothing real is left in flight, but leave no group behind
   }
-  if (a.fused) merge_in_kernel<D, S, T>(a, sh.indptr_cache);
+  if (a.num_segments > 1) merge_split<D, S, T>(a, sh);
 }
 
 
-// Combines the partials of each sequence that spans several segments, in segment order (deterministic).
-template <int D, class T>
-__global__ void __launch_bounds__(kMergeThreads) merge_kernel(const Args a) {
-  pdl_wait();
-  const int b = blockIdx.x, kvh = blockIdx.y;
-  int start, end;
-  seq_range(a, b, start, end);
-  if (end <= start) return;
-  const int s0 = start / a.pages_per_segment, s1 = (end - 1) / a.pages_per_segment;
-  if (s0 == s1) return;
-  const long long head0 = (long long)b * a.num_qo_heads + kvh * a.group;
-  for (int i = threadIdx.x; i < a.group * D; i += kMergeThreads) {
-    const int r = i / D, d = i % D;
-    const int h = kvh * a.group + r;
-    float mm = -__int_as_float(0x7f800000);
-    for (int s = s0; s <= s1; ++s) mm = fmaxf(mm, a.part_lse[((long long)s + b) * a.num_qo_heads + h]);
-    float acc = 0.f, sum = 0.f;
-    for (int s = s0; s <= s1; ++s) {
-      const long long slot = ((long long)s + b) * a.num_qo_heads + h;
-      const float wt = exp2f(a.part_lse[slot] - mm);
-      sum += wt;
-      acc += wt * a.part_o[slot * D + d];
+// The device plan (one CTA). A sequence costs its tokens plus piece_tokens (a piece's fixed cost, charged at its
+// start); the concatenated costs [0, C) are cut at the S - 1 targets ceil(s * C / S), each claimed by the sequence
+// whose cost range holds it and placed at the nearest page boundary (a cut in a sequence's fixed cost moves the whole
+// sequence to the next segment). Then the sequences holding a cut strictly inside are listed with their segments and
+// merge tasks. Everything derives from kv_indptr / kv_last_page_len, clamped as the run kernel clamps them.
+struct PlanArgs {
+  const int* indptr;
+  const int* last_len;  // may be null: every last page is full
+  char* plan;
+  int batch, num_kv_indices, page_size, num_segments, piece_tokens, num_qo_heads, warps;
+};
+
+__global__ void __launch_bounds__(kPlanThreads) plan_kernel(const PlanArgs a) {
+  using Scan = cub::BlockScan<long long, kPlanThreads>;
+  __shared__ typename Scan::TempStorage scan;
+  __shared__ long long carry;
+  extern __shared__ int seg[];  // [num_segments + 1]
+  pdl_wait();  // the page table may come from the kernel before
+  pdl_launch_dependents();  // the run kernel may be scheduled; it waits for this grid before reading the plan
+  const int S = a.num_segments, N = a.num_kv_indices;
+  auto range = [&](int b, int& start, int& end, long long& tokens) {
+    start = clampi(__ldg(a.indptr + b), 0, N);
+    end = clampi(__ldg(a.indptr + b + 1), start, N);
+    const int last = a.last_len ? clampi(__ldg(a.last_len + b), 1, a.page_size) : a.page_size;
+    tokens = end > start ? (long long)(end - start - 1) * a.page_size + last : 0;
+  };
+  auto cost = [&](long long tokens) { return tokens > 0 ? tokens + a.piece_tokens : 0ll; };
+
+  // Pass 1: the total cost.
+  long long mine = 0;
+  for (int b = threadIdx.x; b < a.batch; b += kPlanThreads) {
+    int start, end;
+    long long tokens;
+    range(b, start, end, tokens);
+    mine += cost(tokens);
+  }
+  long long total = 0;
+  Scan(scan).ExclusiveSum(mine, mine, total);
+  for (int s = threadIdx.x; s <= S; s += kPlanThreads) seg[s] = s == 0 ? 0 : N;  // unclaimed cuts fall at the end
+  if (threadIdx.x == 0) carry = 0;
+  __syncthreads();
+
+  // Pass 2: the cuts, each written by the sequence whose cost range holds it.
+  for (int base = 0; base < a.batch; base += kPlanThreads) {
+    const int b = base + threadIdx.x;
+    int start = 0, end = 0;
+    long long tokens = 0;
+    if (b < a.batch) range(b, start, end, tokens);
+    const long long c = b < a.batch ? cost(tokens) : 0;
+    long long begin, chunk;
+    Scan(scan).ExclusiveSum(c, begin, chunk);
+    begin += carry;
+    if (c > 0 && total > 0) {
+      for (long long s = max(1ll, begin * S / total); s < S; ++s) {
+        const long long target = (s * total + S - 1) / S;
+        if (target >= begin + c) break;
+        if (target < begin) continue;
+        const long long into = target - begin - a.piece_tokens;  // tokens of this sequence before the cut
+        const int pages = end - start;
+        seg[s] = into <= 0 ? start : start + int(min((long long)pages, (into + a.page_size / 2) / a.page_size));
+      }
     }
-    static_cast<T*>(a.out)[(head0 + r) * D + d] = Mma<T>::from_float(acc / sum);
-    if (d == 0 && a.lse) a.lse[head0 + r] = mm + log2f(sum);
+    __syncthreads();  // everyone has read carry
+    if (threadIdx.x == 0) carry += chunk;
+    __syncthreads();
+  }
+
+  // Pass 3: the cut sequences (a cut strictly inside), their segments and merge tasks, in batch order.
+  auto segment_of = [&](int page) {  // the segment holding page position `page`: seg[s] <= page < seg[s + 1]
+    int lo = 0, hi = S - 1;
+    while (lo < hi) {
+      const int mid = (lo + hi + 1) / 2;
+      if (seg[mid] <= page) lo = mid;
+      else hi = mid - 1;
+    }
+    return lo;
+  };
+  auto* items = reinterpret_cast<SplitItem*>(a.plan + items_offset(S));
+  if (threadIdx.x == 0) carry = 0;
+  __syncthreads();
+  for (int base = 0; base < a.batch; base += kPlanThreads) {
+    const int b = base + threadIdx.x;
+    int s0 = 0, s1 = 0, tasks = 0;
+    if (b < a.batch) {
+      int start, end;
+      long long tokens;
+      range(b, start, end, tokens);
+      if (end > start) {
+        s0 = segment_of(start);
+        s1 = segment_of(end - 1);
+        const int rows = a.warps / merge_warps_per_row(s1 - s0 + 1, a.warps);
+        if (s1 > s0) tasks = (a.num_qo_heads + rows - 1) / rows;
+      }
+    }
+    // (cut sequences << 32) + tasks, scanned together.
+    const long long packed = tasks > 0 ? (1ll << 32) + tasks : 0;
+    long long before, chunk;
+    Scan(scan).ExclusiveSum(packed, before, chunk);
+    before += carry;
+    if (tasks > 0) items[before >> 32] = SplitItem{b, s0, s1, int(before & 0xffffffffll)};
+    __syncthreads();
+    if (threadIdx.x == 0) carry += chunk;
+    __syncthreads();
+  }
+  int* bounds = reinterpret_cast<int*>(a.plan + seg_table_offset());
+  for (int s = threadIdx.x; s <= S; s += kPlanThreads) bounds[s] = seg[s];
+  if (threadIdx.x == 0) {
+    PlanHeader h{kPlanMagic, S, a.batch, N, a.page_size, int(carry >> 32), int(carry & 0xffffffffll), 0};
+    *reinterpret_cast<PlanHeader*>(a.plan) = h;
   }
 }
 
@@ -850,7 +1070,12 @@ __global__ void validate_kernel(const int* indptr, const int* indices, const int
   }
 }
 
-Args make_args(const kindex_paged_decode_params& p, const Plan& plan, void* workspace) {
+// The workspace after the validation slot: the plan, then the partials.
+char* plan_area(const LaunchShape& shape, void* workspace) {
+  return static_cast<char*>(workspace) + shape.validate_bytes;
+}
+
+Args make_args(const kindex_paged_decode_params& p, const LaunchShape& shape, void* workspace) {
   Args a{};
   a.q = p.q;
   a.k = p.k_cache;
@@ -860,69 +1085,73 @@ Args make_args(const kindex_paged_decode_params& p, const Plan& plan, void* work
   a.last_len = p.page_size == 1 ? nullptr : p.kv_last_page_len;
   a.out = p.output;
   a.lse = p.lse;
-  float* part = reinterpret_cast<float*>(static_cast<char*>(workspace) + plan.validate_bytes);
-  const long long slots = plan.num_segments + p.batch_size;
-  a.part_o = plan.partial_bytes ? part : nullptr;
-  a.part_lse = plan.partial_bytes ? part + slots * p.num_qo_heads * p.head_dim : nullptr;
+  a.plan = shape.plan_bytes ? plan_area(shape, workspace) : nullptr;
+  float* part = reinterpret_cast<float*>(plan_area(shape, workspace) + shape.plan_bytes);
+  const long long slots = shape.num_segments + p.batch_size;
+  a.part_o = shape.partial_bytes ? part : nullptr;
+  a.part_lse = shape.partial_bytes ? part + slots * p.num_qo_heads * p.head_dim : nullptr;
   a.batch = p.batch_size;
   a.num_qo_heads = p.num_qo_heads;
   a.num_kv_heads = p.num_kv_heads;
   a.group = p.num_qo_heads / p.num_kv_heads;
   a.page_size = p.page_size;
   a.num_kv_indices = int(p.num_kv_indices);
-  a.pages_per_segment = int(plan.pages_per_segment);
-  a.num_segments = int(plan.num_segments);
+  a.num_segments = int(shape.num_segments);
   a.num_pages = p.num_pages;
   a.scale_log2 = p.sm_scale * 1.4426950408889634f;
-  const Tuning& tune = plan.tuning;
-  a.round_robin = tune.round_robin ? 1 : 0;
-  a.solo_tokens = std::clamp(tune.solo_tokens, 0, 1 << 20);
-  a.solo_alone_tokens = std::clamp(tune.solo_alone_tokens, 0, 1 << 20);
-  a.prefetch = tune.prefetch_ids ? 1 : 0;
-  a.evict_first = tune.evict_first ? 1 : 0;
-  a.fused = plan.num_segments > 1 && plan.fused_merge ? 1 : 0;
   return a;
 }
 
-template <int D, int S, class T, bool kPlain>
-cudaError_t run(const Args& a, const Tuning& tune, cudaStream_t stream) {
-  // The shared-memory limit was raised when the plan asked for this kernel's occupancy (ctas_per_sm).
-  constexpr int smem = Layout<D, S>::kSmemBytes;
-  if (a.fused) {  // one wave by construction (make_plan): a cooperative launch, merged after a grid barrier
-    cudaLaunchConfig_t cfg{};
-    cfg.gridDim = dim3(a.num_segments, a.num_kv_heads);
-    cfg.blockDim = dim3(Layout<D, S>::kThreads);
-    cfg.dynamicSmemBytes = smem;
-    cfg.stream = stream;
-    cudaLaunchAttribute attr{};
-    attr.id = cudaLaunchAttributeCooperative;
-    attr.val.cooperative = 1;
-    cfg.attrs = &attr;
-    cfg.numAttrs = 1;
-    return cudaLaunchKernelEx(&cfg, decode_kernel<D, S, T, kPlain>, a);
-  }
-  decode_kernel<D, S, T, kPlain><<<dim3(a.num_segments, a.num_kv_heads), Layout<D, S>::kThreads, smem, stream>>>(a);
-  cudaError_t err = cudaGetLastError();
-  if (err != cudaSuccess || a.num_segments == 1 || tune.merge == 2) return err;
-
+// Launches with programmatic stream serialization (the kernel is scheduled while the one before finishes; it
+// waits for it in pdl_wait), and cooperatively (all CTAs resident, for the grid barrier) when asked.
+template <class Kernel, class KernelArgs>
+cudaError_t launch(Kernel kernel, dim3 grid, dim3 block, size_t smem, cudaStream_t stream, bool cooperative,
+                   const KernelArgs& args) {
   cudaLaunchConfig_t cfg{};
-  cfg.gridDim = dim3(a.batch, a.num_kv_heads);
-  cfg.blockDim = dim3(kMergeThreads);
+  cfg.gridDim = grid;
+  cfg.blockDim = block;
+  cfg.dynamicSmemBytes = smem;
   cfg.stream = stream;
-  cudaLaunchAttribute attr{};
-  attr.id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attr.val.programmaticStreamSerializationAllowed = 1;
-  cfg.attrs = &attr;
-  cfg.numAttrs = tune.programmatic_merge ? 1 : 0;
-  return cudaLaunchKernelEx(&cfg, merge_kernel<D, T>, a);
+  cudaLaunchAttribute attrs[2]{};
+  attrs[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attrs[0].val.programmaticStreamSerializationAllowed = 1;
+  attrs[1].id = cudaLaunchAttributeCooperative;
+  attrs[1].val.cooperative = 1;
+  cfg.attrs = attrs;
+  cfg.numAttrs = cooperative ? 2 : 1;
+  // A driver that refuses the two attributes together gets the cooperative launch alone (stream order then does
+  // what pdl_wait would), decided once per process.
+  static std::atomic<bool> cooperative_pdl{true};
+  if (cooperative && !cooperative_pdl.load(std::memory_order_relaxed)) {
+    cfg.attrs = attrs + 1;
+    cfg.numAttrs = 1;
+  }
+  cudaError_t err = cudaLaunchKernelEx(&cfg, kernel, args);
+  if (cooperative && cfg.numAttrs == 2 && (err == cudaErrorInvalidValue || err == cudaErrorNotSupported)) {
+    cudaGetLastError();
+    cooperative_pdl.store(false, std::memory_order_relaxed);
+    cfg.attrs = attrs + 1;
+    cfg.numAttrs = 1;
+    err = cudaLaunchKernelEx(&cfg, kernel, args);
+  }
+  return err;
+}
+
+template <int D, int S, class T, bool kPlain>
+cudaError_t run_kernel(const Args& a, cudaStream_t stream) {
+  // The shared-memory limit was raised when the launch shape asked for this kernel's occupancy (ctas_per_sm).
+  // S > 1 is one wave by construction (launch_shape): a cooperative launch, merged after a grid barrier.
+  return launch(decode_kernel<D, S, T, kPlain>, dim3(a.num_segments, a.num_kv_heads), dim3(Layout<D, S>::kThreads),
+                Layout<D, S>::kSmemBytes, stream, a.num_segments > 1, a);
 }
 
 template <int D, int S>
-cudaError_t run_dtype(const kindex_paged_decode_params& p, const Args& a, const Plan& plan, cudaStream_t stream) {
+cudaError_t run_dtype(const kindex_paged_decode_params& p, const Args& a, const LaunchShape& shape,
+                      cudaStream_t stream) {
   const bool bf = p.dtype == KINDEX_DTYPE_BF16;
-  if (plan.plain_copies)
-    return bf ? run<D, S, __nv_bfloat16, true>(a, plan.tuning, stream) : run<D, S, __half, true>(a, plan.tuning, stream);
-  return bf ? run<D, S, __nv_bfloat16, false>(a, plan.tuning, stream) : run<D, S, __half, false>(a, plan.tuning, stream);
+  if (shape.plain_copies)
+    return bf ? run_kernel<D, S, __nv_bfloat16, true>(a, stream) : run_kernel<D, S, __half, true>(a, stream);
+  return bf ? run_kernel<D, S, __nv_bfloat16, false>(a, stream) : run_kernel<D, S, __half, false>(a, stream);
 }
 
 // Raises both copy variants' shared-memory limit (launches rely on it) and returns the resident CTAs per SM of the
@@ -953,7 +1182,7 @@ constexpr int kStages = D == 64 ? 4 : 3;
 static_assert(kStages<128> == kStages<256>);
 
 // The one dispatch from runtime (head_dim, ring depth) to the kernel configuration: f.template operator()<D, S>()
-// for head_dim 64 / 128 / 256 (anything else is refused by make_plan) and S = 2 or the shipped depth.
+// for head_dim 64 / 128 / 256 (anything else is refused by launch_shape) and S = 2 or the shipped depth.
 template <class F>
 decltype(auto) with_config(int head_dim, int stages, F&& f) {
   auto at = [&]<int D>() -> decltype(auto) {
@@ -993,10 +1222,32 @@ int launch_validate(const kindex_paged_decode_params& p, unsigned long long* fir
   return cudaGetLastError();
 }
 
-int launch_decode(const kindex_paged_decode_params& p, const Plan& plan, void* workspace, cudaStream_t stream) {
-  const Args a = make_args(p, plan, workspace);
-  return with_config(p.head_dim, plan.stages,
-                     [&]<int D, int S>() { return int(run_dtype<D, S>(p, a, plan, stream)); });
+size_t plan_bytes(int64_t num_segments, int64_t batch) {
+  if (num_segments <= 1) return 0;  // one segment: no cuts, nothing to merge, no plan
+  return align_up(items_offset(num_segments) + size_t(batch) * sizeof(SplitItem), 256);
+}
+
+int launch_plan(const kindex_paged_decode_params& p, const LaunchShape& shape, void* workspace, cudaStream_t stream) {
+  if (shape.num_segments <= 1) return cudaSuccess;
+  PlanArgs a{};
+  a.indptr = p.kv_indptr;
+  a.last_len = p.page_size == 1 ? nullptr : p.kv_last_page_len;
+  a.plan = plan_area(shape, workspace);
+  a.batch = p.batch_size;
+  a.num_kv_indices = int(p.num_kv_indices);
+  a.page_size = p.page_size;
+  a.num_segments = int(shape.num_segments);
+  a.piece_tokens = shape.piece_tokens;
+  a.num_qo_heads = p.num_qo_heads;
+  a.warps = with_config(p.head_dim, shape.stages, []<int D, int S>() { return Layout<D, S>::kWarps; });
+  return launch(plan_kernel, dim3(1), dim3(kPlanThreads), size_t(shape.num_segments + 1) * sizeof(int), stream, false,
+                a);
+}
+
+int launch_run(const kindex_paged_decode_params& p, const LaunchShape& shape, void* workspace, cudaStream_t stream) {
+  const Args a = make_args(p, shape, workspace);
+  return with_config(p.head_dim, shape.stages,
+                     [&]<int D, int S>() { return int(run_dtype<D, S>(p, a, shape, stream)); });
 }
 
 }  // namespace kindex::decode::detail

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Installs every build and test dependency of kindex: Debian's packages, and two PyPI packages for the Python tests.
+# Installs every build and test dependency of kindex: Debian's packages, and three PyPI packages for the Python tests.
 # The CUDA toolkit (nvcc) is optional: without it the CPU parts build and run.
 set -euo pipefail
 packages=(
@@ -21,7 +21,9 @@ if ((${#missing[@]})); then
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi
 # The Python package's test runner and build backend (python/tests under ctest: pytest, and `pip install .` with
-# scikit-build-core), from PyPI, for the python3 that CMake finds first on PATH.
-if ! python3 -c "import pytest, scikit_build_core" 2>/dev/null; then
-  python3 -m pip install -q --disable-pip-version-check --root-user-action=ignore "pytest>=7" "scikit-build-core>=0.10"
+# scikit-build-core), and numpy for the decode suite's CPU tests (benchmarks/gpu/test_decode_suite_cpu.py), from
+# PyPI, for the python3 that CMake finds first on PATH.
+if ! python3 -c "import pytest, scikit_build_core, numpy" 2>/dev/null; then
+  python3 -m pip install -q --disable-pip-version-check --root-user-action=ignore "pytest>=7" \
+    "scikit-build-core>=0.10" numpy
 fi

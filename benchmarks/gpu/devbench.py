@@ -1,6 +1,7 @@
-"""Shared pieces of the Python device benchmarks (benchmarks/gpu/torch_decode_baselines.py, benchmarks/gpu/backward_vs_torch.py):
-libkindex.so through its C ABI (ctypes), the cold-L2 CUDA-event timer, the measured copy rate, and the two
-correctness rules (FlashInfer-Bench, SOL-ExecBench) exactly as src/compare/compare.hpp states them.
+"""Shared pieces of the Python device benchmarks (benchmarks/gpu/torch_decode_baselines.py, decode_suite.py,
+backward_vs_torch.py): libkindex.so through its C ABI (ctypes; the paged-decode params built from tensors), the
+cold-L2 CUDA-event timer, the measured copy rate, and the two correctness rules (FlashInfer-Bench, SOL-ExecBench)
+exactly as src/compare/compare.hpp states them.
 
 torch is imported lazily (inside the functions that need a GPU), so the table/JSON/comparator parts can be checked
 on a machine without CUDA.
@@ -24,6 +25,7 @@ REPO = pathlib.Path(__file__).resolve().parents[2]
 # no torch, no library load at import), so the two cannot drift apart.
 sys.path.insert(0, str(REPO / "python"))
 from kindex._capi import DTYPE_BF16 as KINDEX_DTYPE_BF16  # noqa: E402
+from kindex._capi import DTYPE_FP16 as KINDEX_DTYPE_FP16  # noqa: E402
 from kindex._capi import GQA_ROPE_BACKWARD_INPUTS as BACKWARD_INPUTS  # noqa: E402
 from kindex._capi import GQA_ROPE_BACKWARD_OUTPUTS as BACKWARD_OUTPUTS  # noqa: E402
 from kindex._capi import GqaRopeBackwardParams, PagedDecodeParams  # noqa: E402,F401
@@ -38,6 +40,35 @@ def new_params(cls):
 
 class KindexError(RuntimeError):
     pass
+
+
+# kindex_paged_decode_plan / kindex_paged_decode_run: the plan (page-table work, once per batch step) and the
+# attention (once per layer), where the library exports them.
+PAGED_DECODE_SPLIT = ("kindex_paged_decode_plan", "kindex_paged_decode_run")
+
+
+def paged_decode_params(q, k_cache, v_cache, kv_indptr, kv_indices, kv_last_page_len, sm_scale, output, lse,
+                        num_kv_indices=None, validate=0):
+    """kindex_paged_decode_params for torch tensors (shapes as include/kindex/kindex.h: q [B, Hq, D], caches
+    [pages, page_size, Hkv, D] bf16, int32 page table on the same device, output like q, lse [B, Hq] fp32 or
+    None). kv_last_page_len None: every last page is full (the ps1 definitions have no such input). The struct
+    holds raw pointers: the caller keeps the tensors alive while it is used."""
+    import torch
+    if q.dtype not in (torch.bfloat16, torch.float16):
+        raise ValueError(f"q: dtype {q.dtype}, kindex takes bfloat16 or float16")
+    p = new_params(PagedDecodeParams)
+    p.dtype = KINDEX_DTYPE_BF16 if q.dtype == torch.bfloat16 else KINDEX_DTYPE_FP16
+    p.batch_size, p.num_qo_heads, p.head_dim = q.shape
+    p.num_pages, p.page_size, p.num_kv_heads = k_cache.shape[0], k_cache.shape[1], k_cache.shape[2]
+    p.num_kv_indices = kv_indices.numel() if num_kv_indices is None else num_kv_indices
+    p.q, p.k_cache, p.v_cache = q.data_ptr(), k_cache.data_ptr(), v_cache.data_ptr()
+    p.kv_indptr, p.kv_indices = kv_indptr.data_ptr(), kv_indices.data_ptr()
+    p.kv_last_page_len = kv_last_page_len.data_ptr() if kv_last_page_len is not None else None
+    p.sm_scale = float(sm_scale)
+    p.output = output.data_ptr()
+    p.lse = lse.data_ptr() if lse is not None else None
+    p.validate = int(validate)
+    return p
 
 
 class Kindex:
@@ -66,6 +97,19 @@ class Kindex:
             call_fn = getattr(lib, fn)
             call_fn.restype = ctypes.c_int
             call_fn.argtypes = [ctypes.POINTER(params), ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p]
+        # Optional split entry points (same signature as kindex_paged_decode; workspace sized by
+        # kindex_paged_decode_workspace_size): a library that exports both gets has_plan_run, one that does not is
+        # called through kindex_paged_decode alone.
+        self.optional = {}
+        for fn in PAGED_DECODE_SPLIT:
+            try:
+                call_fn = getattr(lib, fn)
+            except AttributeError:
+                continue
+            call_fn.restype = ctypes.c_int
+            call_fn.argtypes = [ctypes.POINTER(PagedDecodeParams), ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p]
+            self.optional[fn] = call_fn
+        self.has_plan_run = all(fn in self.optional for fn in PAGED_DECODE_SPLIT)
         self.version = lib.kindex_version().decode()
 
     def check(self, status, what):
@@ -80,8 +124,9 @@ class Kindex:
         return n.value
 
     def call(self, fn, params, workspace_ptr, workspace_bytes, stream_ptr):
-        self.check(getattr(self.lib, fn)(ctypes.byref(params), ctypes.c_void_p(workspace_ptr or None),
-                                         ctypes.c_size_t(workspace_bytes), ctypes.c_void_p(stream_ptr or None)), fn)
+        fn_ptr = self.optional.get(fn) or getattr(self.lib, fn)
+        self.check(fn_ptr(ctypes.byref(params), ctypes.c_void_p(workspace_ptr or None),
+                          ctypes.c_size_t(workspace_bytes), ctypes.c_void_p(stream_ptr or None)), fn)
 
 
 # --------------------------------------------------------------------------------------------------------------

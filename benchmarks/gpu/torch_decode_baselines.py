@@ -109,7 +109,7 @@ def load_tables(tables_dir, case):
     """kv_indptr / kv_indices (/ kv_last_page_len for page_size > 1) as bench_decode --dump-tables wrote them:
     raw little-endian int32, DIR/<label>.indptr, .indices, .last. Checked against the workload's axes."""
     base = pathlib.Path(tables_dir)
-    batch, ps, num_pages, n = case["batch_size"], case["ps"], case["num_pages"], case["num_kv_indices"]
+    ps = case["ps"]
 
     def read(suffix):
         path = base / (case["label"] + suffix)
@@ -122,6 +122,19 @@ def load_tables(tables_dir, case):
 
     p_ptr, indptr = read(".indptr")
     p_idx, indices = read(".indices")
+    p_last, last = read(".last") if ps > 1 else (None, None)
+    return check_tables(case, indptr, indices, last, p_ptr, p_idx, p_last)
+
+
+def check_tables(case, indptr, indices, last, where_indptr="kv_indptr", where_indices="kv_indices",
+                 where_last="kv_last_page_len"):
+    """The page table against the workload's axes (TableError naming the file and entry); last None for
+    page_size 1 (all ones). Returns int32 (indptr, indices, last). benchmarks/gpu/decode_suite.py checks the
+    tables it reads from a dataset's safetensors files with this too."""
+    batch, ps, num_pages, n = case["batch_size"], case["ps"], case["num_pages"], case["num_kv_indices"]
+    p_ptr, p_idx, p_last = where_indptr, where_indices, where_last
+    indptr = np.ascontiguousarray(indptr, dtype=np.int32).reshape(-1)
+    indices = np.ascontiguousarray(indices, dtype=np.int32).reshape(-1)
     if len(indptr) != batch + 1:
         raise TableError(f"{p_ptr}: kv_indptr has {len(indptr)} entries, want batch_size + 1 = {batch + 1}")
     if indptr[0] != 0:
@@ -137,8 +150,10 @@ def load_tables(tables_dir, case):
     if bad.any():
         i = int(np.argmax(bad))
         raise TableError(f"{p_idx}: kv_indices[{i}] = {indices[i]} outside [0, num_pages = {num_pages})")
-    if ps > 1:
-        p_last, last = read(".last")
+    if ps > 1 or last is not None:
+        if last is None:
+            raise TableError(f"{p_last}: no kv_last_page_len for page_size {ps}")
+        last = np.ascontiguousarray(last, dtype=np.int32).reshape(-1)
         if len(last) != batch:
             raise TableError(f"{p_last}: kv_last_page_len has {len(last)} entries, want batch_size = {batch}")
         bad = (last < 1) | (last > ps)
@@ -286,17 +301,9 @@ class Workload:
         torch, c = self.torch, self.case
         out = torch.empty_like(self.q)
         lse = torch.empty(c["batch_size"], c["hq"], dtype=torch.float32, device=self.q.device)
-        p = db.new_params(db.PagedDecodeParams)
-        p.dtype = db.KINDEX_DTYPE_BF16
-        p.batch_size, p.num_qo_heads, p.num_kv_heads = c["batch_size"], c["hq"], c["hkv"]
-        p.head_dim, p.page_size = c["d"], c["ps"]
-        p.num_pages, p.num_kv_indices = c["num_pages"], c["num_kv_indices"]
-        p.q, p.k_cache, p.v_cache = self.q.data_ptr(), self.k_cache.data_ptr(), self.v_cache.data_ptr()
-        p.kv_indptr, p.kv_indices = self.indptr.data_ptr(), self.indices.data_ptr()
-        p.kv_last_page_len = self.last.data_ptr() if c["ps"] > 1 else None  # ps1 definitions have no such input
-        p.sm_scale = c["sm_scale"]
-        p.output, p.lse = out.data_ptr(), lse.data_ptr()
-        p.validate = 0
+        p = db.paged_decode_params(self.q, self.k_cache, self.v_cache, self.indptr, self.indices,
+                                   self.last if c["ps"] > 1 else None,  # ps1 definitions have no such input
+                                   c["sm_scale"], out, lse, num_kv_indices=c["num_kv_indices"])
         ws_bytes = kx.workspace_size("kindex_paged_decode", p)
         ws = torch.empty(max(ws_bytes, 1), dtype=torch.uint8, device=self.q.device)
         stream = torch.cuda.current_stream().cuda_stream

@@ -6,7 +6,9 @@
 #include <numeric>
 #include <set>
 
+#include "catalog/builtin.hpp"
 #include "catalog/constraints.hpp"
+#include "catalog/inputs.hpp"
 #include "helpers.hpp"
 
 namespace kindex::catalog {
@@ -93,6 +95,54 @@ TEST(PageTable, LooksLikeACapturedServingTable) {
   PageTable t1 = generate_page_table(4, 100, 40, 1, 3);
   for (int32_t l : t1.kv_last_page_len) EXPECT_EQ(l, 1);
   EXPECT_EQ(t1.tokens(1), 40);
+}
+
+// FNV-1a 64 over a table's three arrays (int32 bytes, in order).
+uint64_t table_hash(uint64_t h, const PageTable& t) {
+  for (const auto* v : {&t.kv_indptr, &t.kv_indices, &t.kv_last_page_len})
+    for (int32_t x : *v)
+      for (int i = 0; i < 4; ++i) h = (h ^ ((uint32_t(x) >> (8 * i)) & 0xFF)) * 1099511628211ull;
+  return h;
+}
+
+// The default (exponential) lengths give, bit for bit, the tables the generator gave before lengths were an
+// option: every bundled decode workload's table and the edge shapes above, plain and adversarial. The hashes were
+// taken from the generator at a4b6ef5 (before the option existed); a change here changes every seed workload's
+// inputs and so every recorded WorkloadCase's data.
+TEST(PageTable, DefaultTablesAreThoseOfEveryEarlierRun) {
+  uint64_t bundled = 1469598103934665603ull;
+  size_t workloads = 0;
+  for (const std::string& name : list_builtin()) {
+    const Problem p = builtin_problem(name);
+    if (!decode_family_params(p.definition)) continue;
+    for (const Workload& w : p.workloads) {
+      GenerateOptions options;
+      options.skip_random_floats = true;
+      Inputs in = generate_inputs(p.definition, w, 1, options);
+      PageTable t;
+      for (auto [input, dst] : {std::pair{"kv_indptr", &t.kv_indptr}, {"kv_indices", &t.kv_indices},
+                                {"kv_last_page_len", &t.kv_last_page_len}}) {
+        auto it = in.tensors.find(input);
+        if (it != in.tensors.end())
+          dst->assign(it->second.ptr<int32_t>(), it->second.ptr<int32_t>() + it->second.numel());
+      }
+      bundled = table_hash(bundled, t);
+      ++workloads;
+    }
+  }
+  EXPECT_EQ(workloads, 113u);  // 48 ps1 + 20 ps64 seed cases, 3 for each of the other 15 definitions
+  EXPECT_EQ(bundled, 0x8a0bcd16eac0c0cbull) << std::hex << bundled;
+
+  uint64_t direct = 1469598103934665603ull;
+  PageTableOptions adversarial;
+  adversarial.adversarial = true;
+  adversarial.allow_empty = true;
+  for (const Case& c : kCases)
+    for (uint64_t seed : {0ull, 42ull, 0x9E3779B97F4A7C15ull}) {
+      direct = table_hash(direct, generate_page_table(c.batch, c.pages, c.indices, c.page_size, seed));
+      direct = table_hash(direct, generate_page_table(c.batch, c.pages, c.indices, c.page_size, seed, adversarial));
+    }
+  EXPECT_EQ(direct, 0x4858597707b8a611ull) << std::hex << direct;
 }
 
 TEST(PageTable, MoreIdsThanPagesRepeatButStayValid) {

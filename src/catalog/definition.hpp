@@ -56,6 +56,9 @@ struct InputSpec {
   double value = 0;        // scalar
   std::string path;        // safetensors, relative to Workload::base_dir unless absolute
   std::string tensor_key;  // safetensors
+  // random kv_indptr only (kindex's extension, `"lengths": "equal"`): the page-table generator's length
+  // distribution (catalog/page_table.hpp) as written; empty: not given (the default, exponential).
+  std::string lengths;
 };
 
 struct Tolerance {

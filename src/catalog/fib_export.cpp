@@ -7,6 +7,7 @@
 
 #include "catalog/builtin.hpp"
 #include "catalog/inputs.hpp"
+#include "catalog/page_table.hpp"
 #include "catalog/safetensors.hpp"
 #include "core/error.hpp"
 
@@ -28,15 +29,33 @@ void write_text(const fs::path& file, const std::string& text) {
 
 }  // namespace
 
-std::string page_table_blob_path(std::string_view definition, std::string_view uuid) {
-  return std::string(kBlobDir) + std::string(definition) + "/" + std::string(uuid) + ".safetensors";
+namespace {
+
+// The distribution a blob path names: "" for the default, else a known non-default name.
+std::string blob_lengths(std::string_view lengths) {
+  auto d = parse_length_distribution(lengths);
+  return !d || *d == LengthDistribution::exponential ? "" : std::string(lengths);
 }
 
-bool is_exported_page_table(std::string_view definition, std::string_view uuid, std::string_view input_name,
-                            std::string_view path) {
-  if (input_name != "kv_indptr" && input_name != "kv_indices" && input_name != "kv_last_page_len") return false;
+}  // namespace
+
+std::string page_table_blob_path(std::string_view definition, std::string_view uuid, std::string_view lengths) {
+  const std::string sub = blob_lengths(lengths);
+  return std::string(kBlobDir) + std::string(definition) + "/" + (sub.empty() ? "" : sub + "/") + std::string(uuid) +
+         ".safetensors";
+}
+
+std::optional<std::string> exported_page_table_lengths(std::string_view definition, std::string_view uuid,
+                                                       std::string_view input_name, std::string_view path) {
+  if (input_name != "kv_indptr" && input_name != "kv_indices" && input_name != "kv_last_page_len") return std::nullopt;
+  if (definition.empty() || uuid.empty()) return std::nullopt;
   if (path.starts_with("./")) path.remove_prefix(2);
-  return !definition.empty() && !uuid.empty() && path == page_table_blob_path(definition, uuid);
+  for (LengthDistribution d : {LengthDistribution::exponential, LengthDistribution::equal,
+                               LengthDistribution::long_tail, LengthDistribution::one_long}) {
+    const std::string name(length_distribution_name(d));
+    if (path == page_table_blob_path(definition, uuid, name)) return blob_lengths(name);
+  }
+  return std::nullopt;
 }
 
 std::vector<ExportedDefinition> export_flashinfer_bench(const std::vector<std::string>& names,
@@ -58,7 +77,8 @@ std::vector<ExportedDefinition> export_flashinfer_bench(const std::vector<std::s
       GenerateOptions options;
       options.skip_random_floats = true;  // only the page table and scalars are needed
       Inputs in = generate_inputs(*def, w, default_seed(*def), options);
-      const std::string blob = page_table_blob_path(name, w.uuid);
+      const std::string lengths(length_distribution_name(page_table_lengths(w)));
+      const std::string blob = page_table_blob_path(name, w.uuid, lengths);
       const nlohmann::json& raw = w.raw.contains("workload") ? w.raw.at("workload") : w.raw;
       nlohmann::ordered_json inputs = nlohmann::ordered_json::object();
       std::map<std::string, Tensor> table;
@@ -77,7 +97,10 @@ std::vector<ExportedDefinition> export_flashinfer_bench(const std::vector<std::s
       }
       fs::create_directories((root / blob).parent_path());
       write_safetensors(root / blob, table,
-                        {{"generator", "kindex page-table generator"}, {"definition", name}, {"uuid", w.uuid}});
+                        {{"generator", "kindex page-table generator"},
+                         {"definition", name},
+                         {"uuid", w.uuid},
+                         {"lengths", lengths}});
       nlohmann::ordered_json workload = {{"uuid", w.uuid}, {"axes", w.axes}, {"inputs", inputs}};
       if (raw.contains("tolerance")) workload["tolerance"] = nlohmann::ordered_json::parse(raw["tolerance"].dump());
       nlohmann::ordered_json line = {

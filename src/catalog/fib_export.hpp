@@ -6,6 +6,7 @@
 // are kept. A harness trace of such a workload names that file, which is how import recognises kindex's
 // workload in it (is_exported_page_table).
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -13,13 +14,21 @@
 namespace kindex::catalog {
 
 // The file the export writes for one workload's page table, relative to the dataset root (safetensors paths of
-// a FlashInfer-Bench workload resolve against the root): "blob/kindex-page-tables/<definition>/<uuid>.safetensors".
-std::string page_table_blob_path(std::string_view definition, std::string_view uuid);
+// a FlashInfer-Bench workload resolve against the root): "blob/kindex-page-tables/<definition>/<uuid>.safetensors"
+// for the default length distribution (empty or "exponential"), and
+// "blob/kindex-page-tables/<definition>/<lengths>/<uuid>.safetensors" for another (kv_indptr's "lengths"), so that a
+// harness trace, which keeps only the path, still says which distribution made the table.
+std::string page_table_blob_path(std::string_view definition, std::string_view uuid, std::string_view lengths = {});
 
-// Whether a workload input given as safetensors is a page table the export wrote for this very workload (its
-// definition and uuid), i.e. the data generate_inputs gives the workload's index tensors. A leading "./" is allowed.
-bool is_exported_page_table(std::string_view definition, std::string_view uuid, std::string_view input_name,
-                            std::string_view path);
+// When a workload input given as safetensors is a page table the export wrote for this very workload (its
+// definition and uuid), i.e. the data generate_inputs gives the workload's index tensors: the length distribution
+// that made it ("" for the default); otherwise nullopt. A leading "./" is allowed.
+std::optional<std::string> exported_page_table_lengths(std::string_view definition, std::string_view uuid,
+                                                       std::string_view input_name, std::string_view path);
+inline bool is_exported_page_table(std::string_view definition, std::string_view uuid, std::string_view input_name,
+                                   std::string_view path) {
+  return exported_page_table_lengths(definition, uuid, input_name, path).has_value();
+}
 
 struct ExportedDefinition {
   std::string name;

@@ -86,6 +86,27 @@ TEST(FibExport, TheFileNamesItsOriginAndOnlyItsOwnWorkloadMatches) {
                                       "./blob/workloads/gqa_paged/gqa_paged_decode_h24_kv4_d128_ps64/x.safetensors"));
 }
 
+// A table of another length distribution lives in a folder named after it, so the path alone (all a harness trace
+// keeps) says which distribution made it; the default's path is unchanged.
+TEST(FibExport, BlobPathsNameTheLengthDistribution) {
+  const std::string def = "gqa_paged_decode_h24_kv4_d128_ps64", uuid = "8c1b-u";
+  EXPECT_EQ(page_table_blob_path(def, uuid), "blob/kindex-page-tables/" + def + "/" + uuid + ".safetensors");
+  EXPECT_EQ(page_table_blob_path(def, uuid, "exponential"), page_table_blob_path(def, uuid));
+  EXPECT_EQ(page_table_blob_path(def, uuid, "long_tail"),
+            "blob/kindex-page-tables/" + def + "/long_tail/" + uuid + ".safetensors");
+  EXPECT_EQ(exported_page_table_lengths(def, uuid, "kv_indptr", page_table_blob_path(def, uuid)), "");
+  for (const char* d : {"equal", "long_tail", "one_long"}) {
+    EXPECT_EQ(exported_page_table_lengths(def, uuid, "kv_indices", "./" + page_table_blob_path(def, uuid, d)), d);
+    EXPECT_EQ(exported_page_table_lengths(def, "other", "kv_indices", page_table_blob_path(def, uuid, d)), std::nullopt);
+  }
+  EXPECT_EQ(exported_page_table_lengths(def, uuid, "kv_indices",
+                                        "blob/kindex-page-tables/" + def + "/zipf/" + uuid + ".safetensors"),
+            std::nullopt);
+  EXPECT_EQ(exported_page_table_lengths(def, uuid, "kv_indices",
+                                        "blob/kindex-page-tables/" + def + "/exponential/" + uuid + ".safetensors"),
+            std::nullopt);
+}
+
 TEST(FibExport, RefusesWhatIsNotABundledDecodeProblemWithWorkloads) {
   test::TempDir dir;
   EXPECT_KINDEX_ERROR(export_flashinfer_bench({"no_such_definition"}, dir.path()), "export", "definition",

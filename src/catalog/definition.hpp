@@ -45,6 +45,7 @@ struct Definition {
   std::vector<TensorSpec> outputs;
   std::string reference;  // upstream reference code (Python), kept verbatim
   nlohmann::json raw;     // the file as read
+  std::string file;       // the file it was loaded from (load_definition); empty for text and bundled definitions
 
   const Axis* axis(const std::string& name) const;
   const TensorSpec* input(const std::string& name) const;

@@ -38,9 +38,19 @@ struct ExportedDefinition {
 // Writes, under `root`, for each bundled decode definition named (it must have bundled workloads):
 //   definitions/<op_type>/<name>.json   the bundled definition file, byte for byte;
 //   workloads/<op_type>/<name>.jsonl    its workloads as FlashInfer-Bench workload trace lines;
-//   blob/kindex-page-tables/<name>/<uuid>.safetensors  each workload's page table (int32 tensors named as the inputs).
+//   blob/kindex-page-tables/<name>/[<lengths>/]<uuid>.safetensors  each workload's page table (int32 tensors named
+//                                       as the inputs; the folder <lengths> for a non-default length distribution).
 // Throws kindex::Error naming the definition for a name that is not a bundled decode definition with workloads.
 std::vector<ExportedDefinition> export_flashinfer_bench(const std::vector<std::string>& names,
                                                         const std::filesystem::path& root);
+
+// The same for a user's dataset directory (load_dataset; e.g. definitions/model_suite): every decode definition in
+// it, or those `names` picks, written as above (the definition file byte for byte). A workload's own safetensors
+// inputs (paths relative to the dataset root) are copied to the same place under `root`. Throws kindex::Error for a
+// dataset that does not load, a name not in it, a definition that is not a gqa_paged_decode one or has no
+// workloads, or `root` being the dataset itself.
+std::vector<ExportedDefinition> export_flashinfer_bench_dataset(const std::filesystem::path& dataset,
+                                                                const std::filesystem::path& root,
+                                                                const std::vector<std::string>& names = {});
 
 }  // namespace kindex::catalog

@@ -361,7 +361,9 @@ Definition parse_definition(std::string_view json_text, const std::string& where
 }
 
 Definition load_definition(const fs::path& file, std::optional<Source> source) {
-  return parse_definition(read_text_file(file), file.string(), source);
+  Definition def = parse_definition(read_text_file(file), file.string(), source);
+  def.file = file.string();
+  return def;
 }
 
 std::map<std::string, int64_t> resolve_axes(const Definition& def, const std::map<std::string, int64_t>& variables,

@@ -74,7 +74,9 @@ TEST(Inputs, TheWorkloadsLengthDistributionReachesThePageTable) {
     EXPECT_NO_THROW(check_inputs(def, resolve_axes(def, w), in, "test", /*allow_missing=*/true));
     indptrs.insert(pt.kv_indptr);
     // "exponential" written out is the default: the same table as no key at all.
-    if (d == LengthDistribution::exponential) EXPECT_TRUE(same_bytes(in.tensors.at("kv_indices"), plain.tensors.at("kv_indices")));
+    if (d == LengthDistribution::exponential) {
+      EXPECT_TRUE(same_bytes(in.tensors.at("kv_indices"), plain.tensors.at("kv_indices")));
+    }
   }
   EXPECT_EQ(indptrs.size(), 4u);
   Workload unknown = base;

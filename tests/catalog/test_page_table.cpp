@@ -279,7 +279,9 @@ TEST(PageTableLengths, EveryDistributionKeepsTheRestOfTheGenerator) {
       ASSERT_GE(seq.size(), 1u);
       EXPECT_EQ(seq[0], t.shared_prefix_page);
       if (seq.size() >= 2) last_step.insert(seq.back() - int32_t(b));
-      if (seq.size() >= 3) EXPECT_EQ(seq.back() - seq[seq.size() - 2], B);
+      if (seq.size() >= 3) {
+        EXPECT_EQ(seq.back() - seq[seq.size() - 2], B);
+      }
       for (size_t i = 1; i < seq.size(); ++i) EXPECT_TRUE(others.insert(seq[i]).second) << "repeated id " << seq[i];
     }
     EXPECT_EQ(last_step.size(), 1u);  // the last decode step's pages are consecutive in batch order

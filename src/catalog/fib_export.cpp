@@ -166,7 +166,8 @@ std::vector<ExportedDefinition> export_flashinfer_bench_dataset(const fs::path& 
     if (!names.empty() && std::find(names.begin(), names.end(), name) == names.end()) continue;
     if (!decode_family_params(p.definition))
       throw Error(kWhere, "definition", name,
-                  "not a gqa_paged_decode definition (" + p.definition.file + "): the export writes decode page tables");
+                  "not a gqa_paged_decode definition (" + p.definition.file +
+                      "): the export writes decode page tables");
     if (p.workloads.empty()) throw Error(kWhere, "definition", name, "has no workloads to export");
     exported.push_back(export_problem(p.definition, p.workloads, read_bytes(p.definition.file), root));
   }

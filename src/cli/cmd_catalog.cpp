@@ -191,9 +191,9 @@ void add_catalog_command(CLI::App& app, Registry& registry) {
     std::string format = "flashinfer-bench", dataset, out;
   };
   auto export_args = std::make_shared<ExportArgs>();
-  CLI::App* exp = cmd->add_subcommand(
-      "export",
-      "Write bundled decode problems, or a dataset's, as a FlashInfer-Bench dataset (page tables as safetensors files)");
+  CLI::App* exp = cmd->add_subcommand("export",
+                                      "Write bundled decode problems, or a dataset's, as a FlashInfer-Bench dataset "
+                                      "(page tables as safetensors files)");
   exp->add_option("names", export_args->names,
                   "Decode definitions: bundled ones (default: the two seed problems), or with --dataset some of its "
                   "(default: all)");

@@ -268,11 +268,12 @@ evidence::Manifest workload_case_unchecked(const json& op, const json& w, const 
     json tensor = {{"dtype", in["tensor"]["dtype"]}, {"shape", shape}};
     // A page table `kindex catalog export` wrote for this workload holds what kindex's generator gives its "random"
     // index inputs: the same data, so the same generator (a harness trace of it joins kindex's own workload).
+    const bool safetensors = spec_in.is_object() && spec_in.value("type", json()) == "safetensors" &&
+                             spec_in.value("path", json()).is_string();
     const std::optional<std::string> exported_lengths =
-        spec_in.is_object() && spec_in.value("type", json()) == "safetensors" && spec_in.value("path", json()).is_string()
-            ? catalog::exported_page_table_lengths(definition_name, workload_uuid, name,
-                                                   spec_in["path"].get<std::string>())
-            : std::nullopt;
+        safetensors ? catalog::exported_page_table_lengths(definition_name, workload_uuid, name,
+                                                           spec_in["path"].get<std::string>())
+                    : std::nullopt;
     if (exported_lengths)
       tensor["data"] = {{"generator", page_table_generator(*exported_lengths, where)}};
     else if (spec_in.is_object() && spec_in.value("type", json()) == "random" && is_page_table_input(name))

@@ -98,7 +98,8 @@ TEST(FibExport, BlobPathsNameTheLengthDistribution) {
   EXPECT_EQ(exported_page_table_lengths(def, uuid, "kv_indptr", page_table_blob_path(def, uuid)), "");
   for (const char* d : {"equal", "long_tail", "one_long"}) {
     EXPECT_EQ(exported_page_table_lengths(def, uuid, "kv_indices", "./" + page_table_blob_path(def, uuid, d)), d);
-    EXPECT_EQ(exported_page_table_lengths(def, "other", "kv_indices", page_table_blob_path(def, uuid, d)), std::nullopt);
+    EXPECT_EQ(exported_page_table_lengths(def, "other", "kv_indices", page_table_blob_path(def, uuid, d)),
+              std::nullopt);
   }
   EXPECT_EQ(exported_page_table_lengths(def, uuid, "kv_indices",
                                         "blob/kindex-page-tables/" + def + "/zipf/" + uuid + ".safetensors"),

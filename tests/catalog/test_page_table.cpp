@@ -212,7 +212,8 @@ TEST(PageTableLengths, EqualGivesEverySequenceTheSameShareRemainderFirst) {
   for (const Case& c : kCases) {
     if (c.indices < c.batch) continue;
     SCOPED_TRACE(testing::Message() << c.batch << "/" << c.pages << "/" << c.indices << "/" << c.page_size);
-    auto len = lengths_of(generate_page_table(c.batch, c.pages, c.indices, c.page_size, 5, with(LengthDistribution::equal)));
+    auto len =
+        lengths_of(generate_page_table(c.batch, c.pages, c.indices, c.page_size, 5, with(LengthDistribution::equal)));
     for (int64_t b = 0; b < c.batch; ++b)
       EXPECT_EQ(len[size_t(b)], c.indices / c.batch + (b < c.indices % c.batch ? 1 : 0)) << "sequence " << b;
     auto [lo, hi] = std::minmax_element(len.begin(), len.end());

@@ -45,6 +45,7 @@ struct Definition {
   std::vector<TensorSpec> outputs;
   std::string reference;  // upstream reference code (Python), kept verbatim
   nlohmann::json raw;     // the file as read
+  std::string file;       // the file it was loaded from (load_definition); empty for text and bundled definitions
 
   const Axis* axis(const std::string& name) const;
   const TensorSpec* input(const std::string& name) const;
@@ -56,6 +57,9 @@ struct InputSpec {
   double value = 0;        // scalar
   std::string path;        // safetensors, relative to Workload::base_dir unless absolute
   std::string tensor_key;  // safetensors
+  // random kv_indptr only (kindex's extension, `"lengths": "equal"`): the page-table generator's length
+  // distribution (catalog/page_table.hpp) as written; empty: not given (the default, exponential).
+  std::string lengths;
 };
 
 struct Tolerance {

@@ -1,12 +1,16 @@
 #include "catalog/fib_export.hpp"
 
+#include <algorithm>
 #include <fstream>
+#include <iterator>
 #include <map>
 
 #include <nlohmann/json.hpp>
 
 #include "catalog/builtin.hpp"
 #include "catalog/inputs.hpp"
+#include "catalog/loader.hpp"
+#include "catalog/page_table.hpp"
 #include "catalog/safetensors.hpp"
 #include "core/error.hpp"
 
@@ -28,16 +32,108 @@ void write_text(const fs::path& file, const std::string& text) {
 
 }  // namespace
 
-std::string page_table_blob_path(std::string_view definition, std::string_view uuid) {
-  return std::string(kBlobDir) + std::string(definition) + "/" + std::string(uuid) + ".safetensors";
+namespace {
+
+// The distribution a blob path names: "" for the default, else a known non-default name.
+std::string blob_lengths(std::string_view lengths) {
+  auto d = parse_length_distribution(lengths);
+  return !d || *d == LengthDistribution::exponential ? "" : std::string(lengths);
 }
 
-bool is_exported_page_table(std::string_view definition, std::string_view uuid, std::string_view input_name,
-                            std::string_view path) {
-  if (input_name != "kv_indptr" && input_name != "kv_indices" && input_name != "kv_last_page_len") return false;
-  if (path.starts_with("./")) path.remove_prefix(2);
-  return !definition.empty() && !uuid.empty() && path == page_table_blob_path(definition, uuid);
+}  // namespace
+
+std::string page_table_blob_path(std::string_view definition, std::string_view uuid, std::string_view lengths) {
+  const std::string sub = blob_lengths(lengths);
+  return std::string(kBlobDir) + std::string(definition) + "/" + (sub.empty() ? "" : sub + "/") + std::string(uuid) +
+         ".safetensors";
 }
+
+std::optional<std::string> exported_page_table_lengths(std::string_view definition, std::string_view uuid,
+                                                       std::string_view input_name, std::string_view path) {
+  if (input_name != "kv_indptr" && input_name != "kv_indices" && input_name != "kv_last_page_len") return std::nullopt;
+  if (definition.empty() || uuid.empty()) return std::nullopt;
+  if (path.starts_with("./")) path.remove_prefix(2);
+  for (LengthDistribution d : {LengthDistribution::exponential, LengthDistribution::equal,
+                               LengthDistribution::long_tail, LengthDistribution::one_long}) {
+    const std::string name(length_distribution_name(d));
+    if (path == page_table_blob_path(definition, uuid, name)) return blob_lengths(name);
+  }
+  return std::nullopt;
+}
+
+namespace {
+
+// A workload's own safetensors input (relative to its dataset root) copied to the same place under `root`, so the
+// exported line's path still resolves; an absolute path is left as it is.
+void copy_blob(const Workload& w, const std::string& input, const std::string& path, const fs::path& root) {
+  const fs::path rel = fs::path(path).lexically_normal();
+  if (rel.is_absolute()) return;
+  if (rel.empty() || *rel.begin() == "..")
+    throw Error(w.source, "inputs." + input + ".path", path, "leaves the dataset root: cannot be exported beside it");
+  const fs::path from = fs::path(w.base_dir) / rel, to = root / rel;
+  std::error_code ec;
+  if (fs::exists(to, ec) && fs::equivalent(from, to, ec)) return;
+  fs::create_directories(to.parent_path());
+  if (!fs::copy_file(from, to, fs::copy_options::overwrite_existing, ec) || ec)
+    throw Error(w.source, "inputs." + input + ".path", path, "cannot copy to " + to.string() + ": " + ec.message());
+}
+
+// The one converter: a decode definition (its file's bytes) and its workloads as a FlashInfer-Bench dataset entry.
+ExportedDefinition export_problem(const Definition& def, const std::vector<Workload>& workloads,
+                                  const std::string& definition_text, const fs::path& root) {
+  const std::string& name = def.name;
+  const std::string sub = def.op_type + "/" + name;
+  write_text(root / "definitions" / (sub + ".json"), definition_text);
+
+  std::string lines;
+  for (const Workload& w : workloads) {
+    GenerateOptions options;
+    options.skip_random_floats = true;  // only the page table and scalars are needed
+    Inputs in = generate_inputs(def, w, default_seed(def), options);
+    const std::string lengths(length_distribution_name(page_table_lengths(w)));
+    const std::string blob = page_table_blob_path(name, w.uuid, lengths);
+    const nlohmann::json& raw = w.raw.contains("workload") ? w.raw.at("workload") : w.raw;
+    nlohmann::ordered_json inputs = nlohmann::ordered_json::object();
+    std::map<std::string, Tensor> table;
+    for (const TensorSpec& spec : def.inputs) {
+      const InputSpec& given = w.inputs.at(spec.name);
+      if (given.kind == InputSpec::Kind::scalar) {
+        inputs[spec.name] = {{"type", "scalar"}, {"value", given.value}};
+      } else if (given.kind == InputSpec::Kind::random && !is_floating(spec.dtype)) {
+        table[spec.name] = in.tensors.at(spec.name);  // generated by the page-table generator
+        inputs[spec.name] = {{"type", "safetensors"}, {"path", blob}, {"tensor_key", spec.name}};
+      } else if (given.kind == InputSpec::Kind::random) {
+        inputs[spec.name] = {{"type", "random"}};
+      } else {
+        copy_blob(w, spec.name, given.path, root);
+        inputs[spec.name] = nlohmann::ordered_json::parse(raw.at("inputs").at(spec.name).dump());
+      }
+    }
+    if (!table.empty()) {
+      fs::create_directories((root / blob).parent_path());
+      write_safetensors(root / blob, table,
+                        {{"generator", "kindex page-table generator"},
+                         {"definition", name},
+                         {"uuid", w.uuid},
+                         {"lengths", lengths}});
+    }
+    nlohmann::ordered_json workload = {{"uuid", w.uuid}, {"axes", w.axes}, {"inputs", inputs}};
+    if (raw.contains("tolerance")) workload["tolerance"] = nlohmann::ordered_json::parse(raw["tolerance"].dump());
+    nlohmann::ordered_json line = {
+        {"definition", name}, {"solution", nullptr}, {"workload", workload}, {"evaluation", nullptr}};
+    lines += line.dump() + "\n";
+  }
+  write_text(root / "workloads" / (sub + ".jsonl"), lines);
+  return {name, workloads.size()};
+}
+
+std::string read_bytes(const fs::path& file) {
+  std::ifstream in(file, std::ios::binary);
+  if (!in) throw Error(kWhere, "definition file", file.string(), "cannot read");
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+}  // namespace
 
 std::vector<ExportedDefinition> export_flashinfer_bench(const std::vector<std::string>& names,
                                                         const fs::path& root) {
@@ -47,45 +143,33 @@ std::vector<ExportedDefinition> export_flashinfer_bench(const std::vector<std::s
     if (!def || !decode_family_params(*def))
       throw Error(kWhere, "definition", name, "not a bundled gqa_paged_decode definition (kindex catalog list)");
     const std::vector<Workload> workloads = builtin_workloads(name);
-    const std::string sub = def->op_type + "/" + name;
-    auto file = builtin_file("flashinfer-trace/definitions/" + sub + ".json");
+    auto file = builtin_file("flashinfer-trace/definitions/" + def->op_type + "/" + name + ".json");
     if (!file || workloads.empty())
       throw Error(kWhere, "definition", name, "has no bundled definition file and workloads to export");
-    write_text(root / "definitions" / (sub + ".json"), std::string(*file));
+    exported.push_back(export_problem(*def, workloads, std::string(*file), root));
+  }
+  return exported;
+}
 
-    std::string lines;
-    for (const Workload& w : workloads) {
-      GenerateOptions options;
-      options.skip_random_floats = true;  // only the page table and scalars are needed
-      Inputs in = generate_inputs(*def, w, default_seed(*def), options);
-      const std::string blob = page_table_blob_path(name, w.uuid);
-      const nlohmann::json& raw = w.raw.contains("workload") ? w.raw.at("workload") : w.raw;
-      nlohmann::ordered_json inputs = nlohmann::ordered_json::object();
-      std::map<std::string, Tensor> table;
-      for (const TensorSpec& spec : def->inputs) {
-        const InputSpec& given = w.inputs.at(spec.name);
-        if (given.kind == InputSpec::Kind::scalar) {
-          inputs[spec.name] = {{"type", "scalar"}, {"value", given.value}};
-        } else if (given.kind == InputSpec::Kind::random && !is_floating(spec.dtype)) {
-          table[spec.name] = in.tensors.at(spec.name);  // generated by the page-table generator
-          inputs[spec.name] = {{"type", "safetensors"}, {"path", blob}, {"tensor_key", spec.name}};
-        } else if (given.kind == InputSpec::Kind::random) {
-          inputs[spec.name] = {{"type", "random"}};
-        } else {
-          inputs[spec.name] = nlohmann::ordered_json::parse(raw.at("inputs").at(spec.name).dump());
-        }
-      }
-      fs::create_directories((root / blob).parent_path());
-      write_safetensors(root / blob, table,
-                        {{"generator", "kindex page-table generator"}, {"definition", name}, {"uuid", w.uuid}});
-      nlohmann::ordered_json workload = {{"uuid", w.uuid}, {"axes", w.axes}, {"inputs", inputs}};
-      if (raw.contains("tolerance")) workload["tolerance"] = nlohmann::ordered_json::parse(raw["tolerance"].dump());
-      nlohmann::ordered_json line = {
-          {"definition", name}, {"solution", nullptr}, {"workload", workload}, {"evaluation", nullptr}};
-      lines += line.dump() + "\n";
-    }
-    write_text(root / "workloads" / (sub + ".jsonl"), lines);
-    exported.push_back({name, workloads.size()});
+std::vector<ExportedDefinition> export_flashinfer_bench_dataset(const fs::path& dataset, const fs::path& root,
+                                                                const std::vector<std::string>& names) {
+  std::error_code ec;
+  if (fs::exists(root, ec) && fs::equivalent(dataset, root, ec))
+    throw Error(kWhere, "--out", root.string(), "is the dataset itself: the export would overwrite its workloads");
+  const std::vector<Problem> problems = load_dataset(dataset);
+  for (const std::string& name : names)
+    if (std::none_of(problems.begin(), problems.end(), [&](const Problem& p) { return p.definition.name == name; }))
+      throw Error(kWhere, "definition", name, "not in the dataset " + dataset.string());
+  std::vector<ExportedDefinition> exported;
+  for (const Problem& p : problems) {
+    const std::string& name = p.definition.name;
+    if (!names.empty() && std::find(names.begin(), names.end(), name) == names.end()) continue;
+    if (!decode_family_params(p.definition))
+      throw Error(kWhere, "definition", name,
+                  "not a gqa_paged_decode definition (" + p.definition.file +
+                      "): the export writes decode page tables");
+    if (p.workloads.empty()) throw Error(kWhere, "definition", name, "has no workloads to export");
+    exported.push_back(export_problem(p.definition, p.workloads, read_bytes(p.definition.file), root));
   }
   return exported;
 }

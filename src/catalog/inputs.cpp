@@ -23,6 +23,17 @@ uint64_t page_table_seed(const Workload& workload) {
   return mix64(stream_id(key.c_str()));
 }
 
+LengthDistribution page_table_lengths(const Workload& workload) {
+  auto it = workload.inputs.find("kv_indptr");
+  if (it == workload.inputs.end() || it->second.lengths.empty()) return LengthDistribution::exponential;
+  auto d = parse_length_distribution(it->second.lengths);
+  if (!d)  // the loader refuses these; a Workload built by hand may still hold one
+    throw Error("workload " + workload.definition + "/" + workload.uuid, "inputs.kv_indptr.lengths",
+                it->second.lengths,
+                "unknown page-table length distribution (" + std::string(length_distribution_names()) + ")");
+  return *d;
+}
+
 namespace {
 
 bool is_page_table_input(const std::string& name) {
@@ -182,8 +193,10 @@ Inputs generate_inputs(const Definition& def, const Workload& workload, uint64_t
 
   if (!page_table_inputs.empty()) {
     const int64_t page_size = axes.count("page_size") ? axes.at("page_size") : 1;
+    PageTableOptions table_options;
+    table_options.lengths = page_table_lengths(workload);
     PageTable pt = generate_page_table(axes.at("batch_size"), axes.at("num_pages"), axes.at("num_kv_indices"),
-                                       page_size, page_table_seed(workload));
+                                       page_size, page_table_seed(workload), table_options);
     for (const TensorSpec* spec : page_table_inputs) {
       const std::vector<int32_t>& values = spec->name == "kv_indptr"    ? pt.kv_indptr
                                            : spec->name == "kv_indices" ? pt.kv_indices

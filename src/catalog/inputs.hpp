@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "catalog/definition.hpp"
+#include "catalog/page_table.hpp"
 #include "core/tensor.hpp"
 
 namespace kindex::catalog {
@@ -66,5 +67,8 @@ Inputs generate_inputs(const Definition& def, const Workload& workload, uint64_t
 
 // The page-table seed generate_inputs uses for a workload (a hash of its uuid and axes).
 uint64_t page_table_seed(const Workload& workload);
+// The page-table length distribution generate_inputs uses for a workload: its kv_indptr's "lengths", else the
+// default (exponential). Throws kindex::Error for a name the generator does not know.
+LengthDistribution page_table_lengths(const Workload& workload);
 
 }  // namespace kindex::catalog

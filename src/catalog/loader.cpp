@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "catalog/constraints.hpp"
+#include "catalog/page_table.hpp"
 #include "core/error.hpp"
 
 namespace kindex::catalog {
@@ -310,7 +311,7 @@ Definition parse_definition_json(const ojson& j, const std::string& where, std::
 
 InputSpec parse_input_spec(const ojson& j, const std::string& field, const TensorSpec& spec, const Fields& f) {
   f.object(j, field);
-  f.allow_keys(j, field, {"type", "value", "path", "tensor_key"});
+  f.allow_keys(j, field, {"type", "value", "path", "tensor_key", "lengths"});
   InputSpec in;
   const ojson& type = f.require(j, field, "type");
   std::string kind = f.string(type, field + ".type");
@@ -321,11 +322,24 @@ InputSpec parse_input_spec(const ojson& j, const std::string& field, const Tenso
     in.kind = InputSpec::Kind::random;
     if (spec.is_scalar()) f.fail(field + ".type", &type, "a scalar input needs {\"type\": \"scalar\", \"value\": ...}");
     forbid("value"), forbid("path"), forbid("tensor_key");
+    // kindex's extension: the page-table generator's length distribution. kv_indptr alone carries it (it sets the
+    // lengths of the whole table), so a workload cannot give its three page-table inputs different ones.
+    if (const ojson* l = f.get(j, "lengths")) {
+      if (spec.name != "kv_indptr" || is_floating(spec.dtype))
+        f.fail(field + ".lengths", l,
+               spec.name == "kv_indices" || spec.name == "kv_last_page_len"
+                   ? "only kv_indptr carries the page-table length distribution (it sets the whole table's)"
+                   : "only the page table's kv_indptr takes a length distribution");
+      in.lengths = f.string(*l, field + ".lengths");
+      if (!parse_length_distribution(in.lengths))
+        f.fail(field + ".lengths", l,
+               "unknown page-table length distribution (" + std::string(length_distribution_names()) + ")");
+    }
   } else if (kind == "scalar") {
     in.kind = InputSpec::Kind::scalar;
     if (!spec.is_scalar()) f.fail(field + ".type", &type, "a tensor input cannot be a scalar");
     in.value = f.number(f.require(j, field, "value"), field + ".value");
-    forbid("path"), forbid("tensor_key");
+    forbid("path"), forbid("tensor_key"), forbid("lengths");
   } else if (kind == "safetensors") {
     in.kind = InputSpec::Kind::safetensors;
     if (spec.is_scalar()) f.fail(field + ".type", &type, "a scalar input needs {\"type\": \"scalar\", \"value\": ...}");
@@ -333,7 +347,7 @@ InputSpec parse_input_spec(const ojson& j, const std::string& field, const Tenso
     if (in.path.empty()) f.fail(field + ".path", &j["path"], "empty path");
     in.tensor_key = spec.name;
     if (const ojson* k = f.get(j, "tensor_key")) in.tensor_key = f.string(*k, field + ".tensor_key");
-    forbid("value");
+    forbid("value"), forbid("lengths");
   } else {
     f.fail(field + ".type", &type, "unknown input type (random, scalar, safetensors)");
   }
@@ -347,7 +361,9 @@ Definition parse_definition(std::string_view json_text, const std::string& where
 }
 
 Definition load_definition(const fs::path& file, std::optional<Source> source) {
-  return parse_definition(read_text_file(file), file.string(), source);
+  Definition def = parse_definition(read_text_file(file), file.string(), source);
+  def.file = file.string();
+  return def;
 }
 
 std::map<std::string, int64_t> resolve_axes(const Definition& def, const std::map<std::string, int64_t>& variables,

@@ -12,8 +12,28 @@
 #include "catalog/constraints.hpp"
 #include "core/error.hpp"
 #include "core/random.hpp"
+#include "core/random_math.hpp"
 
 namespace kindex::catalog {
+
+std::string_view length_distribution_name(LengthDistribution d) {
+  switch (d) {
+    case LengthDistribution::exponential: return "exponential";
+    case LengthDistribution::equal: return "equal";
+    case LengthDistribution::long_tail: return "long_tail";
+    case LengthDistribution::one_long: return "one_long";
+  }
+  return "exponential";
+}
+
+std::optional<LengthDistribution> parse_length_distribution(std::string_view name) {
+  for (LengthDistribution d : {LengthDistribution::exponential, LengthDistribution::equal,
+                               LengthDistribution::long_tail, LengthDistribution::one_long})
+    if (name == length_distribution_name(d)) return d;
+  return std::nullopt;
+}
+
+std::string_view length_distribution_names() { return "exponential, equal, long_tail, one_long"; }
 
 int64_t PageTable::tokens(int64_t page_size) const {
   int64_t total = 0;
@@ -39,14 +59,11 @@ class Draws {
   uint64_t seed_, stream_, counter_ = 0;
 };
 
-// Splits `total` into `lengths.size()` parts of at least `min_len`, uneven: exponential weights, so a few
-// sequences are long and many are short, as in a serving batch.
-void uneven_split(std::vector<int64_t>& lengths, const std::vector<size_t>& which, int64_t total, int64_t min_len,
-                  Draws& draws) {
-  if (which.empty()) return;
+// Gives each sequence of `which` min_len pages plus its weight's share of the rest (rounded down); the pages left
+// over go one each to consecutive sequences from a drawn start.
+void split_by_weights(std::vector<int64_t>& lengths, const std::vector<size_t>& which, int64_t total, int64_t min_len,
+                      const std::vector<double>& w, Draws& draws) {
   int64_t rest = total - min_len * int64_t(which.size());
-  std::vector<double> w(which.size());
-  for (double& x : w) x = -std::log(draws.uniform());
   double sum = std::accumulate(w.begin(), w.end(), 0.0);
   int64_t given = 0;
   for (size_t k = 0; k < which.size(); ++k) {
@@ -56,6 +73,92 @@ void uneven_split(std::vector<int64_t>& lengths, const std::vector<size_t>& whic
   }
   for (int64_t r = rest - given, k = draws.below(int64_t(which.size())); r > 0; --r, ++k)
     lengths[which[size_t(k) % which.size()]] += 1;
+}
+
+// Splits `total` evenly over `which`: the remainder one page each to the first sequences.
+void equal_split(std::vector<int64_t>& lengths, const std::vector<size_t>& which, int64_t total) {
+  const int64_t n = int64_t(which.size());
+  for (int64_t k = 0; k < n; ++k) lengths[which[size_t(k)]] = total / n + (k < total % n ? 1 : 0);
+}
+
+// The standard normal quantile (Acklam's rational approximation, relative error < 1.2e-9) in the generator's
+// libm-free arithmetic, so long_tail tables do not depend on the platform's log.
+double normal_quantile(double p) {
+  namespace rm = random_math;
+  static constexpr double a[6] = {-3.969683028665376e+01, 2.209460984245205e+02, -2.759285104469687e+02,
+                                  1.383577518672690e+02,  -3.066479806614716e+01, 2.506628277459239e+00};
+  static constexpr double b[5] = {-5.447609879822406e+01, 1.615858368580409e+02, -1.556989798598866e+02,
+                                  6.680131188771972e+01, -1.328068155288572e+01};
+  static constexpr double c[6] = {-7.784894002430293e-03, -3.223964580411365e-01, -2.400758277161838e+00,
+                                  -2.549732539343734e+00, 4.374664141464968e+00,  2.938163982698783e+00};
+  static constexpr double d[4] = {7.784695709041462e-03, 3.224671290700398e-01, 2.445134137142996e+00,
+                                  3.754408661907416e+00};
+  auto tail = [&](double u) {  // the lower tail at u in (0, 0.02425]
+    const double q = std::sqrt(-2.0 * rm::log_unit(u));
+    return (((((c[0] * q + c[1]) * q + c[2]) * q + c[3]) * q + c[4]) * q + c[5]) /
+           ((((d[0] * q + d[1]) * q + d[2]) * q + d[3]) * q + 1.0);
+  };
+  constexpr double kLow = 0.02425;
+  if (p < kLow) return tail(p);
+  if (p > 1.0 - kLow) return -tail(1.0 - p);
+  const double q = p - 0.5, r = q * q;
+  return (((((a[0] * r + a[1]) * r + a[2]) * r + a[3]) * r + a[4]) * r + a[5]) * q /
+         (((((b[0] * r + b[1]) * r + b[2]) * r + b[3]) * r + b[4]) * r + 1.0);
+}
+
+// Heavy-tailed lengths: lognormal weights (sigma kLongTailSigma) at stratified quantiles, one draw inside each of
+// n equal strata, the strata dealt to the sequences in a drawn order. Stratifying keeps the tail's share close to
+// its expectation at every batch size (i.i.d. draws at batch 32 put less than half the pages in the top decile a
+// third of the time), so the top 10% of sequences reliably hold most of the pages. Sigma 2 rather than a milder
+// 1.5: every sequence's minimum page dilutes the tail, and at 8 pages a sequence 1.5 leaves the top decile < 50%.
+constexpr double kLongTailSigma = 2.0;
+std::vector<double> long_tail_weights(size_t n, Draws& draws) {
+  std::vector<size_t> order(n);
+  std::iota(order.begin(), order.end(), 0);
+  for (size_t i = n; i > 1; --i) std::swap(order[i - 1], order[size_t(draws.below(int64_t(i)))]);
+  std::vector<double> z(n);
+  for (size_t i = 0; i < n; ++i) {
+    const double p = std::min((double(i) + draws.uniform()) / double(n), 1.0 - 0x1p-53);
+    z[order[i]] = kLongTailSigma * normal_quantile(p);
+  }
+  // exp(z - max z): the weights relative to the largest, in (0, 1] (the split needs only their ratios).
+  const double top = *std::max_element(z.begin(), z.end());
+  std::vector<double> w(n);
+  for (size_t i = 0; i < n; ++i) w[i] = random_math::exp_nonpositive(z[i] - top);
+  return w;
+}
+
+// Splits `total` over `which` (each at least min_len) as the distribution says.
+void split_lengths(std::vector<int64_t>& lengths, const std::vector<size_t>& which, int64_t total, int64_t min_len,
+                   LengthDistribution dist, Draws& draws) {
+  if (which.empty()) return;
+  const size_t n = which.size();
+  switch (dist) {
+    case LengthDistribution::exponential: {  // a few long sequences and many short ones, as in a serving batch
+      std::vector<double> w(n);
+      for (double& x : w) x = -std::log(draws.uniform());
+      split_by_weights(lengths, which, total, min_len, w, draws);
+      return;
+    }
+    case LengthDistribution::equal:
+      equal_split(lengths, which, total);
+      return;
+    case LengthDistribution::long_tail:
+      split_by_weights(lengths, which, total, min_len, long_tail_weights(n, draws), draws);
+      return;
+    case LengthDistribution::one_long: {
+      // The long one takes half (less when the others' minimum needs more); the others share the rest evenly.
+      const size_t at = size_t(draws.below(int64_t(n)));
+      const int64_t others = int64_t(n) - 1;
+      const int64_t long_len = n == 1 ? total : std::min(total / 2, total - others * min_len);
+      std::vector<size_t> rest;
+      for (size_t k = 0; k < n; ++k)
+        if (k != at) rest.push_back(which[k]);
+      lengths[which[at]] = long_len;
+      equal_split(lengths, rest, total - long_len);
+      return;
+    }
+  }
 }
 
 // k distinct values of [0, n) in random order (sparse Fisher-Yates: memory O(k), not O(n)).
@@ -127,7 +230,7 @@ PageTable generate_page_table(int64_t batch_size, int64_t num_pages, int64_t num
   for (size_t b = 0; b < B; ++b)
     if (roles[b] == Role::normal) normal.push_back(b);
   if (!normal.empty()) {
-    uneven_split(lengths, normal, budget, min_normal, length_draws);
+    split_lengths(lengths, normal, budget, min_normal, options.lengths, length_draws);
   } else if (budget > 0) {  // every sequence has a role: the longest-capable one takes the remainder
     size_t taker = size_t(std::find(roles.begin(), roles.end(), Role::repeats) - roles.begin());
     if (taker == B)

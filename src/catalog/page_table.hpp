@@ -2,11 +2,26 @@
 // Page tables (kv_indptr, kv_indices, kv_last_page_len) shaped like those captured from serving engines; the
 // algorithm and its properties are documented in docs/catalog.md.
 #include <cstdint>
+#include <optional>
+#include <string_view>
 #include <vector>
 
 namespace kindex::catalog {
 
+// How the page budget is split over the sequences (before the shared prefix, decode-step and scattered ids):
+//  exponential  exponential weights: uneven, a few long sequences and many short ones (the default; the tables of
+//               every workload written before the option existed);
+//  equal        num_kv_indices / batch_size pages each, the remainder one page each to the first sequences;
+//  long_tail    stratified lognormal weights (sigma 2): the longest tenth of the sequences holds most pages;
+//  one_long     one sequence (its position drawn) gets about half the pages, the others share the rest equally.
+enum class LengthDistribution { exponential, equal, long_tail, one_long };
+std::string_view length_distribution_name(LengthDistribution d);
+std::optional<LengthDistribution> parse_length_distribution(std::string_view name);
+// "exponential, equal, long_tail, one_long", for error messages.
+std::string_view length_distribution_names();
+
 struct PageTableOptions {
+  LengthDistribution lengths = LengthDistribution::exponential;
   bool allow_empty = false;  // sequences may hold no page (and, in adversarial mode, one is forced empty)
   // Test mode: forces repeated ids inside a sequence, 1-token and 1-page sequences, last pages of 1 and of
   // page_size tokens (and an empty sequence when allow_empty).

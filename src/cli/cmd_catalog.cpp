@@ -1,7 +1,8 @@
-// `kindex catalog list | show NAME | check PATH | export NAME... --out DIR`: the bundled problems, one problem in
-// detail, a check of a user's dataset (a FlashInfer-Bench or SOL-ExecBench directory, or one definition file with
-// its workloads) that reports every problem found and exits non-zero if there is any, and bundled decode problems
-// as a FlashInfer-Bench dataset with their page tables as safetensors (catalog/fib_export.hpp).
+// `kindex catalog list | show NAME | check PATH | export [NAME...] [--dataset DIR] --out DIR`: the bundled problems,
+// one problem in detail, a check of a user's dataset (a FlashInfer-Bench or SOL-ExecBench directory, or one
+// definition file with its workloads) that reports every problem found and exits non-zero if there is any, and
+// bundled (or a dataset's) decode problems as a FlashInfer-Bench dataset with their page tables as safetensors
+// (catalog/fib_export.hpp).
 #include <CLI/CLI.hpp>
 
 #include <filesystem>
@@ -136,10 +137,18 @@ std::vector<std::string> seed_decode_problems() {
   return names;
 }
 
-int export_command(const std::vector<std::string>& names, const std::string& out) {
-  for (const ExportedDefinition& d : export_flashinfer_bench(names, out))
+int export_command(const std::vector<std::string>& names, const std::string& dataset, const std::string& out) {
+  const std::vector<ExportedDefinition> exported =
+      !dataset.empty()  ? export_flashinfer_bench_dataset(dataset, out, names)
+      : !names.empty() ? export_flashinfer_bench(names, out)
+                       : export_flashinfer_bench(seed_decode_problems(), out);
+  size_t workloads = 0;
+  for (const ExportedDefinition& d : exported) {
     std::cout << d.name << ": " << d.workloads << " workloads\n";
-  std::cout << "FlashInfer-Bench dataset in " << out << "\n";
+    workloads += d.workloads;
+  }
+  std::cout << "FlashInfer-Bench dataset in " << out << " (" << exported.size() << " definitions, " << workloads
+            << " workloads)\n";
   return 0;
 }
 
@@ -178,17 +187,25 @@ void add_catalog_command(CLI::App& app, Registry& registry) {
   });
 
   struct ExportArgs {
-    std::vector<std::string> names = seed_decode_problems();
-    std::string format = "flashinfer-bench", out;
+    std::vector<std::string> names;
+    std::string format = "flashinfer-bench", dataset, out;
   };
   auto export_args = std::make_shared<ExportArgs>();
-  CLI::App* exp = cmd->add_subcommand(
-      "export", "Write bundled decode problems as a FlashInfer-Bench dataset (page tables as safetensors files)");
-  exp->add_option("names", export_args->names, "Bundled decode definitions (default: the two seed problems)");
+  CLI::App* exp = cmd->add_subcommand("export",
+                                      "Write bundled decode problems, or a dataset's, as a FlashInfer-Bench dataset "
+                                      "(page tables as safetensors files)");
+  exp->add_option("names", export_args->names,
+                  "Decode definitions: bundled ones (default: the two seed problems), or with --dataset some of its "
+                  "(default: all)");
+  exp->add_option("--dataset", export_args->dataset,
+                  "A dataset directory to export instead of bundled problems (e.g. definitions/model_suite)")
+      ->check(CLI::ExistingDirectory);
   exp->add_option("--format", export_args->format, "Dataset format")->check(CLI::IsMember({"flashinfer-bench"}));
   exp->add_option("--out", export_args->out, "Dataset root to write (definitions/, workloads/, blob/)")->required();
   exp->callback([&registry, export_args] {
-    registry.selected = [export_args] { return export_command(export_args->names, export_args->out); };
+    registry.selected = [export_args] {
+      return export_command(export_args->names, export_args->dataset, export_args->out);
+    };
   });
 }
 

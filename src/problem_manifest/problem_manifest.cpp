@@ -6,6 +6,7 @@
 
 #include "catalog/constraints.hpp"
 #include "catalog/fib_export.hpp"
+#include "catalog/page_table.hpp"
 #include "core/dtype.hpp"
 #include "core/error.hpp"
 #include "evidence/digest.hpp"
@@ -81,6 +82,7 @@ json workload_document(const catalog::Workload& w) {
     switch (spec.kind) {
       case catalog::InputSpec::Kind::random:
         inputs[name] = {{"type", "random"}};
+        if (!spec.lengths.empty()) inputs[name]["lengths"] = spec.lengths;
         break;
       case catalog::InputSpec::Kind::scalar:
         inputs[name] = {{"type", "scalar"}, {"value", spec.value}};
@@ -180,6 +182,22 @@ evidence::Manifest operation_spec(const catalog::Definition& def) {
 
 namespace {
 
+bool is_page_table_input(const std::string& name) {
+  return name == "kv_indptr" || name == "kv_indices" || name == "kv_last_page_len";
+}
+
+// The data generator a page table made by kindex's generator is recorded with: "random" for the default
+// (exponential) lengths, as every workload before the option, so their digests stay; "random_<lengths>" for another
+// distribution, so a workload that differs only in it is another WorkloadCase.
+std::string page_table_generator(const std::string& lengths, const std::string& where) {
+  if (lengths.empty()) return "random";
+  auto d = catalog::parse_length_distribution(lengths);
+  if (!d)
+    throw Error(where, "workload.inputs.kv_indptr.lengths", lengths,
+                "unknown page-table length distribution (" + std::string(catalog::length_distribution_names()) + ")");
+  return *d == catalog::LengthDistribution::exponential ? "random" : "random_" + lengths;
+}
+
 evidence::Manifest workload_case_unchecked(const json& op, const json& w, const std::string& definition_name,
                                            const std::string& where) {
   // Axis values: variables from the workload, constants from the operation, derived ones evaluated (in
@@ -222,6 +240,13 @@ evidence::Manifest workload_case_unchecked(const json& op, const json& w, const 
   }
   json tensors = json::object(), scalars = json::object();
   const json& inputs = member_or_empty(w, "inputs");
+  // The length distribution of the generated page table: kv_indptr carries it for all three index inputs.
+  std::string random_table_lengths;
+  if (const json& indptr = member_or_empty(inputs, "kv_indptr"); indptr.contains("lengths")) {
+    if (!indptr["lengths"].is_string())
+      throw Error(where, "workload.inputs.kv_indptr.lengths", indptr["lengths"].dump(), "expected a string");
+    random_table_lengths = indptr["lengths"].get<std::string>();
+  }
   const std::string workload_uuid = w.value("uuid", json()).is_string() ? w["uuid"].get<std::string>() : "";
   for (const auto& in : op.at("spec").at("inputs")) {
     std::string name = in.at("name");
@@ -243,12 +268,16 @@ evidence::Manifest workload_case_unchecked(const json& op, const json& w, const 
     json tensor = {{"dtype", in["tensor"]["dtype"]}, {"shape", shape}};
     // A page table `kindex catalog export` wrote for this workload holds what kindex's generator gives its "random"
     // index inputs: the same data, so the same generator (a harness trace of it joins kindex's own workload).
-    const bool exported_table = spec_in.is_object() && spec_in.value("type", json()) == "safetensors" &&
-                                spec_in.value("path", json()).is_string() &&
-                                catalog::is_exported_page_table(definition_name, workload_uuid, name,
-                                                                spec_in["path"].get<std::string>());
-    if (exported_table)
-      tensor["data"] = {{"generator", "random"}};
+    const bool safetensors = spec_in.is_object() && spec_in.value("type", json()) == "safetensors" &&
+                             spec_in.value("path", json()).is_string();
+    const std::optional<std::string> exported_lengths =
+        safetensors ? catalog::exported_page_table_lengths(definition_name, workload_uuid, name,
+                                                           spec_in["path"].get<std::string>())
+                    : std::nullopt;
+    if (exported_lengths)
+      tensor["data"] = {{"generator", page_table_generator(*exported_lengths, where)}};
+    else if (spec_in.is_object() && spec_in.value("type", json()) == "random" && is_page_table_input(name))
+      tensor["data"] = {{"generator", page_table_generator(random_table_lengths, where)}};
     else if (spec_in.contains("type"))
       tensor["data"] = {{"generator", spec_in["type"]}};
     tensors[name] = tensor;

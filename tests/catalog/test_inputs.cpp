@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <set>
 
 #include <nlohmann/json.hpp>
 
@@ -45,6 +46,42 @@ TEST(Inputs, DecodeInputsFollowTheDefinitionAndPassItsChecks) {
   // The page table is the generator's for this workload.
   PageTable pt = generate_page_table(1, 425, 361, 64, page_table_seed(w));
   EXPECT_EQ(std::memcmp(in.tensors.at("kv_indices").data(), pt.kv_indices.data(), 361 * 4), 0);
+}
+
+// A workload's kv_indptr "lengths" reaches the generator: its index tensors are the generator's table for that
+// distribution (same seed), and only kv_indptr's key counts.
+TEST(Inputs, TheWorkloadsLengthDistributionReachesThePageTable) {
+  Definition def = *find_builtin(kPs64);
+  const Workload base = builtin_workloads(kPs64)[14];  // (16, 14977, 6068)
+  GenerateOptions options;
+  options.skip_random_floats = true;
+  const Inputs plain = generate_inputs(def, base, 1, options);
+  std::set<std::vector<int32_t>> indptrs;
+  for (LengthDistribution d : {LengthDistribution::exponential, LengthDistribution::equal,
+                               LengthDistribution::long_tail, LengthDistribution::one_long}) {
+    SCOPED_TRACE(std::string(length_distribution_name(d)));
+    Workload w = base;
+    w.inputs["kv_indptr"].lengths = length_distribution_name(d);
+    EXPECT_EQ(page_table_lengths(w), d);
+    Inputs in = generate_inputs(def, w, 1, options);
+    PageTableOptions o;
+    o.lengths = d;
+    PageTable pt = generate_page_table(16, 14977, 6068, 64, page_table_seed(w), o);
+    const Tensor& indptr = in.tensors.at("kv_indptr");
+    EXPECT_EQ(std::vector<int32_t>(indptr.ptr<int32_t>(), indptr.ptr<int32_t>() + 17), pt.kv_indptr);
+    EXPECT_EQ(std::memcmp(in.tensors.at("kv_indices").data(), pt.kv_indices.data(), 6068 * 4), 0);
+    EXPECT_EQ(std::memcmp(in.tensors.at("kv_last_page_len").data(), pt.kv_last_page_len.data(), 16 * 4), 0);
+    EXPECT_NO_THROW(check_inputs(def, resolve_axes(def, w), in, "test", /*allow_missing=*/true));
+    indptrs.insert(pt.kv_indptr);
+    // "exponential" written out is the default: the same table as no key at all.
+    if (d == LengthDistribution::exponential) {
+      EXPECT_TRUE(same_bytes(in.tensors.at("kv_indices"), plain.tensors.at("kv_indices")));
+    }
+  }
+  EXPECT_EQ(indptrs.size(), 4u);
+  Workload unknown = base;
+  unknown.inputs["kv_indptr"].lengths = "zipf";  // only a hand-built workload can hold one
+  EXPECT_KINDEX_ERROR(generate_inputs(def, unknown, 1, options), base.uuid, "inputs.kv_indptr.lengths", "zipf");
 }
 
 TEST(Inputs, OnlyReferencedPagesAreDrawnAndTheirValuesDoNotDependOnWhichAre) {

@@ -244,6 +244,52 @@ TEST(Loader, WorkloadValidation) {
                       "line 3: uuid", "u-1");
 }
 
+// kindex's page-table extension: "lengths" on a random kv_indptr picks the generator's length distribution.
+TEST(Loader, PageTableLengthsOnlyOnARandomKvIndptrWithAKnownName) {
+  Definition def = ps64();
+  auto line = [](ojson input, const char* name = "kv_indptr") {
+    ojson j = ojson::parse(ps64_line());
+    j["workload"]["inputs"][name] = input;
+    return j.dump();
+  };
+  for (const char* d : {"exponential", "equal", "long_tail", "one_long"}) {
+    Workload w = parse_workload_line(line({{"type", "random"}, {"lengths", d}}), def, "w.jsonl", 1);
+    EXPECT_EQ(w.inputs.at("kv_indptr").lengths, d);
+    EXPECT_EQ(w.inputs.at("kv_indices").lengths, "");
+  }
+  EXPECT_EQ(parse_workload_line(ps64_line(), def, "w.jsonl", 1).inputs.at("kv_indptr").lengths, "");
+
+  struct Case {
+    const char* what;
+    std::string text;
+    std::string field, value, problem;
+  };
+  std::vector<Case> cases = {
+      {"unknown distribution", line({{"type", "random"}, {"lengths", "uniform"}}), "workload.inputs.kv_indptr.lengths",
+       "\"uniform\"", "exponential, equal, long_tail, one_long"},
+      {"not a string", line({{"type", "random"}, {"lengths", 3}}), "workload.inputs.kv_indptr.lengths", "3",
+       "expected a string"},
+      {"on kv_indices", line({{"type", "random"}, {"lengths", "equal"}}, "kv_indices"),
+       "workload.inputs.kv_indices.lengths", "\"equal\"", "only kv_indptr"},
+      {"on kv_last_page_len", line({{"type", "random"}, {"lengths", "equal"}}, "kv_last_page_len"),
+       "workload.inputs.kv_last_page_len.lengths", "\"equal\"", "only kv_indptr"},
+      {"on a float input", line({{"type", "random"}, {"lengths", "equal"}}, "q"), "workload.inputs.q.lengths",
+       "\"equal\"", "only the page table's kv_indptr"},
+      {"on safetensors", line({{"type", "safetensors"}, {"path", "t.safetensors"}, {"lengths", "equal"}}),
+       "workload.inputs.kv_indptr.lengths", "\"equal\"", "not allowed for type safetensors"},
+      {"on a scalar", line({{"type", "scalar"}, {"value", 0.1}, {"lengths", "equal"}}, "sm_scale"),
+       "workload.inputs.sm_scale.lengths", "\"equal\"", "not allowed for type scalar"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.what);
+    Error e = test::catch_error([&] { parse_workload_line(c.text, def, "data/w.jsonl", 7); });
+    EXPECT_EQ(e.where(), "data/w.jsonl");
+    EXPECT_EQ(e.field(), "line 7: " + c.field);
+    EXPECT_EQ(e.value(), c.value);
+    EXPECT_NE(e.problem().find(c.problem), std::string::npos) << e.what();
+  }
+}
+
 TEST(Loader, DatasetLayoutsAndErrorCollection) {
   test::TempDir dir;
   std::string def = ps64_json().dump();

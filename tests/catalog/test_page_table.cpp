@@ -6,7 +6,9 @@
 #include <numeric>
 #include <set>
 
+#include "catalog/builtin.hpp"
 #include "catalog/constraints.hpp"
+#include "catalog/inputs.hpp"
 #include "helpers.hpp"
 
 namespace kindex::catalog {
@@ -95,6 +97,54 @@ TEST(PageTable, LooksLikeACapturedServingTable) {
   EXPECT_EQ(t1.tokens(1), 40);
 }
 
+// FNV-1a 64 over a table's three arrays (int32 bytes, in order).
+uint64_t table_hash(uint64_t h, const PageTable& t) {
+  for (const auto* v : {&t.kv_indptr, &t.kv_indices, &t.kv_last_page_len})
+    for (int32_t x : *v)
+      for (int i = 0; i < 4; ++i) h = (h ^ ((uint32_t(x) >> (8 * i)) & 0xFF)) * 1099511628211ull;
+  return h;
+}
+
+// The default (exponential) lengths give, bit for bit, the tables the generator gave before lengths were an
+// option: every bundled decode workload's table and the edge shapes above, plain and adversarial. The hashes were
+// taken from the generator at a4b6ef5 (before the option existed); a change here changes every seed workload's
+// inputs and so every recorded WorkloadCase's data.
+TEST(PageTable, DefaultTablesAreThoseOfEveryEarlierRun) {
+  uint64_t bundled = 1469598103934665603ull;
+  size_t workloads = 0;
+  for (const std::string& name : list_builtin()) {
+    const Problem p = builtin_problem(name);
+    if (!decode_family_params(p.definition)) continue;
+    for (const Workload& w : p.workloads) {
+      GenerateOptions options;
+      options.skip_random_floats = true;
+      Inputs in = generate_inputs(p.definition, w, 1, options);
+      PageTable t;
+      for (auto [input, dst] : {std::pair{"kv_indptr", &t.kv_indptr}, {"kv_indices", &t.kv_indices},
+                                {"kv_last_page_len", &t.kv_last_page_len}}) {
+        auto it = in.tensors.find(input);
+        if (it != in.tensors.end())
+          dst->assign(it->second.ptr<int32_t>(), it->second.ptr<int32_t>() + it->second.numel());
+      }
+      bundled = table_hash(bundled, t);
+      ++workloads;
+    }
+  }
+  EXPECT_EQ(workloads, 113u);  // 48 ps1 + 20 ps64 seed cases, 3 for each of the other 15 definitions
+  EXPECT_EQ(bundled, 0x8a0bcd16eac0c0cbull) << std::hex << bundled;
+
+  uint64_t direct = 1469598103934665603ull;
+  PageTableOptions adversarial;
+  adversarial.adversarial = true;
+  adversarial.allow_empty = true;
+  for (const Case& c : kCases)
+    for (uint64_t seed : {0ull, 42ull, 0x9E3779B97F4A7C15ull}) {
+      direct = table_hash(direct, generate_page_table(c.batch, c.pages, c.indices, c.page_size, seed));
+      direct = table_hash(direct, generate_page_table(c.batch, c.pages, c.indices, c.page_size, seed, adversarial));
+    }
+  EXPECT_EQ(direct, 0x4858597707b8a611ull) << std::hex << direct;
+}
+
 TEST(PageTable, MoreIdsThanPagesRepeatButStayValid) {
   PageTable t = generate_page_table(8, 10, 500, 16, 1);
   EXPECT_EQ(t.kv_indices.size(), 500u);
@@ -133,6 +183,122 @@ TEST(PageTable, AdversarialMode) {
   opt.allow_empty = true;
   PageTable none = generate_page_table(3, 10, 0, 4, 1, opt);
   EXPECT_EQ(none.kv_indptr, (std::vector<int32_t>{0, 0, 0, 0}));
+}
+
+std::vector<int64_t> lengths_of(const PageTable& t) {
+  std::vector<int64_t> out;
+  for (size_t b = 0; b + 1 < t.kv_indptr.size(); ++b) out.push_back(t.kv_indptr[b + 1] - t.kv_indptr[b]);
+  return out;
+}
+
+PageTableOptions with(LengthDistribution d) {
+  PageTableOptions o;
+  o.lengths = d;
+  return o;
+}
+
+const std::vector<LengthDistribution> kAll = {LengthDistribution::exponential, LengthDistribution::equal,
+                                              LengthDistribution::long_tail, LengthDistribution::one_long};
+
+TEST(PageTableLengths, NamesRoundTripAndUnknownNamesAreRefused) {
+  for (LengthDistribution d : kAll) EXPECT_EQ(parse_length_distribution(length_distribution_name(d)), d);
+  EXPECT_EQ(parse_length_distribution("uniform"), std::nullopt);
+  EXPECT_EQ(parse_length_distribution("Equal"), std::nullopt);
+  EXPECT_EQ(parse_length_distribution(""), std::nullopt);
+  EXPECT_EQ(PageTableOptions{}.lengths, LengthDistribution::exponential);
+}
+
+TEST(PageTableLengths, EqualGivesEverySequenceTheSameShareRemainderFirst) {
+  for (const Case& c : kCases) {
+    if (c.indices < c.batch) continue;
+    SCOPED_TRACE(testing::Message() << c.batch << "/" << c.pages << "/" << c.indices << "/" << c.page_size);
+    auto len =
+        lengths_of(generate_page_table(c.batch, c.pages, c.indices, c.page_size, 5, with(LengthDistribution::equal)));
+    for (int64_t b = 0; b < c.batch; ++b)
+      EXPECT_EQ(len[size_t(b)], c.indices / c.batch + (b < c.indices % c.batch ? 1 : 0)) << "sequence " << b;
+    auto [lo, hi] = std::minmax_element(len.begin(), len.end());
+    EXPECT_LE(*hi - *lo, 1);
+  }
+}
+
+TEST(PageTableLengths, OneLongHoldsHalfAtADrawnPositionTheOthersShareEvenly) {
+  std::set<size_t> positions;
+  for (uint64_t seed = 0; seed < 20; ++seed) {
+    const int64_t B = 16, M = 4099;
+    auto len = lengths_of(generate_page_table(B, 9000, M, 16, seed, with(LengthDistribution::one_long)));
+    const size_t at = size_t(std::max_element(len.begin(), len.end()) - len.begin());
+    positions.insert(at);
+    EXPECT_EQ(len[at], M / 2) << "seed " << seed;
+    std::vector<int64_t> others;
+    for (size_t b = 0; b < len.size(); ++b)
+      if (b != at) others.push_back(len[b]);
+    auto [lo, hi] = std::minmax_element(others.begin(), others.end());
+    EXPECT_LE(*hi - *lo, 1) << "seed " << seed;
+  }
+  EXPECT_GT(positions.size(), 5u);  // the position is drawn, not fixed
+  // Too few pages for half: the others keep one page each, the long one takes the rest; batch 1 holds everything.
+  auto tight = lengths_of(generate_page_table(8, 100, 10, 1, 3, with(LengthDistribution::one_long)));
+  EXPECT_EQ(*std::max_element(tight.begin(), tight.end()), 3);
+  EXPECT_EQ(std::count(tight.begin(), tight.end(), 1), 7);
+  EXPECT_EQ(lengths_of(generate_page_table(1, 100, 37, 1, 3, with(LengthDistribution::one_long))),
+            std::vector<int64_t>{37});
+}
+
+// The longest tenth of the sequences holds most of the pages, at every batch of 32 or more with 8 or more pages a
+// sequence on average, for every seed tried; every sequence keeps at least one page.
+TEST(PageTableLengths, LongTailPutsMostPagesInTheTopTenthOfSequences) {
+  for (int64_t B : {32, 33, 64, 100, 128, 256})
+    for (int64_t mean : {8, 64, 512})
+      for (uint64_t seed = 0; seed < 40; ++seed) {
+        const int64_t M = B * mean;
+        auto len = lengths_of(generate_page_table(B, 2 * M, M, 16, seed, with(LengthDistribution::long_tail)));
+        EXPECT_GE(*std::min_element(len.begin(), len.end()), 1);
+        std::sort(len.rbegin(), len.rend());
+        const double top = double(std::accumulate(len.begin(), len.begin() + B / 10, int64_t(0))) / double(M);
+        EXPECT_GT(top, 0.5) << "batch " << B << " mean " << mean << " seed " << seed;  // lowest seen: 0.519
+      }
+  // The exponential default is not heavy-tailed: its top decile holds far less.
+  auto len = lengths_of(generate_page_table(256, 60000, 256 * 64, 16, 1));
+  std::sort(len.rbegin(), len.rend());
+  EXPECT_LT(double(std::accumulate(len.begin(), len.begin() + 25, int64_t(0))) / (256.0 * 64), 0.4);
+}
+
+// Only the split changes: every distribution keeps the shared prefix, the decode-step pages, scattered distinct
+// ids, partial last pages, reproducibility by seed and the adversarial roles.
+TEST(PageTableLengths, EveryDistributionKeepsTheRestOfTheGenerator) {
+  for (LengthDistribution d : kAll) {
+    SCOPED_TRACE(std::string(length_distribution_name(d)));
+    const int64_t B = 16, N = 19713, M = 16593, P = 64;
+    PageTable t = generate_page_table(B, N, M, P, 3, with(d)), again = generate_page_table(B, N, M, P, 3, with(d));
+    EXPECT_EQ(t.kv_indptr, again.kv_indptr);
+    EXPECT_EQ(t.kv_indices, again.kv_indices);
+    EXPECT_EQ(t.kv_last_page_len, again.kv_last_page_len);
+    EXPECT_NE(t.kv_indices, generate_page_table(B, N, M, P, 4, with(d)).kv_indices);
+    std::set<int32_t> others, last_step;  // last_step: each sequence's last page minus its position
+    for (int64_t b = 0; b < B; ++b) {
+      auto seq = sequence(t, size_t(b));
+      ASSERT_GE(seq.size(), 1u);
+      EXPECT_EQ(seq[0], t.shared_prefix_page);
+      if (seq.size() >= 2) last_step.insert(seq.back() - int32_t(b));
+      if (seq.size() >= 3) {
+        EXPECT_EQ(seq.back() - seq[seq.size() - 2], B);
+      }
+      for (size_t i = 1; i < seq.size(); ++i) EXPECT_TRUE(others.insert(seq[i]).second) << "repeated id " << seq[i];
+    }
+    EXPECT_EQ(last_step.size(), 1u);  // the last decode step's pages are consecutive in batch order
+    EXPECT_GT(std::set<int32_t>(t.kv_last_page_len.begin(), t.kv_last_page_len.end()).size(), 4u);
+
+    PageTableOptions adversarial = with(d);
+    adversarial.adversarial = adversarial.allow_empty = true;
+    PageTable a = generate_page_table(8, 5000, 200, 16, 9, adversarial);
+    auto len = lengths_of(a);
+    EXPECT_EQ(std::count(len.begin(), len.end(), 0), 1);
+    EXPECT_EQ(std::accumulate(len.begin(), len.end(), int64_t(0)), 200);
+  }
+  // The distributions differ from each other at the same seed.
+  std::set<std::vector<int32_t>> indptrs;
+  for (LengthDistribution d : kAll) indptrs.insert(generate_page_table(64, 30000, 20000, 16, 1, with(d)).kv_indptr);
+  EXPECT_EQ(indptrs.size(), kAll.size());
 }
 
 TEST(PageTable, ImpossibleCountsAreErrors) {

@@ -207,6 +207,39 @@ TEST_F(CatalogCli, ExportWritesTheSeedDecodeProblemsAsAFlashInferBenchDataset) {
   EXPECT_NE(format.output.find("--format"), std::string::npos) << format.output;
 }
 
+// The model suite (definitions/model_suite) exports through `--dataset`, and the files are what a harness reads: its
+// own stdlib reader (read_export.py) finds every table consistent with its workload line and its distribution, and
+// notices a table that is another workload's.
+TEST_F(CatalogCli, ExportsTheModelSuiteForAReaderOfItsOwn) {
+  if (run_shell("python3 --version").code != 0) GTEST_SKIP() << "no python3";
+  WorkDir dir;
+  const std::string suite = kindex::test::source_dir() + "/definitions/model_suite";
+  Outcome o = dir.run("catalog export --dataset '" + suite + "' --out ds gqa_paged_decode_h20_kv4_d128_ps64 "
+                      "gqa_paged_decode_h8_kv2_d64_ps64 gqa_paged_decode_h16_kv2_d128_ps64");
+  ASSERT_EQ(o.code, 0) << o.output;
+  EXPECT_NE(o.output.find("(3 definitions, 7 workloads)"), std::string::npos) << o.output;
+  const std::string reader = "cd '" + dir.path.string() + "' && python3 '" + suite + "/read_export.py' ds 2>&1";
+  Outcome read = run_shell(reader);
+  EXPECT_EQ(read.code, 0) << read.output;
+  EXPECT_NE(read.output.find("7 workloads read (equal 3, long_tail 2, one_long 2), 0 errors"), std::string::npos)
+      << read.output;
+  // One workload's file replaced by another's: the reader names the workload.
+  std::vector<std::filesystem::path> blobs;
+  for (const auto& e : std::filesystem::recursive_directory_iterator(dir.path / "ds" / "blob"))
+    if (e.path().string().find("h8_kv2_d64_ps64") != std::string::npos && e.path().extension() == ".safetensors")
+      blobs.push_back(e.path());
+  ASSERT_EQ(blobs.size(), 3u);
+  std::filesystem::copy_file(blobs[0], blobs[1], std::filesystem::copy_options::overwrite_existing);
+  Outcome tampered = run_shell(reader);
+  EXPECT_EQ(tampered.code, 1) << tampered.output;
+  EXPECT_NE(tampered.output.find(blobs[1].stem().string() + ": the file is workload"), std::string::npos)
+      << tampered.output;
+
+  Outcome missing = dir.run("catalog export --dataset '" + suite + "' --out ds2 gqa_paged_decode_h99_kv1_d128_ps1");
+  EXPECT_NE(missing.code, 0);
+  EXPECT_NE(missing.output.find("definition = gqa_paged_decode_h99_kv1_d128_ps1"), std::string::npos) << missing.output;
+}
+
 TEST_F(BenchCli, CpuPathRunPrintsJson) {
   Outcome o = run("bench " + kProblem +
                       "--workloads 0 --impl cpu-reference --reference cpu-reference --trials 2 --iterations 2 "

@@ -32,6 +32,7 @@ failed. The JSON is rewritten after every workload.
 import argparse
 import gc
 import json
+import lzma
 import math
 import pathlib
 import sys
@@ -374,7 +375,8 @@ def parse_args(argv=None):
 def main(argv=None):
     args = parse_args(argv)
     if args.report:
-        print(report(json.loads(pathlib.Path(args.report).read_text())))
+        path = pathlib.Path(args.report)  # results/ keeps these as .json.xz
+        print(report(json.loads(lzma.open(path, "rt").read() if path.suffix == ".xz" else path.read_text())))
         return 0
     defn = definition()
     ws = select(workloads(), args.workloads)

@@ -12,12 +12,13 @@
 #include <thread>
 #include <utility>
 
-#include "runner/implementation.hpp"
-#include "runner/libraries.hpp"
-#include "runner/pipeline.hpp"
+#include "runner/execute/implementation.hpp"
+#include "runner/execute/libraries.hpp"
+#include "runner/execute/pipeline.hpp"
+#include "runner/record/derive.hpp"
 #include "runner/progress.hpp"
-#include "runner/solution.hpp"
-#include "runner/worker.hpp"
+#include "runner/execute/solution.hpp"
+#include "runner/execute/worker.hpp"
 #include "core/error.hpp"
 
 namespace kindex::runner {

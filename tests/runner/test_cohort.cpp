@@ -8,8 +8,8 @@
 #include <map>
 #include <tuple>
 
-#include "runner/implementation.hpp"
-#include "runner/sinks.hpp"
+#include "runner/execute/implementation.hpp"
+#include "runner/record/sinks.hpp"
 #include "runner/support.hpp"
 #include "catalog/builtin.hpp"
 #include "catalog/fib_export.hpp"

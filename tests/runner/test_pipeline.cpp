@@ -6,9 +6,9 @@
 #include <set>
 #include <sstream>
 
-#include "runner/environment.hpp"
-#include "runner/pipeline.hpp"
-#include "runner/records.hpp"
+#include "runner/record/environment.hpp"
+#include "runner/execute/pipeline.hpp"
+#include "runner/record/records.hpp"
 #include "runner/session.hpp"
 #include "runner/support.hpp"
 #include "catalog/builtin.hpp"

@@ -292,211 +292,295 @@ RunResult new_run_result(const WorkItem& item, const std::string& impl_spec) {
   return r;
 }
 
+namespace {
+
+// The implementations one run calls and how it is measured: chosen once, before its rounds.
+struct RunPlan {
+  ProblemKind kind{};
+  std::unique_ptr<Implementation> impl, ref_owned, timing_ref_owned;
+  Implementation* ref = nullptr;         // the correctness reference (impl itself: a determinism check)
+  Implementation* timing_ref = nullptr;  // the speedup's denominator
+  RoundRunner* remote_impl = nullptr;    // an out-of-process implementation (a solution or a peer)
+  int timing_trials = 0;
+  bool any_device = false;
+  bool draw_on_device = false;  // the random inputs drawn on the device
+  Tolerances tol{};
+  const DeviceComparator* comparator = nullptr;  // the outputs compared on the device
+};
+
+// Chooses the references, the rounds and the protocol of `r`'s run, noting on `r` what its reader must know.
+// Throws RunFailure when the implementation cannot run the definition.
+RunPlan plan_run(RunResult& r, const WorkItem& item, const std::string& impl_spec, const BenchOptions& o, bool gpu) {
+  const auto& def = *item.definition;
+  const bool fib = def.source == catalog::Source::flashinfer_bench;
+  RunPlan p;
+  const auto kind = problem_kind(def);
+  if (!kind) throw RunFailure(RunStatus::runtime_error, "definition " + def.name + " is not a problem kindex can run");
+  p.kind = *kind;
+  p.impl = make_implementation(impl_spec);
+  Implementation* const impl = p.impl.get();
+  if (auto why = impl->unsupported_reason(def); !why.empty()) throw RunFailure(RunStatus::runtime_error, why);
+  p.remote_impl = impl->round_runner();
+  r.reference_implementation = choose_reference(o.reference, impl_spec, gpu);
+  p.ref = impl;
+  if (r.reference_implementation != impl_spec)
+    p.ref = (p.ref_owned = make_implementation(r.reference_implementation)).get();
+  r.check = p.ref == impl ? "determinism" : "reference";
+  if (r.check == "determinism")
+    add_note(r.message,
+             "the implementation is its own reference here: each round compares two independent calls "
+             "on fresh inputs (a determinism check)");
+  // The speedup's denominator: the GPU reference for device implementations, the CPU reference on the host.
+  r.timing_reference = impl->memory() == Where::device ? "gpu-reference" : "cpu-reference";
+  if (r.timing_reference == impl_spec)
+    p.timing_ref = impl;
+  else if (r.timing_reference == r.reference_implementation)
+    p.timing_ref = p.ref;
+  else
+    p.timing_ref = (p.timing_ref_owned = make_implementation(r.timing_reference)).get();
+
+  const int default_rounds = fib ? 3 : 10;
+  r.rounds_requested = o.trials.value_or(default_rounds);
+  if (r.rounds_requested < default_rounds)
+    add_note(r.message, "correctness rounds reduced to " + std::to_string(r.rounds_requested) + " (the source uses " +
+                            std::to_string(default_rounds) + ")");
+  p.timing_trials = std::min(r.rounds_requested, o.timing_trials.value_or(fib ? 3 : 1));
+  r.timed_on_device = impl->memory() == Where::device;
+  r.protocol = r.timed_on_device ? TimingProtocol{6, o.warmup.value_or(10), o.iterations.value_or(50), true}
+                                 : TimingProtocol{1, o.warmup.value_or(1), o.iterations.value_or(5), false};
+  r.seed = o.seed.value_or(catalog::default_seed(def));
+  p.any_device = impl->memory() == Where::device || p.ref->memory() == Where::device ||
+                 p.timing_ref->memory() == Where::device;
+  if (p.any_device) device::sleep_while_waiting();
+  // With no host implementation in the run, the random inputs are drawn on the device (the same bits as the host
+  // generator's): only the page tables and other small inputs are made on the host and copied.
+  p.draw_on_device = gpu && impl->memory() == Where::device && p.ref->memory() == Where::device &&
+                     p.timing_ref->memory() == Where::device && device_generator() != nullptr;
+  p.tol = Tolerances{fib, {}, {}};
+  if (item.workload->tolerance) {
+    p.tol.fib_tol.atol = p.tol.sol_tol.atol = item.workload->tolerance->max_atol;
+    p.tol.fib_tol.rtol = p.tol.sol_tol.rtol = item.workload->tolerance->max_rtol;
+  }
+  // With the reference's outputs on the device, the outputs are compared there (the same per-element code as the
+  // host comparator): a device implementation's where it wrote them, an out-of-process one's where its worker
+  // copied them (this process's buffers, mapped there by CUDA IPC: no trip through the host).
+  if (gpu && p.ref->memory() == Where::device && (p.remote_impl || impl->memory() == Where::device))
+    p.comparator = device_comparator();
+  return p;
+}
+
+// The rounds of one run, in order: each draws its inputs, calls the reference and the implementation, compares,
+// and (in the first `timing_trials` rounds) times.
+class RunRounds {
+ public:
+  RunRounds(RunResult& r, const RunPlan& p, const WorkItem& item, const BenchOptions& o,
+            const SharedReferenceTiming* shared_reference, void* stream, PhaseClock& clock)
+      : r_(r), p_(p), def_(*item.definition), w_(*item.workload), o_(o), shared_reference_(shared_reference),
+        stream_(stream), clock_(clock) {}
+  // One round; false when its outputs did not pass (the run's status and message say why).
+  bool run(int round);
+
+ private:
+  std::shared_ptr<const catalog::Inputs> inputs(uint64_t seed) const;
+  CallArgs host_args(const catalog::Inputs& inputs) const;
+  RoundRunner::Outputs run_remote(const catalog::Inputs& inputs, uint64_t seed, int round, const CallArgs& host);
+  std::vector<compare::Report> compare(int round, const CallArgs& host, PreparedCall& ref_call,
+                                       PreparedCall* impl_call, const RoundRunner::Outputs& remote);
+  void time(int round, const CallArgs& host, const TensorMap& device_inputs, PreparedCall& ref_call,
+            PreparedCall* impl_call);
+
+  RunResult& r_;
+  const RunPlan& p_;
+  const catalog::Definition& def_;
+  const catalog::Workload& w_;
+  const BenchOptions& o_;
+  const SharedReferenceTiming* shared_reference_;
+  void* stream_;
+  PhaseClock& clock_;
+  RunBuffers buffers_;
+  std::vector<compare::Report> all_reports_;
+};
+
+// A device implementation never sees the host inputs (only their device copies), so its rounds' inputs can be
+// shared with the next implementation on this workload; a host implementation gets them to itself.
+std::shared_ptr<const catalog::Inputs> RunRounds::inputs(uint64_t seed) const {
+  if (p_.draw_on_device)
+    return std::make_shared<const catalog::Inputs>(
+        catalog::generate_inputs(def_, w_, seed, catalog::GenerateOptions{.plan_random_floats = true}));
+  if (p_.impl->memory() == Where::device) return worker_input_cache().get(def_, w_, seed);
+  return std::make_shared<const catalog::Inputs>(catalog::generate_inputs(def_, w_, seed));
+}
+
+// The round's host arguments. Outputs are shapes only: every implementation gets outputs of its own
+// (PreparedCall); count_work reads their sizes.
+CallArgs RunRounds::host_args(const catalog::Inputs& inputs) const {
+  CallArgs host;
+  for (const auto& [name, t] : inputs.tensors) host.inputs[name] = t.view();
+  for (const auto& [name, fill] : inputs.random) host.inputs[name] = DeviceInputs::shape_only(fill);
+  host.scalars = inputs.scalars;
+  const auto axes = catalog::resolve_axes(def_, w_);
+  for (const auto& spec : def_.outputs) {
+    TensorView v;
+    v.dtype = spec.dtype;
+    v.shape = catalog::concrete_shape(spec, axes);
+    v.strides = contiguous_strides(v.shape);
+    host.outputs[spec.name] = v;
+  }
+  return host;
+}
+
+// An out-of-process implementation rebuilds the round's inputs from the same recipe and hands back outputs;
+// compared on the device, it writes them straight into this process's buffers (CUDA IPC).
+RoundRunner::Outputs RunRounds::run_remote(const catalog::Inputs& inputs, uint64_t seed, int round,
+                                           const CallArgs& host) {
+  std::optional<TensorMap> handed;
+  if (p_.comparator) {
+    handed.emplace();
+    for (const auto& spec : def_.outputs) {
+      const TensorView v = buffers_.tensor("remote/" + spec.name, host.outputs.at(spec.name));
+      device::poison(v, stream_);
+      handed->emplace(spec.name, v);
+    }
+    device::synchronize(stream_);
+  }
+  RoundRunner::Outputs remote = p_.remote_impl->run_round(def_, w_, inputs, seed, handed ? &*handed : nullptr);
+  if (remote.plan_s && round == 0) {
+    r_.plan_host_s = remote.plan_s;
+    char text[96];
+    std::snprintf(text, sizeof text, "plan step %.3f ms host time in round 0, outside the timed calls",
+                  *remote.plan_s * 1e3);
+    add_note(r_.message, text);
+  }
+  return remote;
+}
+
+// Each output of the round against the reference's, on the device where it can be, else on the host.
+std::vector<compare::Report> RunRounds::compare(int round, const CallArgs& host, PreparedCall& ref_call,
+                                                PreparedCall* impl_call, const RoundRunner::Outputs& remote) {
+  std::vector<compare::Report> reports;
+  for (const auto& spec : def_.outputs) {
+    // Where the implementation's outputs are: an out-of-process one's in its "remote/" buffers when compared on
+    // the device (handed over there), else on the host.
+    const auto actual_on_device = [&] {
+      return p_.remote_impl ? buffers_.tensor("remote/" + spec.name, host.outputs.at(spec.name))
+                            : impl_call->output(spec.name);
+    };
+    if (p_.comparator && device_comparable(spec.dtype)) {
+      reports.push_back(compare_on_device(spec.name, actual_on_device(), ref_call.output(spec.name), p_.tol,
+                                          *p_.comparator, stream_));
+      if (r_.phases.compared_on.empty()) r_.phases.compared_on = "device";
+    } else {
+      Tensor copied;
+      if (p_.remote_impl && p_.comparator) {
+        copied = Tensor(spec.dtype, host.outputs.at(spec.name).shape);
+        device::copy_to_host(actual_on_device(), copied.view(), stream_);
+      }
+      const TensorView a = p_.remote_impl ? (p_.comparator ? copied.view() : remote.tensors.at(spec.name).view())
+                                          : impl_call->host_output(spec.name).view();
+      const TensorView e = ref_call.host_output(spec.name).view();
+      reports.push_back(p_.tol.fib ? compare::compare_fib(spec.name, a, e, p_.tol.fib_tol)
+                                   : compare::compare_sol(spec.name, a, e, p_.tol.sol_tol));
+      r_.phases.compared_on = "host";
+    }
+    r_.reports.push_back(report_json(round, reports.back()));
+  }
+  return reports;
+}
+
+// One timed trial of the implementation and, in the first round, of the timing reference (or its samples from the
+// workload's earlier run).
+void RunRounds::time(int round, const CallArgs& host, const TensorMap& device_inputs, PreparedCall& ref_call,
+                     PreparedCall* impl_call) {
+  const bool fresh = !p_.tol.fib && r_.timed_on_device;
+  auto t = p_.remote_impl ? p_.remote_impl->time_round(r_.protocol, fresh, o_.prefer_cupti)
+                          : time_call(*impl_call, p_.impl->memory(), fresh, r_.protocol, o_.prefer_cupti, stream_);
+  r_.timing.timer = t.timer;
+  r_.timing.note = t.note;
+  r_.timing.trials_ns.push_back(std::move(t.ns));
+  r_.phases.timing += clock_.lap();
+  if (p_.timing_ref == p_.impl.get()) {
+    r_.reference_timing.timer = r_.timing.timer;
+    r_.reference_timing.trials_ns.push_back(r_.timing.trials_ns.back());
+  } else if (round == 0 && shared_reference_ && shared_reference_->reference == r_.timing_reference &&
+             !shared_reference_->timing.trials_ns.empty()) {
+    r_.reference_timing = shared_reference_->timing;  // derive() summarises its samples
+    add_note(r_.message, "the timing reference's samples are those " + shared_reference_->implementation +
+                             "'s run of this workload measured (timed once per workload)");
+  } else if (round == 0) {
+    // The speedup's denominator is timed in the first trial only, and once per workload in a bench (the
+    // runner hands these samples to the workload's next runs): it is informational (the implementation's
+    // own trials are the result), and the simple GPU reference is 10-90x slower than kindex on the long
+    // ps64 sequences (3 trials of it were 18.9 s of the H200 main job's 41 s).
+    // The correctness reference's call is reused when it is also the timing reference.
+    std::optional<PreparedCall> tref_owned;
+    PreparedCall* tref_call = &ref_call;
+    if (p_.timing_ref != p_.ref)
+      tref_call = &tref_owned.emplace(*p_.timing_ref, p_.kind, host, device_inputs, def_, w_, buffers_,
+                                      "timing-reference", stream_);
+    auto rt = time_call(*tref_call, p_.timing_ref->memory(), fresh, r_.protocol, o_.prefer_cupti, stream_);
+    r_.reference_timing.timer = rt.timer;
+    r_.reference_timing.note = rt.note;
+    r_.reference_timing.trials_ns.push_back(std::move(rt.ns));
+  }
+  r_.phases.reference_timing += clock_.lap();
+}
+
+bool RunRounds::run(int round) {
+  const uint64_t seed = r_.seed + uint64_t(round);
+  const std::shared_ptr<const catalog::Inputs> in = inputs(seed);
+  const CallArgs host = host_args(*in);
+  if (round == 0) r_.work = count_work(p_.kind, host);
+
+  std::optional<DeviceInputs> on_device;
+  if (p_.any_device) on_device.emplace(*in, seed, buffers_, stream_);
+  const TensorMap& device_inputs = on_device ? on_device->views : host.inputs;  // unused by host calls
+  r_.phases.inputs += clock_.lap();
+  PreparedCall ref_call(*p_.ref, p_.kind, host, device_inputs, def_, w_, buffers_, "reference", stream_);
+  ref_call.run_and_wait();
+  r_.phases.reference += clock_.lap();
+  std::optional<PreparedCall> impl_call;
+  RoundRunner::Outputs remote;
+  if (p_.remote_impl) {
+    remote = run_remote(*in, seed, round, host);
+  } else {
+    impl_call.emplace(*p_.impl, p_.kind, host, device_inputs, def_, w_, buffers_, "implementation", stream_);
+    impl_call->run_and_wait();
+  }
+  r_.phases.implementation += clock_.lap();
+
+  PreparedCall* const impl = impl_call ? &*impl_call : nullptr;
+  const std::vector<compare::Report> reports = compare(round, host, ref_call, impl, remote);
+  r_.phases.compare += clock_.lap();
+  all_reports_.insert(all_reports_.end(), reports.begin(), reports.end());
+  r_.rounds_run = round + 1;
+  auto summary = compare::combine(all_reports_);
+  r_.max_abs_error = summary.max_abs_error;
+  r_.max_rel_error = summary.max_rel_error;
+  r_.matched_ratio = summary.min_matched_ratio;
+  if (!summary.passed) {
+    r_.status = RunStatus::incorrect_numerical;
+    add_note(r_.message, "round " + std::to_string(round) + " (seed " + std::to_string(r_.seed + round) +
+                             "): " + summary.reason);
+    return false;
+  }
+  if (round < p_.timing_trials) time(round, host, device_inputs, ref_call, impl);
+  return true;
+}
+
+}  // namespace
+
 RunResult execute_run(const WorkItem& item, const std::string& impl_spec, const BenchOptions& o, bool gpu,
                       bool* sticky, const SharedReferenceTiming* shared_reference) {
-  const auto& def = *item.definition;
-  const auto& w = *item.workload;
-  const bool fib = def.source == catalog::Source::flashinfer_bench;
   RunResult r = new_run_result(item, impl_spec);
   const auto started = std::chrono::steady_clock::now();
   PhaseClock clock;
   try {
-    auto kind = problem_kind(def);
-    if (!kind)
-      throw RunFailure(RunStatus::runtime_error, "definition " + def.name + " is not a problem kindex can run");
-    auto impl = make_implementation(impl_spec);
-    if (auto why = impl->unsupported_reason(def); !why.empty()) throw RunFailure(RunStatus::runtime_error, why);
-    RoundRunner* const remote_impl = impl->round_runner();
-    r.reference_implementation = choose_reference(o.reference, impl_spec, gpu);
-    std::unique_ptr<Implementation> ref_owned;
-    Implementation* ref = impl.get();
-    if (r.reference_implementation != impl_spec)
-      ref = (ref_owned = make_implementation(r.reference_implementation)).get();
-    r.check = ref == impl.get() ? "determinism" : "reference";
-    if (r.check == "determinism")
-      add_note(r.message,
-               "the implementation is its own reference here: each round compares two independent calls "
-               "on fresh inputs (a determinism check)");
-    // The speedup's denominator: the GPU reference for device implementations, the CPU reference on the host.
-    r.timing_reference = impl->memory() == Where::device ? "gpu-reference" : "cpu-reference";
-    std::unique_ptr<Implementation> timing_ref_owned;
-    Implementation* timing_ref = nullptr;
-    if (r.timing_reference == impl_spec)
-      timing_ref = impl.get();
-    else if (r.timing_reference == r.reference_implementation)
-      timing_ref = ref;
-    else
-      timing_ref = (timing_ref_owned = make_implementation(r.timing_reference)).get();
-
-    const int default_rounds = fib ? 3 : 10;
-    r.rounds_requested = o.trials.value_or(default_rounds);
-    if (r.rounds_requested < default_rounds)
-      add_note(r.message, "correctness rounds reduced to " + std::to_string(r.rounds_requested) + " (the source uses " +
-                              std::to_string(default_rounds) + ")");
-    const int timing_trials = std::min(r.rounds_requested, o.timing_trials.value_or(fib ? 3 : 1));
-    r.timed_on_device = impl->memory() == Where::device;
-    r.protocol = r.timed_on_device ? TimingProtocol{6, o.warmup.value_or(10), o.iterations.value_or(50), true}
-                                   : TimingProtocol{1, o.warmup.value_or(1), o.iterations.value_or(5), false};
-    r.seed = o.seed.value_or(catalog::default_seed(def));
-    const bool any_device =
-        impl->memory() == Where::device || ref->memory() == Where::device || timing_ref->memory() == Where::device;
-    if (any_device) device::sleep_while_waiting();
-    StreamGuard stream(any_device);
-    // With no host implementation in the run, the random inputs are drawn on the device (the same bits as the host
-    // generator's): only the page tables and other small inputs are made on the host and copied.
-    const bool draw_on_device = gpu && impl->memory() == Where::device && ref->memory() == Where::device &&
-                                timing_ref->memory() == Where::device && device_generator() != nullptr;
-
-    Tolerances tol{fib, {}, {}};
-    if (w.tolerance) {
-      tol.fib_tol.atol = tol.sol_tol.atol = w.tolerance->max_atol;
-      tol.fib_tol.rtol = tol.sol_tol.rtol = w.tolerance->max_rtol;
-    }
-    // With the reference's outputs on the device, the outputs are compared there (the same per-element code as the
-    // host comparator): a device implementation's where it wrote them, an out-of-process one's where its worker
-    // copied them (this process's buffers, mapped there by CUDA IPC: no trip through the host).
-    const DeviceComparator* const comparator =
-        gpu && ref->memory() == Where::device && (remote_impl || impl->memory() == Where::device) ? device_comparator()
-                                                                                                 : nullptr;
-    RunBuffers buffers;
-    std::vector<compare::Report> all_reports;
+    const RunPlan plan = plan_run(r, item, impl_spec, o, gpu);
+    StreamGuard stream(plan.any_device);
+    RunRounds rounds(r, plan, item, o, shared_reference, stream.stream, clock);
     r.phases.setup = clock.lap();
-    for (int round = 0; round < r.rounds_requested; ++round) {
-      // A device implementation never sees the host inputs (only their device copies), so its rounds' inputs can
-      // be shared with the next implementation on this workload; a host implementation gets them to itself.
-      const uint64_t seed = r.seed + uint64_t(round);
-      const std::shared_ptr<const catalog::Inputs> inputs =
-          draw_on_device ? std::make_shared<const catalog::Inputs>(catalog::generate_inputs(
-                               def, w, seed, catalog::GenerateOptions{.plan_random_floats = true}))
-          : impl->memory() == Where::device
-              ? worker_input_cache().get(def, w, seed)
-              : std::make_shared<const catalog::Inputs>(catalog::generate_inputs(def, w, seed));
-      CallArgs host;
-      for (const auto& [name, t] : inputs->tensors) host.inputs[name] = t.view();
-      for (const auto& [name, fill] : inputs->random) host.inputs[name] = DeviceInputs::shape_only(fill);
-      host.scalars = inputs->scalars;
-      // Shapes only: every implementation gets outputs of its own (PreparedCall); count_work reads their sizes.
-      const auto axes = catalog::resolve_axes(def, w);
-      for (const auto& spec : def.outputs) {
-        TensorView v;
-        v.dtype = spec.dtype;
-        v.shape = catalog::concrete_shape(spec, axes);
-        v.strides = contiguous_strides(v.shape);
-        host.outputs[spec.name] = v;
-      }
-      if (round == 0) r.work = count_work(*kind, host);
-
-      std::optional<DeviceInputs> on_device;
-      if (any_device) on_device.emplace(*inputs, seed, buffers, stream.stream);
-      const TensorMap& device_inputs = on_device ? on_device->views : host.inputs;  // unused by host calls
-      r.phases.inputs += clock.lap();
-      PreparedCall ref_call(*ref, *kind, host, device_inputs, def, w, buffers, "reference", stream.stream);
-      ref_call.run_and_wait();
-      r.phases.reference += clock.lap();
-      // An out-of-process implementation rebuilds the round's inputs from the same recipe and hands back outputs.
-      std::optional<PreparedCall> impl_call;
-      RoundRunner::Outputs remote;
-      if (remote_impl) {
-        // Compared on the device: the outputs are written straight into this process's buffers (CUDA IPC).
-        std::optional<TensorMap> handed;
-        if (comparator) {
-          handed.emplace();
-          for (const auto& spec : def.outputs) {
-            const TensorView v = buffers.tensor("remote/" + spec.name, host.outputs.at(spec.name));
-            device::poison(v, stream.stream);
-            handed->emplace(spec.name, v);
-          }
-          device::synchronize(stream.stream);
-        }
-        remote = remote_impl->run_round(def, w, *inputs, seed, handed ? &*handed : nullptr);
-        if (remote.plan_s && round == 0) {
-          r.plan_host_s = remote.plan_s;
-          char text[96];
-          std::snprintf(text, sizeof text, "plan step %.3f ms host time in round 0, outside the timed calls",
-                        *remote.plan_s * 1e3);
-          add_note(r.message, text);
-        }
-      } else {
-        impl_call.emplace(*impl, *kind, host, device_inputs, def, w, buffers, "implementation", stream.stream);
-        impl_call->run_and_wait();
-      }
-      r.phases.implementation += clock.lap();
-
-      std::vector<compare::Report> reports;
-      for (const auto& spec : def.outputs) {
-        // Where the implementation's outputs are: an out-of-process one's in its "remote/" buffers when compared on
-        // the device (handed over there), else on the host.
-        const auto actual_on_device = [&] {
-          return remote_impl ? buffers.tensor("remote/" + spec.name, host.outputs.at(spec.name))
-                             : impl_call->output(spec.name);
-        };
-        if (comparator && device_comparable(spec.dtype)) {
-          reports.push_back(compare_on_device(spec.name, actual_on_device(), ref_call.output(spec.name), tol,
-                                              *comparator, stream.stream));
-          if (r.phases.compared_on.empty()) r.phases.compared_on = "device";
-        } else {
-          Tensor copied;
-          if (remote_impl && comparator) {
-            copied = Tensor(spec.dtype, host.outputs.at(spec.name).shape);
-            device::copy_to_host(actual_on_device(), copied.view(), stream.stream);
-          }
-          const TensorView a = remote_impl ? (comparator ? copied.view() : remote.tensors.at(spec.name).view())
-                                           : impl_call->host_output(spec.name).view();
-          const TensorView e = ref_call.host_output(spec.name).view();
-          reports.push_back(fib ? compare::compare_fib(spec.name, a, e, tol.fib_tol)
-                                : compare::compare_sol(spec.name, a, e, tol.sol_tol));
-          r.phases.compared_on = "host";
-        }
-        r.reports.push_back(report_json(round, reports.back()));
-      }
-      r.phases.compare += clock.lap();
-      all_reports.insert(all_reports.end(), reports.begin(), reports.end());
-      r.rounds_run = round + 1;
-      auto summary = compare::combine(all_reports);
-      r.max_abs_error = summary.max_abs_error;
-      r.max_rel_error = summary.max_rel_error;
-      r.matched_ratio = summary.min_matched_ratio;
-      if (!summary.passed) {
-        r.status = RunStatus::incorrect_numerical;
-        add_note(r.message, "round " + std::to_string(round) + " (seed " + std::to_string(r.seed + round) +
-                                "): " + summary.reason);
-        break;
-      }
-      if (round < timing_trials) {
-        const bool fresh = !fib && r.timed_on_device;
-        auto t = remote_impl ? remote_impl->time_round(r.protocol, fresh, o.prefer_cupti)
-                             : time_call(*impl_call, impl->memory(), fresh, r.protocol, o.prefer_cupti, stream.stream);
-        r.timing.timer = t.timer;
-        r.timing.note = t.note;
-        r.timing.trials_ns.push_back(std::move(t.ns));
-        r.phases.timing += clock.lap();
-        if (timing_ref == impl.get()) {
-          r.reference_timing.timer = r.timing.timer;
-          r.reference_timing.trials_ns.push_back(r.timing.trials_ns.back());
-        } else if (round == 0 && shared_reference && shared_reference->reference == r.timing_reference &&
-                   !shared_reference->timing.trials_ns.empty()) {
-          r.reference_timing = shared_reference->timing;  // derive() summarises its samples
-          add_note(r.message, "the timing reference's samples are those " + shared_reference->implementation +
-                                  "'s run of this workload measured (timed once per workload)");
-        } else if (round == 0) {
-          // The speedup's denominator is timed in the first trial only, and once per workload in a bench (the
-          // runner hands these samples to the workload's next runs): it is informational (the implementation's
-          // own trials are the result), and the simple GPU reference is 10-90x slower than kindex on the long
-          // ps64 sequences (3 trials of it were 18.9 s of the H200 main job's 41 s).
-          // The correctness reference's call is reused when it is also the timing reference.
-          std::optional<PreparedCall> tref_owned;
-          PreparedCall* tref_call = &ref_call;
-          if (timing_ref != ref)
-            tref_call = &tref_owned.emplace(*timing_ref, *kind, host, device_inputs, def, w, buffers,
-                                            "timing-reference", stream.stream);
-          auto rt = time_call(*tref_call, timing_ref->memory(), fresh, r.protocol, o.prefer_cupti, stream.stream);
-          r.reference_timing.timer = rt.timer;
-          r.reference_timing.note = rt.note;
-          r.reference_timing.trials_ns.push_back(std::move(rt.ns));
-        }
-        r.phases.reference_timing += clock.lap();
-      }
-    }
+    for (int round = 0; round < r.rounds_requested; ++round)
+      if (!rounds.run(round)) break;
     if (!r.timing.note.empty()) add_note(r.message, r.timing.note);
   } catch (const RunFailure& e) {
     r.status = e.status;

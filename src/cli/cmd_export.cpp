@@ -15,23 +15,14 @@ namespace kindex::cli {
 using nlohmann::json;
 
 void add_export_command(CLI::App& app, Registry& registry) {
-  auto c = std::make_shared<Common>();
   auto out = std::make_shared<std::string>();
-  CLI::App* cmd = app.add_subcommand("export", "Write the store as a KernelIndex export (.jsonl.zst or .jsonl)");
-  add_common(cmd, *c);
-  cmd->add_option("output", *out, "Output file")->required();
-  cmd->callback([&registry, c, out] {
-    registry.selected = [c, out] {
-      auto s = open_store(c->store, false);
-      json counts = store::export_store(*s, *out);
-      if (c->json_output) {
-        std::cout << counts.dump(2) << "\n";
-      } else {
+  CLI::App* cmd = add_query_command(
+      app, registry, "export", "Write the store as a KernelIndex export (.jsonl.zst or .jsonl)",
+      [out](store::Store& s) { return store::export_store(s, *out); },
+      [](const json& counts) {
         for (const auto& [t, n] : counts.items()) std::cout << t << " " << n << "\n";
-      }
-      return 0;
-    };
-  });
+      });
+  cmd->add_option("output", *out, "Output file")->required();
 }
 
 }  // namespace kindex::cli

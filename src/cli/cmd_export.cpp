@@ -14,15 +14,18 @@ namespace kindex::cli {
 
 using nlohmann::json;
 
+namespace {
+
+void print_counts(const json& counts) {
+  for (const auto& [t, n] : counts.items()) std::cout << t << " " << n << "\n";
+}
+
+}  // namespace
+
 void add_export_command(CLI::App& app, Registry& registry) {
-  auto out = std::make_shared<std::string>();
-  CLI::App* cmd = add_query_command(
-      app, registry, "export", "Write the store as a KernelIndex export (.jsonl.zst or .jsonl)",
-      [out](store::Store& s) { return store::export_store(s, *out); },
-      [](const json& counts) {
-        for (const auto& [t, n] : counts.items()) std::cout << t << " " << n << "\n";
-      });
-  cmd->add_option("output", *out, "Output file")->required();
+  add_query_command(app, registry, "export", "Write the store as a KernelIndex export (.jsonl.zst or .jsonl)",
+                    "output", "Output file", store::export_store, print_counts)
+      ->required();
 }
 
 }  // namespace kindex::cli

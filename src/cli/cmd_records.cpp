@@ -13,25 +13,27 @@ namespace kindex::cli {
 
 using nlohmann::json;
 
+namespace {
+
+void print_records(const json& r) {
+  for (const auto& rec : r) {
+    std::cout << rec["operationName"].get<std::string>() << " · " << rec["workload"].get<std::string>()
+              << "\n  record: ";
+    if (rec["record"].is_null()) {
+      std::cout << "none";
+    } else {
+      std::cout << ns(rec["record"]["latencyNs"]) << " " << rec["record"]["implementation"].get<std::string>() << " ("
+                << rec["record"]["gpu"].get<std::string>() << ")";
+    }
+    std::cout << "; " << rec["history"].size() << " events\n";
+  }
+}
+
+}  // namespace
+
 void add_records_command(CLI::App& app, Registry& registry) {
-  auto op = std::make_shared<std::string>();
-  CLI::App* cmd = add_query_command(
-      app, registry, "records", "Current records and their history per comparison group",
-      [op](store::Store& s) { return store::records(s, *op); },
-      [](const json& r) {
-        for (const auto& rec : r) {
-          std::cout << rec["operationName"].get<std::string>() << " · " << rec["workload"].get<std::string>()
-                    << "\n  record: ";
-          if (rec["record"].is_null()) {
-            std::cout << "none";
-          } else {
-            std::cout << ns(rec["record"]["latencyNs"]) << " " << rec["record"]["implementation"].get<std::string>()
-                      << " (" << rec["record"]["gpu"].get<std::string>() << ")";
-          }
-          std::cout << "; " << rec["history"].size() << " events\n";
-        }
-      });
-  cmd->add_option("operation", *op, "Only this operation");
+  add_query_command(app, registry, "records", "Current records and their history per comparison group", "operation",
+                    "Only this operation", store::records, print_records);
 }
 
 }  // namespace kindex::cli

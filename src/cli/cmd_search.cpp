@@ -14,17 +14,20 @@ namespace kindex::cli {
 
 using nlohmann::json;
 
+namespace {
+
+void print_operations(const json& r) {
+  for (const auto& o : r)
+    std::cout << std::left << std::setw(50) << o["name"].get<std::string>() << std::right << std::setw(6)
+              << o["workloads"] << " workloads " << std::setw(6) << o["runs"] << " runs\n";
+}
+
+}  // namespace
+
 void add_search_command(CLI::App& app, Registry& registry) {
-  auto text = std::make_shared<std::string>();
-  CLI::App* cmd = add_query_command(
-      app, registry, "search", "Find operations by name, alias, family or description",
-      [text](store::Store& s) { return store::search(s, *text); },
-      [](const json& r) {
-        for (const auto& o : r)
-          std::cout << std::left << std::setw(50) << o["name"].get<std::string>() << std::right << std::setw(6)
-                    << o["workloads"] << " workloads " << std::setw(6) << o["runs"] << " runs\n";
-      });
-  cmd->add_option("text", *text, "Text to look for (empty: all)");
+  add_query_command(app, registry, "search", "Find operations by name, alias, family or description", "text",
+                    "Text to look for (empty: all)",
+                    [](store::Store& s, const std::string& text) { return store::search(s, text); }, print_operations);
 }
 
 }  // namespace kindex::cli

@@ -55,4 +55,17 @@ inline CLI::App* add_query_command(CLI::App& app, Registry& registry, const std:
   return cmd;
 }
 
+// The same for a command of one positional argument (`argument`, described by `help`), handed to `query`.
+inline CLI::Option* add_query_command(CLI::App& app, Registry& registry, const std::string& name,
+                                      const std::string& description, const std::string& argument,
+                                      const std::string& help,
+                                      std::function<nlohmann::json(store::Store&, const std::string&)> query,
+                                      std::function<void(const nlohmann::json&)> print) {
+  auto value = std::make_shared<std::string>();
+  CLI::App* cmd = add_query_command(
+      app, registry, name, description, [value, query](store::Store& s) { return query(s, *value); },
+      std::move(print));
+  return cmd->add_option(argument, *value, help);
+}
+
 }  // namespace kindex::cli

@@ -7,7 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.hpp"
-#include "runner/solution_file.hpp"
+#include "runner/execute/solution_file.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::string_view text(reinterpret_cast<const char*>(data), size);

@@ -14,7 +14,7 @@ Timing (benchmarks/gpu/devbench.py DeviceTimer): cold L2 (a 2 x L2 buffer zeroed
 of each timed call so the CUDA-event span excludes the launch of the first kernel (launch_covered says whether the
 spin was long enough), 10 warm-up + 50 timed calls, median. torch.compile(dynamic=False) is compiled afresh for
 each workload (dynamo reset), outside timing; its compile time is recorded.
-SOL score (src/runner/floors.hpp): S = 1 / (1 + (T_k - T_SOL) / (T_b - T_SOL)), T_b = the torch.compile time of this
+SOL score (src/runner/record/floors.hpp): S = 1 / (1 + (T_k - T_SOL) / (T_b - T_SOL)), T_b = the torch.compile time of this
 run, T_SOL = max(2 * MACs / 989.4e12, bytes / 4.8e12), MACs = 104,857,600 B S + 16,384 B S^2, bytes = every input
 and output once. sol_score_vs_best_pytorch uses min(eager, compile) as T_b (SOL-ExecBench's own choice).
 Correctness, --rounds rounds of fresh inputs: the SOL-ExecBench rule (per output, |x-y| <= atol + rtol |y| on
@@ -32,6 +32,7 @@ failed. The JSON is rewritten after every workload.
 import argparse
 import gc
 import json
+import lzma
 import math
 import pathlib
 import sys
@@ -374,7 +375,8 @@ def parse_args(argv=None):
 def main(argv=None):
     args = parse_args(argv)
     if args.report:
-        print(report(json.loads(pathlib.Path(args.report).read_text())))
+        path = pathlib.Path(args.report)  # results/ keeps these as .json.xz
+        print(report(json.loads(lzma.open(path, "rt").read() if path.suffix == ".xz" else path.read_text())))
         return 0
     defn = definition()
     ws = select(workloads(), args.workloads)

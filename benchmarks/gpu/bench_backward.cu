@@ -32,7 +32,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "runner/floors.hpp"
+#include "runner/record/floors.hpp"
 #include "catalog/builtin.hpp"
 #include "kernels/layer_backward/backward.hpp"
 #include "kindex/kindex.h"
@@ -47,7 +47,7 @@ struct Workload {
   double b200_sol_ms;   // published B200 SOL bound (published-b200.json), for context
   double b200_base_ms;  // published B200 scoring baseline
 };
-// The 16 workloads in upstream order (the bundled workload.jsonl), with the runner's baselines (src/runner/floors.hpp).
+// The 16 workloads in upstream order (the bundled workload.jsonl), with the runner's baselines (src/runner/record/floors.hpp).
 std::vector<Workload> sol_workloads() {
   namespace runner = kindex::runner;
   std::vector<Workload> out;
@@ -305,7 +305,7 @@ int main(int argc, char** argv) {
       return 1;
     }
     CHECK(cudaStreamSynchronize(stream));
-    // T_SOL and the score as the runner computes them (src/runner/floors.hpp).
+    // T_SOL and the score as the runner computes them (src/runner/record/floors.hpp).
     const double macs = kindex::runner::l2_003_macs(B, S);
     double bytes = 0;
     for (size_t e : input_elems(B, S)) bytes += 2.0 * double(e);

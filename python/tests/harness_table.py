@@ -20,6 +20,7 @@ Exit status 1 when a kindex trace has no kindex run to compare with.
 
 import argparse
 import json
+import lzma
 import math
 import statistics
 import sys
@@ -28,13 +29,19 @@ from pathlib import Path
 HARNESSES = (("FlashInfer-Bench", "flashinfer-bench/traces/**/*.jsonl"), ("SOL ExecBench", "sol-execbench/traces.jsonl"))
 
 
+def read_text(path):
+    """A file's text; `*.xz` (how results/ keeps its large JSON) decompressed."""
+    return lzma.open(path, "rt").read() if path.suffix == ".xz" else path.read_text()
+
+
 def read_jsonl(path):
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    return [json.loads(line) for line in read_text(path).splitlines() if line.strip()]
 
 
 def read_runs(path):
     """(implementation, definition, workload uuid) -> (latency µs, timer) of every passed run of a kindex bench."""
-    runs = read_jsonl(path) if path.suffix == ".jsonl" else json.loads(path.read_text())["results"]
+    jsonl = path.name.endswith((".jsonl", ".jsonl.xz"))
+    runs = read_jsonl(path) if jsonl else json.loads(read_text(path))["results"]
     return {(r["implementation"], r["definition"], r["workload_uuid"]):
             (r["timing"]["summary"]["latency_ns"] / 1e3, r["timing"].get("timer", "?"))
             for r in runs if r.get("status") == "passed"}

@@ -7,7 +7,7 @@
 #include <memory>
 
 #include "runner/session.hpp"
-#include "runner/solution.hpp"
+#include "runner/execute/solution.hpp"
 #include "catalog/builtin.hpp"
 #include "cli/commands.hpp"
 #include "core/error.hpp"

@@ -14,24 +14,18 @@ namespace kindex::cli {
 
 using nlohmann::json;
 
+namespace {
+
+void print_counts(const json& counts) {
+  for (const auto& [t, n] : counts.items()) std::cout << t << " " << n << "\n";
+}
+
+}  // namespace
+
 void add_export_command(CLI::App& app, Registry& registry) {
-  auto c = std::make_shared<Common>();
-  auto out = std::make_shared<std::string>();
-  CLI::App* cmd = app.add_subcommand("export", "Write the store as a KernelIndex export (.jsonl.zst or .jsonl)");
-  add_common(cmd, *c);
-  cmd->add_option("output", *out, "Output file")->required();
-  cmd->callback([&registry, c, out] {
-    registry.selected = [c, out] {
-      auto s = open_store(c->store, false);
-      json counts = store::export_store(*s, *out);
-      if (c->json_output) {
-        std::cout << counts.dump(2) << "\n";
-      } else {
-        for (const auto& [t, n] : counts.items()) std::cout << t << " " << n << "\n";
-      }
-      return 0;
-    };
-  });
+  add_query_command(app, registry, "export", "Write the store as a KernelIndex export (.jsonl.zst or .jsonl)",
+                    "output", "Output file", store::export_store, print_counts)
+      ->required();
 }
 
 }  // namespace kindex::cli

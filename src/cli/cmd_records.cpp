@@ -13,33 +13,27 @@ namespace kindex::cli {
 
 using nlohmann::json;
 
+namespace {
+
+void print_records(const json& r) {
+  for (const auto& rec : r) {
+    std::cout << rec["operationName"].get<std::string>() << " · " << rec["workload"].get<std::string>()
+              << "\n  record: ";
+    if (rec["record"].is_null()) {
+      std::cout << "none";
+    } else {
+      std::cout << ns(rec["record"]["latencyNs"]) << " " << rec["record"]["implementation"].get<std::string>() << " ("
+                << rec["record"]["gpu"].get<std::string>() << ")";
+    }
+    std::cout << "; " << rec["history"].size() << " events\n";
+  }
+}
+
+}  // namespace
+
 void add_records_command(CLI::App& app, Registry& registry) {
-  auto c = std::make_shared<Common>();
-  auto op = std::make_shared<std::string>();
-  CLI::App* cmd = app.add_subcommand("records", "Current records and their history per comparison group");
-  add_common(cmd, *c);
-  cmd->add_option("operation", *op, "Only this operation");
-  cmd->callback([&registry, c, op] {
-    registry.selected = [c, op] {
-      auto s = open_store(c->store, false);
-      json r = store::records(*s, *op);
-      if (c->json_output) {
-        std::cout << r.dump(2) << "\n";
-        return 0;
-      }
-      for (const auto& rec : r) {
-        std::cout << rec["operationName"].get<std::string>() << " · " << rec["workload"].get<std::string>() << "\n  record: ";
-        if (rec["record"].is_null()) {
-          std::cout << "none";
-        } else {
-          std::cout << ns(rec["record"]["latencyNs"]) << " " << rec["record"]["implementation"].get<std::string>() << " ("
-                    << rec["record"]["gpu"].get<std::string>() << ")";
-        }
-        std::cout << "; " << rec["history"].size() << " events\n";
-      }
-      return 0;
-    };
-  });
+  add_query_command(app, registry, "records", "Current records and their history per comparison group", "operation",
+                    "Only this operation", store::records, print_records);
 }
 
 }  // namespace kindex::cli

@@ -10,7 +10,7 @@
 #include "cli/commands.hpp"
 #include "cli/index_common.hpp"
 #include "runner/rerun.hpp"
-#include "runner/solution.hpp"
+#include "runner/execute/solution.hpp"
 #include "store/query.hpp"
 #include "store/store.hpp"
 

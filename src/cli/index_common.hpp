@@ -4,11 +4,15 @@
 // store/query.hpp; --json prints exactly what the JSON API returns.
 #include <CLI/CLI.hpp>
 
+#include <functional>
+#include <iostream>
+#include <memory>
 #include <string>
 
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.hpp"
+#include "store/store.hpp"
 #include "web/pages.hpp"
 
 namespace kindex::cli {
@@ -26,5 +30,42 @@ inline void add_common(CLI::App* cmd, Common& c, bool with_json = true) {
 
 // A latency in ns as the pages print it ("-" when absent).
 inline std::string ns(const nlohmann::json& v) { return v.is_number() ? web::format_ns(v.get<double>()) : "-"; }
+
+// An index query subcommand: --store and --json, then `query` on the store opened for reading; with --json its
+// answer is printed as the JSON API returns it, else `print` writes the text form. The caller adds the command's own
+// options to the returned subcommand (its state shared with `query`).
+inline CLI::App* add_query_command(CLI::App& app, Registry& registry, const std::string& name,
+                                   const std::string& description,
+                                   std::function<nlohmann::json(store::Store&)> query,
+                                   std::function<void(const nlohmann::json&)> print) {
+  auto c = std::make_shared<Common>();
+  CLI::App* cmd = app.add_subcommand(name, description);
+  add_common(cmd, *c);
+  cmd->callback([&registry, c, query, print] {
+    registry.selected = [c, query, print] {
+      auto s = open_store(c->store, false);
+      const nlohmann::json answer = query(*s);
+      if (c->json_output)
+        std::cout << answer.dump(2) << "\n";
+      else
+        print(answer);
+      return 0;
+    };
+  });
+  return cmd;
+}
+
+// The same for a command of one positional argument (`argument`, described by `help`), handed to `query`.
+inline CLI::Option* add_query_command(CLI::App& app, Registry& registry, const std::string& name,
+                                      const std::string& description, const std::string& argument,
+                                      const std::string& help,
+                                      std::function<nlohmann::json(store::Store&, const std::string&)> query,
+                                      std::function<void(const nlohmann::json&)> print) {
+  auto value = std::make_shared<std::string>();
+  CLI::App* cmd = add_query_command(
+      app, registry, name, description, [value, query](store::Store& s) { return query(s, *value); },
+      std::move(print));
+  return cmd->add_option(argument, *value, help);
+}
 
 }  // namespace kindex::cli

@@ -95,28 +95,45 @@ void check_views(const std::string& output, const TensorView& actual, const Tens
   }
 }
 
-Report compare_fib(const std::string& output, const TensorView& actual, const TensorView& expected,
-                   const FibTolerance& tol) {
+namespace {
+
+// One output compared on the host under a rule: `element` tallies each pair (the rule's per-element code, inlined
+// into the loop), `make_report` gives the rule's verdict on the tally.
+template <class Tolerance, class Element, class MakeReport>
+Report compare_on_host(const std::string& output, const TensorView& actual, const TensorView& expected,
+                       const Tolerance& tol, Element element, MakeReport make_report) {
   check_views(output, actual, expected, Where::host);
   const float atol = float(tol.atol), rtol = float(tol.rtol);
-  const Tally t = tally(actual, expected,
-                        [&](Tally& t, float x, float y, int64_t i) { fib_element(t, x, y, i, atol, rtol); });
-  return fib_report(output, actual.numel(), t, tol);
+  const Tally t =
+      tally(actual, expected, [&](Tally& t, float x, float y, int64_t i) { element(t, x, y, i, atol, rtol); });
+  return make_report(output, actual.numel(), t, tol);
+}
+
+}  // namespace
+
+Report compare_fib(const std::string& output, const TensorView& actual, const TensorView& expected,
+                   const FibTolerance& tol) {
+  const auto element = [](Tally& t, float x, float y, int64_t i, float atol, float rtol) {
+    fib_element(t, x, y, i, atol, rtol);
+  };
+  return compare_on_host(output, actual, expected, tol, element, fib_report);
 }
 
 Report compare_sol(const std::string& output, const TensorView& actual, const TensorView& expected,
                    const SolTolerance& tol) {
-  check_views(output, actual, expected, Where::host);
-  const float atol = float(tol.atol), rtol = float(tol.rtol);
-  const Tally t = tally(actual, expected,
-                        [&](Tally& t, float x, float y, int64_t i) { sol_element(t, x, y, i, atol, rtol); });
-  return sol_report(output, actual.numel(), t, tol);
+  const auto element = [](Tally& t, float x, float y, int64_t i, float atol, float rtol) {
+    sol_element(t, x, y, i, atol, rtol);
+  };
+  return compare_on_host(output, actual, expected, tol, element, sol_report);
 }
 
-Report fib_report(const std::string& output, int64_t numel, const Tally& t, const FibTolerance& tol) {
+namespace {
+
+// What both rules' reports say alike of a tally: counts, the matched ratio, the first failing element.
+Report tally_report(const std::string& output, Rule rule, int64_t numel, const Tally& t) {
   Report r;
   r.output = output;
-  r.rule = Rule::flashinfer_bench;
+  r.rule = rule;
   r.numel = numel;
   r.mismatches = t.mismatches;
   r.nonfinite = t.nonfinite;
@@ -124,6 +141,13 @@ Report fib_report(const std::string& output, int64_t numel, const Tally& t, cons
   r.all_zero = r.numel > 0 && !t.solution_nonzero;
   r.matched_ratio = r.numel ? std::clamp(1.0 - double(t.mismatches) / double(r.numel), 0.0, 1.0) : 1.0;
   set_first(r, t.first_failure, t.first_failure_actual, t.first_failure_expected);
+  return r;
+}
+
+}  // namespace
+
+Report fib_report(const std::string& output, int64_t numel, const Tally& t, const FibTolerance& tol) {
+  Report r = tally_report(output, Rule::flashinfer_bench, numel, t);
   if (t.nonfinite) {
     r.passed = false;
     r.max_abs_error = r.max_rel_error = t.solution_inf ? kInf : kNaN;
@@ -143,16 +167,7 @@ Report fib_report(const std::string& output, int64_t numel, const Tally& t, cons
 }
 
 Report sol_report(const std::string& output, int64_t numel, const Tally& t, const SolTolerance& tol) {
-  Report r;
-  r.output = output;
-  r.rule = Rule::sol_execbench;
-  r.numel = numel;
-  r.mismatches = t.mismatches;
-  r.nonfinite = t.nonfinite;
-  r.reference_nonfinite = t.reference_nonfinite;
-  r.all_zero = r.numel > 0 && !t.solution_nonzero;
-  r.matched_ratio = r.numel ? std::clamp(1.0 - double(t.mismatches) / double(r.numel), 0.0, 1.0) : 1.0;
-  set_first(r, t.first_failure, t.first_failure_actual, t.first_failure_expected);
+  Report r = tally_report(output, Rule::sol_execbench, numel, t);
   if (t.nonfinite || t.reference_nonfinite) {
     r.passed = false;
     r.max_abs_error = r.max_rel_error = t.any_nan ? kNaN : kInf;

@@ -12,18 +12,30 @@ size_t dtype_size(DType t) {
   return 0;
 }
 
+namespace {
+
+// Each dtype's name (FlashInfer-Bench / SOL-ExecBench / torch spelling) and its safetensors header name.
+struct DTypeNames {
+  DType type;
+  std::string_view name, safetensors;
+};
+constexpr DTypeNames kDTypeNames[] = {
+    {DType::bf16, "bfloat16", "BF16"}, {DType::f16, "float16", "F16"}, {DType::f32, "float32", "F32"},
+    {DType::f64, "float64", "F64"},    {DType::i32, "int32", "I32"},   {DType::i64, "int64", "I64"},
+    {DType::u8, "uint8", "U8"},        {DType::boolean, "bool", "BOOL"},
+};
+
+const DTypeNames* names_of(DType t) {
+  for (const auto& n : kDTypeNames)
+    if (n.type == t) return &n;
+  return nullptr;
+}
+
+}  // namespace
+
 std::string_view dtype_name(DType t) {
-  switch (t) {
-    case DType::bf16: return "bfloat16";
-    case DType::f16: return "float16";
-    case DType::f32: return "float32";
-    case DType::f64: return "float64";
-    case DType::i32: return "int32";
-    case DType::i64: return "int64";
-    case DType::u8: return "uint8";
-    case DType::boolean: return "bool";
-  }
-  return "?";
+  const DTypeNames* n = names_of(t);
+  return n ? n->name : "?";
 }
 
 std::optional<DType> parse_dtype(std::string_view n) {
@@ -39,17 +51,8 @@ std::optional<DType> parse_dtype(std::string_view n) {
 }
 
 std::string_view dtype_safetensors_name(DType t) {
-  switch (t) {
-    case DType::bf16: return "BF16";
-    case DType::f16: return "F16";
-    case DType::f32: return "F32";
-    case DType::f64: return "F64";
-    case DType::i32: return "I32";
-    case DType::i64: return "I64";
-    case DType::u8: return "U8";
-    case DType::boolean: return "BOOL";
-  }
-  return "?";
+  const DTypeNames* n = names_of(t);
+  return n ? n->safetensors : "?";
 }
 
 std::optional<DType> parse_safetensors_dtype(std::string_view n) {

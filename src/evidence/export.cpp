@@ -158,6 +158,9 @@ class Verifier {
 
 }  // namespace
 
+// Longer than ~150 lines on purpose: the export's tables are verified in dependency order (operations, workloads,
+// implementations, then runs and their measurements), each pass filling the recomputed digests the next one's keys
+// are checked against; the maps that carry them live here, one function over the whole export.
 VerifyReport verify_export(const ExportData& data) {
   Verifier v;
   for (const auto& [table, rows] : data.tables) v.report.row_counts[table] = rows.size();

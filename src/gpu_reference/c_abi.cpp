@@ -9,8 +9,8 @@
 
 #include "gpu_reference/gpu_reference.hpp"
 #include "kernels/capi.hpp"
-#include "runner/device.hpp"
-#include "runner/timer.hpp"
+#include "measure/device.hpp"
+#include "measure/timer.hpp"
 
 namespace {
 
@@ -98,13 +98,13 @@ kindex_status kindex_gpu_reference_time_calls(const kindex_timing_protocol* prot
     return kindex::capi::fail(KINDEX_STATUS_INVALID_ARGUMENT,
                               "kindex_gpu_reference_time_calls: protocol->iterations = " +
                                   std::to_string(protocol->iterations) + ": needs at least one timed call");
-  const kindex::runner::TimingProtocol p{protocol->untimed, protocol->warmup, protocol->iterations,
+  const kindex::measure::TimingProtocol p{protocol->untimed, protocol->warmup, protocol->iterations,
                                          protocol->cold_l2 != 0};
   try {
     auto step = [user](kindex_timed_step fn) {
       if (fn && fn(user) != 0) throw StepStopped{};
     };
-    kindex::runner::TimingSamples t = kindex::runner::time_device(
+    kindex::measure::TimingSamples t = kindex::measure::time_device(
         p, [&] { step(prepare); }, [&] { step(call); }, stream, protocol->prefer_cupti != 0);
     std::copy(t.ns.begin(), t.ns.end(), ns);
     copy_text(t.timer, timer, timer_size);
@@ -123,7 +123,7 @@ kindex_status kindex_gpu_reference_ipc_open(const void* handle, size_t handle_si
   if (!handle || !ptr)
     return kindex::capi::fail(KINDEX_STATUS_INVALID_ARGUMENT, "kindex_gpu_reference_ipc_open: handle and ptr are required");
   try {
-    *ptr = kindex::runner::device::ipc_open(std::string(static_cast<const char*>(handle), handle_size));
+    *ptr = kindex::measure::device::ipc_open(std::string(static_cast<const char*>(handle), handle_size));
     return KINDEX_STATUS_OK;
   } catch (const std::exception& e) {
     return kindex::capi::fail(KINDEX_STATUS_CUDA_ERROR, std::string("kindex_gpu_reference_ipc_open: ") + e.what());
@@ -133,7 +133,7 @@ kindex_status kindex_gpu_reference_ipc_open(const void* handle, size_t handle_si
 kindex_status kindex_gpu_reference_ipc_close(void* ptr) {
   kindex::capi::clear_error();
   try {
-    kindex::runner::device::ipc_close(ptr);
+    kindex::measure::device::ipc_close(ptr);
     return KINDEX_STATUS_OK;
   } catch (const std::exception& e) {
     return kindex::capi::fail(KINDEX_STATUS_CUDA_ERROR, std::string("kindex_gpu_reference_ipc_close: ") + e.what());

@@ -7,8 +7,8 @@
 #include <filesystem>
 #include <fstream>
 
-#include "runner/records.hpp"
-#include "runner/solution.hpp"
+#include "runner/record/records.hpp"
+#include "runner/execute/solution.hpp"
 #include "catalog/builtin.hpp"
 #include "core/error.hpp"
 #include "evidence/digest.hpp"

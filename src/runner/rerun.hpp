@@ -17,7 +17,7 @@
 #include <string>
 
 #include "runner/runner.hpp"
-#include "runner/sinks.hpp"
+#include "runner/record/sinks.hpp"
 
 namespace kindex::store { class Store; }
 

@@ -16,7 +16,7 @@
 #include <string>
 #include <vector>
 
-#include "runner/run_result.hpp"
+#include "runner/record/run_result.hpp"
 #include "catalog/loader.hpp"
 
 namespace kindex::runner {

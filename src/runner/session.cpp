@@ -5,9 +5,9 @@
 
 #include <iostream>
 
-#include "runner/device.hpp"
-#include "runner/sinks.hpp"
-#include "runner/solution.hpp"
+#include "runner/measurement.hpp"
+#include "runner/record/sinks.hpp"
+#include "runner/execute/solution.hpp"
 #include "catalog/builtin.hpp"
 #include "core/error.hpp"
 

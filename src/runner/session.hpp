@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "runner/sinks.hpp"
+#include "runner/record/sinks.hpp"
 
 namespace kindex::runner {
 

@@ -647,10 +647,211 @@ ImportReport import_manifests(Store& store, const std::vector<std::string>& path
   return rep;
 }
 
+namespace {
+
+// A trace file's named definitions and solutions (--definitions, --solutions).
+struct TraceContext {
+  std::map<std::string, nlohmann::ordered_json> definitions, solutions;
+  const ImportOptions& options;
+};
+
+// The trace's OperationSpec: from its definition's JSON when given (`def` is then that JSON), else from the store.
+json trace_operation(Store& store, const TraceContext& c, const std::string& def_name, const std::string& where,
+                     nlohmann::ordered_json& def) {
+  if (auto it = c.definitions.find(def_name); it != c.definitions.end()) {
+    def = it->second;
+    return problem_manifest::operation_document(def, where);
+  }
+  auto rows = store.db().query(
+      "SELECT o.manifest FROM operations o JOIN operation_aliases a ON a.operation_id = o.id WHERE a.alias = ? "
+      "LIMIT 1",
+      {def_name});
+  if (rows.empty()) throw Error(where, "definition", def_name, "unknown definition: pass its JSON with --definitions");
+  return json::parse(rows[0].text(0));
+}
+
+// The ImplementationRevision of a trace's solution (`sol`: its document when given, else {}).
+json trace_implementation(const json& op, const std::string& op_digest, const std::string& sol_name, const json& sol) {
+  json sol_spec = sol.value("spec", json::object());
+  std::string language = problem_manifest::slug(sol_spec.value("language", "unknown"));
+  std::replace(language.begin(), language.end(), '-', '_');
+  if (language.empty() || !std::isalpha(static_cast<unsigned char>(language[0]))) language = "unknown";
+  json callable = {{"language", language}};
+  json dtypes = json::array();
+  for (const char* part : {"inputs", "outputs"}) {
+    for (const auto& t : op.at("spec").at(part)) {
+      json d = t.contains("tensor") ? t["tensor"]["dtype"] : t["scalar"]["dtype"];
+      if (std::find(dtypes.begin(), dtypes.end(), d) == dtypes.end()) dtypes.push_back(d);
+    }
+  }
+  json impl_spec = {{"callable", callable},
+                    {"support", {{"hardwareArchitectures", json::array({"unknown"})}, {"dtypes", dtypes}}},
+                    {"licensing", json::object()},
+                    {"projectRevision", json::object()},
+                    {"operation", {{"specDigest", op_digest}}}};
+  if (sol_spec.contains("target_hardware")) {
+    impl_spec["support"]["productsTested"] = json::array();
+    for (const auto& h : sol_spec["target_hardware"]) impl_spec["support"]["productsTested"].push_back(h);
+  }
+  if (auto entry = sol_spec.value("entry_point", std::string()); !entry.empty()) {
+    auto sep = entry.find("::");
+    impl_spec["callable"]["path"] = entry.substr(0, sep);
+    if (sep != std::string::npos) impl_spec["callable"]["symbol"] = entry.substr(sep + 2);
+  } else {
+    // No solution document: the harness calls the solution by its name, so the name is the callable. Without
+    // it every solution of a definition digests alike, and one file's FlashInfer baseline and kindex's traces
+    // would file under one implementation (the first imported).
+    impl_spec["callable"]["symbol"] = evidence::clip_text(sol_name, 200);
+  }
+  if (sol.contains("sources") && sol["sources"].is_array() && !sol["sources"].empty()) {
+    const json& src = sol["sources"][0];
+    std::string content = src.value("content", "");
+    impl_spec["source"] = {{"contentDigest", "sha256:" + evidence::sha256_hex(content)},
+                           {"fileName", src.value("path", "source")}};
+    if (!content.empty()) impl_spec["source"]["sizeBytes"] = content.size();
+  }
+  json impl_meta = {{"name", problem_manifest::slug(sol_name)},
+                    {"title", evidence::clip_text(sol_name, evidence::kMaxTitleChars)}};
+  impl_meta["authors"] = json::array({{{"name", sol.value("author", std::string("unknown"))}}});
+  return {{"apiVersion", evidence::kApiVersion},
+          {"kind", "ImplementationRevision"},
+          {"metadata", impl_meta},
+          {"spec", impl_spec}};
+}
+
+// The ExecutionEnvironment as the trace's evaluation reports it.
+json trace_environment(const json& ev) {
+  json env_in = ev.value("environment", json::object());
+  json libs = env_in.value("libs", json::object());
+  json software = json::object(), libraries = json::object();
+  for (const auto& [k, v] : libs.items()) {
+    if (!v.is_string()) continue;
+    if (k == "torch") {
+      software["framework"] = {{"name", "pytorch"}, {"version", v}};
+    } else if (k == "cuda") {
+      software["cudaToolkit"] = v;
+    } else {
+      libraries[k] = v;
+    }
+  }
+  if (!libraries.empty()) software["libraries"] = libraries;
+  std::string product = env_in.value("hardware", std::string("unknown"));
+  json env_spec = {{"hardware", {{"vendor", "nvidia"}, {"product", product}, {"architecture", "unknown"}}}};
+  if (!software.empty()) env_spec["software"] = software;
+  return {{"apiVersion", evidence::kApiVersion},
+          {"kind", "ExecutionEnvironment"},
+          {"metadata",
+           {{"name", problem_manifest::slug("trace-" + product + "-" + software.dump()).substr(0, 100)},
+            {"title", product + " (trace-reported software)"}}},
+          {"spec", env_spec}};
+}
+
+// The BenchmarkRun's spec of a trace's evaluation: status, time, timing and correctness, and what the source
+// reported. Both harnesses write `datetime.now().isoformat()`: a time without a zone, read as UTC (as
+// KernelIndex's importers do); the harness's own text and the rule applied are kept as run labels (`labels`).
+json trace_run_spec(const json& ev, const std::string& where, json& labels) {
+  std::string observed_at;
+  if (auto ts = ev.find("timestamp"); ts != ev.end()) {
+    if (!ts->is_string()) throw Error(where, "evaluation.timestamp", ts->dump(), "expected an ISO-8601 string");
+    const std::string text = ts->get<std::string>();
+    observed_at = evidence::utc_instant(text, where, "evaluation.timestamp");
+    labels["source_timestamp"] = text;
+    const char last = text.empty() ? ' ' : text.back();
+    if (last != 'Z' && last != 'z' && text.find_first_of("+-", 19) == std::string::npos)
+      labels["source_timestamp_rule"] = "no zone: read as UTC";
+  } else {
+    observed_at = evidence::utc_timestamp_now();
+  }
+  std::string status = ev.value("status", std::string("PASSED"));
+  std::transform(status.begin(), status.end(), status.begin(), [](unsigned char c) { return std::tolower(c); });
+  if (status == "reward_hack") status = "suspected_reward_hack";  // SOL ExecBench's name for KernelIndex's status
+  json run_spec = {{"status", status}, {"observedAt", observed_at}};
+  json perf = ev.value("performance", json());
+  json metrics = json::object();
+  if (perf.is_object() && perf.contains("latency_ms") && perf["latency_ms"].is_number()) {
+    double ms = perf["latency_ms"].get<double>();
+    run_spec["timing"] = {{"latencyNs", {{"mean", std::llround(ms * 1e6)}}}, {"primaryStatistic", "mean"}};
+    for (const auto& [k, v] : perf.items()) {
+      if (v.is_number()) metrics[k] = v;
+    }
+  }
+  if (json c = ev.value("correctness", json()); c.is_object()) {
+    json corr = {{"comparator", "sol_execbench_eval"}};
+    if (c.contains("max_absolute_error") && c["max_absolute_error"].is_number()) {
+      corr["maximumAbsoluteError"] = c["max_absolute_error"];
+    }
+    if (c.contains("max_relative_error") && c["max_relative_error"].is_number()) {
+      corr["maximumRelativeError"] = c["max_relative_error"];
+    }
+    run_spec["correctness"] = corr;
+  }
+  if (!metrics.empty()) run_spec["sourceNative"]["metrics"] = metrics;
+  return run_spec;
+}
+
+// One trace line into the store (a line without an evaluation is counted as skipped).
+void import_trace_line(Store& store, const TraceContext& c, const std::string& line, const std::string& where,
+                       ImportReport& rep) {
+  json t = evidence::parse_json_strict(line, where);
+  if (!t.is_object() || !t.contains("definition")) throw Error(where, "definition", "", "not a trace line");
+  if (!t.contains("evaluation") || t["evaluation"].is_null()) {
+    rep.skipped["trace_lines_without_evaluation"] += 1;
+    return;
+  }
+  const std::string def_name = t.at("definition").get<std::string>();
+  nlohmann::ordered_json def;
+  const json op = trace_operation(store, c, def_name, where, def);
+  std::string source = c.options.source;
+  if (source.empty()) source = def.contains("op_type") || def.empty() ? "flashinfer-bench" : "sol-execbench";
+
+  const evidence::Manifest workload_manifest = problem_manifest::workload_case(op, t.at("workload"), def_name, where);
+  const json& workload = workload_manifest.document;
+  const std::string op_digest = workload.at("spec").at("operationSpecDigest");
+
+  // Implementation (from the solution when given) and its project (the solution's author).
+  const std::string sol_name =
+      t.value("solution", json("unknown")).is_string() ? t["solution"].get<std::string>() : "unknown";
+  const json sol = c.solutions.count(sol_name) ? json::parse(c.solutions.at(sol_name).dump()) : json::object();
+  const json implementation = trace_implementation(op, op_digest, sol_name, sol);
+  const std::string author = sol.value("author", std::string("unknown"));
+  const json project = {{"apiVersion", evidence::kApiVersion},
+                        {"kind", "SoftwareProject"},
+                        {"metadata", {{"name", problem_manifest::slug(source + "-" + author)}}},
+                        {"spec", {{"name", author}}}};
+  const json& ev = t.at("evaluation");
+  const json environment = trace_environment(ev);
+  const json protocol =
+      source == "sol-execbench"
+          ? trace_protocol("sol-execbench", "SOL-ExecBench", "https://github.com/NVIDIA/SOL-ExecBench")
+          : trace_protocol("flashinfer-bench", "FlashInfer-Bench", "https://github.com/flashinfer-ai/flashinfer-bench");
+  json labels = json::object();
+  json run_spec = trace_run_spec(ev, where, labels);
+  run_spec["protocolDigest"] = evidence::make_manifest(protocol, where).digest;
+  run_spec["workloadDigest"] = workload_manifest.digest;
+  run_spec["environmentDigest"] = evidence::make_manifest(environment, where).digest;
+  run_spec["implementationDigest"] = evidence::make_manifest(implementation, where).digest;
+  run_spec["sourceNative"]["source"] = source;
+  run_spec["sourceNative"]["benchmark"] = def_name;
+  const json run = {
+      {"apiVersion", evidence::kApiVersion},
+      {"kind", "BenchmarkRun"},
+      {"metadata",
+       {{"name", problem_manifest::slug("trace-" + def_name) + "-" + evidence::sha256_hex(line).substr(0, 8)},
+        {"title", evidence::clip_text(sol_name + " · " + def_name, evidence::kMaxTitleChars)},
+        {"labels", labels}}},
+      {"spec", run_spec}};
+  RecordResult res = store.record_run(OwnRun{.operation = op, .workload = workload, .implementation = implementation,
+                                             .project = project, .protocol = protocol, .environment = environment,
+                                             .run = run, .definition_name = def_name, .origin = source});
+  count(rep, "benchmark_runs", res.inserted);
+  rep.record_events += res.new_record ? 1 : 0;
+}
+
+}  // namespace
+
 ImportReport import_traces(Store& store, const std::string& path, const ImportOptions& options) {
   ImportReport rep;
-  auto definitions = load_named(options.definitions);
-  auto solutions = load_named(options.solutions);
+  const TraceContext context{load_named(options.definitions), load_named(options.solutions), options};
   std::ifstream in(path);
   if (!in) throw Error(path, "path", path, "cannot open trace file");
   std::string line;
@@ -661,188 +862,13 @@ ImportReport import_traces(Store& store, const std::string& path, const ImportOp
   while (std::getline(in, line)) {
     ++line_number;
     if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
-    std::string where = path + ":" + std::to_string(line_number);
+    const std::string where = path + ":" + std::to_string(line_number);
     try {
-    json t = evidence::parse_json_strict(line, where);
-    if (!t.is_object() || !t.contains("definition")) throw Error(where, "definition", "", "not a trace line");
-    if (!t.contains("evaluation") || t["evaluation"].is_null()) {
-      rep.skipped["trace_lines_without_evaluation"] += 1;
-      continue;
-    }
-    std::string def_name = t.at("definition").get<std::string>();
-    nlohmann::ordered_json def;
-    json op;
-    if (auto it = definitions.find(def_name); it != definitions.end()) {
-      def = it->second;
-      op = problem_manifest::operation_document(def, where);
-    } else {
-      auto rows = store.db().query(
-          "SELECT o.manifest FROM operations o JOIN operation_aliases a ON a.operation_id = o.id WHERE a.alias = ? "
-          "LIMIT 1",
-          {def_name});
-      if (rows.empty()) {
-        throw Error(where, "definition", def_name, "unknown definition: pass its JSON with --definitions");
-      }
-      op = json::parse(rows[0].text(0));
-    }
-    std::string source = options.source;
-    if (source.empty()) source = def.contains("op_type") || def.empty() ? "flashinfer-bench" : "sol-execbench";
-
-    const evidence::Manifest workload_manifest = problem_manifest::workload_case(op, t.at("workload"), def_name, where);
-    const json& workload = workload_manifest.document;
-    const std::string op_digest = workload.at("spec").at("operationSpecDigest");
-
-    // Implementation (from the solution when given) and its project (the solution's author).
-    std::string sol_name = t.value("solution", json("unknown")).is_string() ? t["solution"].get<std::string>() : "unknown";
-    json sol = solutions.count(sol_name) ? json::parse(solutions[sol_name].dump()) : json::object();
-    json sol_spec = sol.value("spec", json::object());
-    std::string language = problem_manifest::slug(sol_spec.value("language", "unknown"));
-    std::replace(language.begin(), language.end(), '-', '_');
-    if (language.empty() || !std::isalpha(static_cast<unsigned char>(language[0]))) language = "unknown";
-    json callable = {{"language", language}};
-    json dtypes = json::array();
-    for (const char* part : {"inputs", "outputs"}) {
-      for (const auto& t : op.at("spec").at(part)) {
-        json d = t.contains("tensor") ? t["tensor"]["dtype"] : t["scalar"]["dtype"];
-        if (std::find(dtypes.begin(), dtypes.end(), d) == dtypes.end()) dtypes.push_back(d);
-      }
-    }
-    json impl_spec = {{"callable", callable},
-                      {"support", {{"hardwareArchitectures", json::array({"unknown"})}, {"dtypes", dtypes}}},
-                      {"licensing", json::object()},
-                      {"projectRevision", json::object()},
-                      {"operation", {{"specDigest", op_digest}}}};
-    if (sol_spec.contains("target_hardware")) {
-      impl_spec["support"]["productsTested"] = json::array();
-      for (const auto& h : sol_spec["target_hardware"]) impl_spec["support"]["productsTested"].push_back(h);
-    }
-    if (auto entry = sol_spec.value("entry_point", std::string()); !entry.empty()) {
-      auto sep = entry.find("::");
-      impl_spec["callable"]["path"] = entry.substr(0, sep);
-      if (sep != std::string::npos) impl_spec["callable"]["symbol"] = entry.substr(sep + 2);
-    } else {
-      // No solution document: the harness calls the solution by its name, so the name is the callable. Without
-      // it every solution of a definition digests alike, and one file's FlashInfer baseline and kindex's traces
-      // would file under one implementation (the first imported).
-      impl_spec["callable"]["symbol"] = evidence::clip_text(sol_name, 200);
-    }
-    if (sol.contains("sources") && sol["sources"].is_array() && !sol["sources"].empty()) {
-      const json& src = sol["sources"][0];
-      std::string content = src.value("content", "");
-      impl_spec["source"] = {{"contentDigest", "sha256:" + evidence::sha256_hex(content)},
-                             {"fileName", src.value("path", "source")}};
-      if (!content.empty()) impl_spec["source"]["sizeBytes"] = content.size();
-    }
-    json impl_meta = {{"name", problem_manifest::slug(sol_name)}, {"title", evidence::clip_text(sol_name, evidence::kMaxTitleChars)}};
-    std::string author = sol.value("author", std::string("unknown"));
-    impl_meta["authors"] = json::array({{{"name", author}}});
-    json implementation = {{"apiVersion", evidence::kApiVersion},
-                           {"kind", "ImplementationRevision"},
-                           {"metadata", impl_meta},
-                           {"spec", impl_spec}};
-    json project = {{"apiVersion", evidence::kApiVersion},
-                    {"kind", "SoftwareProject"},
-                    {"metadata", {{"name", problem_manifest::slug(source + "-" + author)}}},
-                    {"spec", {{"name", author}}}};
-
-    // Environment as the trace reports it.
-    const json& ev = t.at("evaluation");
-    json env_in = ev.value("environment", json::object());
-    json libs = env_in.value("libs", json::object());
-    json software = json::object(), libraries = json::object();
-    for (const auto& [k, v] : libs.items()) {
-      if (!v.is_string()) continue;
-      if (k == "torch") {
-        software["framework"] = {{"name", "pytorch"}, {"version", v}};
-      } else if (k == "cuda") {
-        software["cudaToolkit"] = v;
-      } else {
-        libraries[k] = v;
-      }
-    }
-    if (!libraries.empty()) software["libraries"] = libraries;
-    std::string product = env_in.value("hardware", std::string("unknown"));
-    json env_spec = {{"hardware", {{"vendor", "nvidia"}, {"product", product}, {"architecture", "unknown"}}}};
-    if (!software.empty()) env_spec["software"] = software;
-    json environment = {{"apiVersion", evidence::kApiVersion},
-                        {"kind", "ExecutionEnvironment"},
-                        {"metadata", {{"name", problem_manifest::slug("trace-" + product + "-" + software.dump()).substr(0, 100)},
-                                      {"title", product + " (trace-reported software)"}}},
-                        {"spec", env_spec}};
-    json protocol = source == "sol-execbench"
-                        ? trace_protocol("sol-execbench", "SOL-ExecBench", "https://github.com/NVIDIA/SOL-ExecBench")
-                        : trace_protocol("flashinfer-bench", "FlashInfer-Bench",
-                                         "https://github.com/flashinfer-ai/flashinfer-bench");
-
-    // The run. Both harnesses write `datetime.now().isoformat()`: a time without a zone, read as UTC (as
-    // KernelIndex's importers do); the harness's own text and the rule applied are kept as run labels.
-    json labels = json::object();
-    std::string observed_at;
-    if (auto ts = ev.find("timestamp"); ts != ev.end()) {
-      if (!ts->is_string()) throw Error(where, "evaluation.timestamp", ts->dump(), "expected an ISO-8601 string");
-      const std::string text = ts->get<std::string>();
-      observed_at = evidence::utc_instant(text, where, "evaluation.timestamp");
-      labels["source_timestamp"] = text;
-      const char last = text.empty() ? ' ' : text.back();
-      if (last != 'Z' && last != 'z' && text.find_first_of("+-", 19) == std::string::npos)
-        labels["source_timestamp_rule"] = "no zone: read as UTC";
-    } else {
-      observed_at = evidence::utc_timestamp_now();
-    }
-    std::string status = ev.value("status", std::string("PASSED"));
-    std::transform(status.begin(), status.end(), status.begin(), [](unsigned char c) { return std::tolower(c); });
-    if (status == "reward_hack") status = "suspected_reward_hack";  // SOL ExecBench's name for KernelIndex's status
-    json run_spec = {{"status", status},
-                     {"observedAt", observed_at},
-                     {"protocolDigest", evidence::make_manifest(protocol, where).digest},
-                     {"workloadDigest", workload_manifest.digest},
-                     {"environmentDigest", evidence::make_manifest(environment, where).digest},
-                     {"implementationDigest", evidence::make_manifest(implementation, where).digest}};
-    json perf = ev.value("performance", json());
-    json metrics = json::object();
-    if (perf.is_object() && perf.contains("latency_ms") && perf["latency_ms"].is_number()) {
-      double ms = perf["latency_ms"].get<double>();
-      run_spec["timing"] = {{"latencyNs", {{"mean", std::llround(ms * 1e6)}}}, {"primaryStatistic", "mean"}};
-      for (const auto& [k, v] : perf.items()) {
-        if (v.is_number()) metrics[k] = v;
-      }
-    }
-    if (json c = ev.value("correctness", json()); c.is_object()) {
-      json corr = {{"comparator", "sol_execbench_eval"}};
-      if (c.contains("max_absolute_error") && c["max_absolute_error"].is_number()) {
-        corr["maximumAbsoluteError"] = c["max_absolute_error"];
-      }
-      if (c.contains("max_relative_error") && c["max_relative_error"].is_number()) {
-        corr["maximumRelativeError"] = c["max_relative_error"];
-      }
-      run_spec["correctness"] = corr;
-    }
-    run_spec["sourceNative"] = {{"source", source}, {"benchmark", def_name}};
-    if (!metrics.empty()) run_spec["sourceNative"]["metrics"] = metrics;
-    json run = {{"apiVersion", evidence::kApiVersion},
-                {"kind", "BenchmarkRun"},
-                {"metadata",
-                 {{"name", problem_manifest::slug("trace-" + def_name) + "-" + evidence::sha256_hex(line).substr(0, 8)},
-                  {"title", evidence::clip_text(sol_name + " · " + def_name, evidence::kMaxTitleChars)},
-                  {"labels", labels}}},
-                {"spec", run_spec}};
-    OwnRun r;
-    r.operation = op;
-    r.workload = workload;
-    r.implementation = implementation;
-    r.project = project;
-    r.protocol = protocol;
-    r.environment = environment;
-    r.run = run;
-    r.definition_name = def_name;
-    r.origin = source;
-    RecordResult res = store.record_run(r);
-    count(rep, "benchmark_runs", res.inserted);
-    rep.record_events += res.new_record ? 1 : 0;
+      import_trace_line(store, context, line, where, rep);
     } catch (const std::exception& e) {
       const std::string message = e.what();
-      errors.push_back(message.rfind(where + ":", 0) == 0 || message.rfind(where + " ", 0) == 0 ? message
-                                                                                                : where + ": " + message);
+      const bool named = message.rfind(where + ":", 0) == 0 || message.rfind(where + " ", 0) == 0;
+      errors.push_back(named ? message : where + ": " + message);
     }
   }
   if (!errors.empty()) {

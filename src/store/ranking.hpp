@@ -46,7 +46,7 @@ void rank_v1(std::vector<Ranked>& runs, bool source_native);
 bool cohort_is_source_native(const std::vector<Ranked>& runs);
 
 // Datasheet peaks (headroom-v1; docs/protocols.md section 3), the one table the store's floors and the runner's
-// (src/runner/floors.hpp) read: DRAM bandwidth in bytes/s and dense bf16 tensor FLOP/s for a GPU product name
+// (src/runner/record/floors.hpp) read: DRAM bandwidth in bytes/s and dense bf16 tensor FLOP/s for a GPU product name
 // ("NVIDIA H200", "NVIDIA H100 80GB HBM3", "NVIDIA B200", any case); nullopt for an unknown GPU (and for the
 // H100 PCIe and NVL, which have other peaks).
 struct Datasheet {

@@ -218,6 +218,9 @@ std::string find_or_insert(Db& db, const std::string& lookup, const std::vector<
 
 }  // namespace
 
+// Longer than ~150 lines on purpose: one transaction that writes a run's six manifests, its keys, measurements,
+// samples and record events in the order the schema's foreign keys need; every step reads the ids the earlier ones
+// wrote, and keeping them in one body keeps that order visible.
 RecordResult Store::record_run(const OwnRun& in) {
   using evidence::make_manifest;
   auto op = make_manifest(in.operation, "record_run operation");

@@ -38,11 +38,11 @@ struct OwnRun {
   nlohmann::json environment;     // ExecutionEnvironment
   nlohmann::json run;             // BenchmarkRun
   std::string definition_name;    // alias users search by, e.g. "gqa_paged_decode_h24_kv4_d128_ps64"
-  std::vector<Measurement> measurements;  // empty: taken from run.spec.timing.latencyNs
-  std::vector<double> samples_ns;         // raw per-iteration times, in order (all trials concatenated)
-  bool real_gpu = false;                  // measured on a GPU (false: the CPU path)
-  std::optional<double> kindex_floor_ns;  // kindex's tighter floor (bytes referenced / measured BW ...)
-  std::optional<double> interval_low_ns, interval_high_ns;  // 95% interval of the primary statistic
+  std::vector<Measurement> measurements = {};  // empty: taken from run.spec.timing.latencyNs
+  std::vector<double> samples_ns = {};         // raw per-iteration times, in order (all trials concatenated)
+  bool real_gpu = false;                       // measured on a GPU (false: the CPU path)
+  std::optional<double> kindex_floor_ns = {};  // kindex's tighter floor (bytes referenced / measured BW ...)
+  std::optional<double> interval_low_ns = {}, interval_high_ns = {};  // 95% interval of the primary statistic
   // Who measured it: "kindex" (this runner), or the source an importer read it from ("flashinfer-bench",
   // "sol-execbench", "manifest"). Anything but "kindex" is stored as reported by its source.
   std::string origin = "kindex";

@@ -588,30 +588,34 @@ std::string IndexServer::serve_bytes(std::string_view request) {
   return std::move(conn.output());
 }
 
-void IndexServer::routes() {
+namespace {
+
+void refuse_unread(const httplib::Request& req, httplib::Response& res, int status, const std::string& message) {
+  send_error(req, res, status, message);
+  if (status == 401) res.set_header("WWW-Authenticate", "Bearer");
+  if (has_body(req)) close_after_response(res);
+}
+
+}  // namespace
+
+// Why an import request is refused before its body is read (nothing: it may go on).
+std::optional<std::pair<int, std::string>> IndexServer::import_refusal(const httplib::Request& req) const {
+  if (options_.token.empty()) return std::pair{403, "this server is read-only (start it with --token to allow imports)"};
+  std::string auth = req.get_header_value("Authorization");
+  std::string expected = "Bearer " + options_.token;
+  if (auth.size() != expected.size() || CRYPTO_memcmp(auth.data(), expected.data(), auth.size()) != 0)
+    return std::pair{401, "missing or wrong bearer token"};
+  std::string length = req.get_header_value("Content-Length");
+  if (!length.empty() && (length.size() > 19 || std::strtoull(length.c_str(), nullptr, 10) > options_.max_body_bytes))
+    return std::pair{413, "request too large (the limit is " + std::to_string(options_.max_body_bytes) + " bytes)"};
+  return std::nullopt;
+}
+
+// What every request meets before and after its route: headers, the rate limit, UTF-8 checks, bodies refused
+// unread, the response cache, "Expect: 100-continue", and errors turned into responses.
+void IndexServer::install_guards() {
   httplib::Server& s = *http_;
-  s.set_payload_max_length(options_.max_body_bytes);
-
-  // Why an import request is refused before its body is read (nothing: it may go on).
-  auto import_refusal = [this](const httplib::Request& req) -> std::optional<std::pair<int, std::string>> {
-    if (options_.token.empty())
-      return std::pair{403, "this server is read-only (start it with --token to allow imports)"};
-    std::string auth = req.get_header_value("Authorization");
-    std::string expected = "Bearer " + options_.token;
-    if (auth.size() != expected.size() || CRYPTO_memcmp(auth.data(), expected.data(), auth.size()) != 0)
-      return std::pair{401, "missing or wrong bearer token"};
-    std::string length = req.get_header_value("Content-Length");
-    if (!length.empty() && (length.size() > 19 || std::strtoull(length.c_str(), nullptr, 10) > options_.max_body_bytes))
-      return std::pair{413, "request too large (the limit is " + std::to_string(options_.max_body_bytes) + " bytes)"};
-    return std::nullopt;
-  };
-  auto refuse_unread = [](const httplib::Request& req, httplib::Response& res, int status, const std::string& message) {
-    send_error(req, res, status, message);
-    if (status == 401) res.set_header("WWW-Authenticate", "Bearer");
-    if (has_body(req)) close_after_response(res);
-  };
-
-  s.set_pre_routing_handler([this, refuse_unread](const httplib::Request& req, httplib::Response& res) {
+  s.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
     // The head is in; an authorised upload may take longer than a head.
     if (t_request && t_request->extend_reading) t_request->extend_reading(300);
     res.set_header("X-Content-Type-Options", "nosniff");
@@ -659,7 +663,7 @@ void IndexServer::routes() {
       cache_->keep(store_, req.target, res.get_header_value("Content-Type"), res.body);
   });
   // "Expect: 100-continue": an unauthorised or oversized upload is answered before the client sends its body.
-  s.set_expect_100_continue_handler([import_refusal, refuse_unread](const httplib::Request& req, httplib::Response& res) {
+  s.set_expect_100_continue_handler([this](const httplib::Request& req, httplib::Response& res) {
     if (req.path != "/api/import" || req.method != "POST") {
       refuse_unread(req, res, 413, "this request takes no body");
       return 413;
@@ -690,145 +694,185 @@ void IndexServer::routes() {
     std::string message = res.status == 413 ? "request too large" : res.status == 404 ? "not found" : "error";
     send_error(req, res, res.status, message);
   });
+}
 
-  // JSON API: the same objects the CLI prints with --json.
-  s.Get("/api/search", [this](const httplib::Request& req, httplib::Response& res) {
-    send_json(res, store::search(store_, param(req, "q")));
-  });
-  s.Get(R"(/api/operations/([^/]+))", [this](const httplib::Request& req, httplib::Response& res) {
-    send_json(res, store::operation_view(store_, param(req, "operation"), param(req, "workload", 99)));
-  });
-  s.Get(R"(/api/workloads/([^/]+))", [this](const httplib::Request& req, httplib::Response& res) {
-    send_json(res, store::workload_view(store_, param(req, "workload")));
-  });
-  s.Get(R"(/api/implementations/([^/]+))", [this](const httplib::Request& req, httplib::Response& res) {
-    send_json(res, store::implementation_view(store_, param(req, "implementation")));
-  });
-  s.Get(R"(/api/runs/([^/]+))", [this](const httplib::Request& req, httplib::Response& res) {
-    send_json(res, store::run_view(store_, param(req, "run")));
-  });
-  s.Get(R"(/api/operations/([^/]+)/leaderboard)", [this](const httplib::Request& req, httplib::Response& res) {
-    send_json(res, store::leaderboard(store_, leaderboard_query(req)));
-  });
-  s.Get("/api/resolve", [this](const httplib::Request& req, httplib::Response& res) {
-    send_json(res, store::resolve(store_, resolve_query(req)));
-  });
-  s.Get("/api/records", [this](const httplib::Request& req, httplib::Response& res) {
-    send_json(res, store::records(store_, param(req, "operation")));
-  });
-  s.Get("/api/compare", [this](const httplib::Request& req, httplib::Response& res) {
-    send_json(res, store::compare(store_, param(req, "a"), param(req, "b")));
-  });
-  // The upload is read here, after the token and the declared size were checked, whatever its Content-Type
-  // (curl's -d sends application/x-www-form-urlencoded; the body is the file either way).
-  s.Post("/api/import", [this, import_refusal, refuse_unread](const httplib::Request& req, httplib::Response& res,
-                                                              const httplib::ContentReader& read_body) {
-    if (auto refusal = import_refusal(req)) return refuse_unread(req, res, refusal->first, refusal->second);
-    if (req.is_multipart_form_data())
-      return refuse_unread(req, res, 415, "send the file itself as the body (curl --data-binary @FILE), not multipart/form-data");
-    std::string body;
-    bool too_large = false;
-    bool complete = read_body([&](const char* data, size_t n) {
-      if (body.size() + n > options_.max_body_bytes) {
-        too_large = true;
-        return false;
-      }
-      body.append(data, n);
-      return true;
-    });
-    if (too_large)
-      return refuse_unread(req, res, 413, "request too large (the limit is " + std::to_string(options_.max_body_bytes) + " bytes)");
-    if (!complete) return refuse_unread(req, res, 400, "the request body was cut short");
-    std::unique_lock gate(import_gate_->mutex, std::try_to_lock);
-    if (!gate.owns_lock()) {
-      res.set_header("Retry-After", "5");
-      return send_error(req, res, 503, "store busy: another import is in progress on this server; retry when it finishes");
+// POST /api/import. The upload is read here, after the token and the declared size were checked, whatever its
+// Content-Type (curl's -d sends application/x-www-form-urlencoded; the body is the file either way).
+void IndexServer::import_upload(const httplib::Request& req, httplib::Response& res,
+                                const httplib::ContentReader& read_body) {
+  if (auto refusal = import_refusal(req)) return refuse_unread(req, res, refusal->first, refusal->second);
+  if (req.is_multipart_form_data())
+    return refuse_unread(req, res, 415, "send the file itself as the body (curl --data-binary @FILE), not multipart/form-data");
+  std::string body;
+  bool too_large = false;
+  bool complete = read_body([&](const char* data, size_t n) {
+    if (body.size() + n > options_.max_body_bytes) {
+      too_large = true;
+      return false;
     }
-    // The body goes to a server-chosen temporary file; its format is detected from content, never a path.
-    bool zstd = body.size() >= 4 && static_cast<unsigned char>(body[0]) == 0x28 && static_cast<unsigned char>(body[1]) == 0xb5 &&
-                static_cast<unsigned char>(body[2]) == 0x2f && static_cast<unsigned char>(body[3]) == 0xfd;
-    size_t first = body.find_first_not_of(" \t\r\n");
-    bool json_body = first != std::string::npos && body[first] == '{';
-    bool one_document = json_body && body.find("\n{", first) == std::string::npos && body.find("\"apiVersion\"") != std::string::npos;
-    std::string ext = zstd ? ".jsonl.zst" : one_document ? ".json" : json_body ? ".jsonl" : ".yaml";
-    auto path = std::filesystem::temp_directory_path() /
-                ("kindex-upload-" + std::to_string(::getpid()) + "-" +
-                 evidence::sha256_hex(body + std::to_string(Clock::now().time_since_epoch().count())).substr(0, 16) + ext);
-    {
-      std::ofstream out(path, std::ios::binary);
-      out.write(body.data(), static_cast<std::streamsize>(body.size()));
-    }
-    struct Cleanup {
-      std::filesystem::path p;
-      ~Cleanup() {
-        std::error_code ec;
-        std::filesystem::remove(p, ec);
-      }
-    } cleanup{path};
-    struct ClearCache {  // whether the import succeeds or fails part-way
-      ResponseCache& cache;
-      ~ClearCache() { cache.clear(); }
-    } clear_cache{*cache_};
-    try {
-      send_json(res, store::import_files(store_, {path.string()}).to_json());
-    } catch (const Error& e) {
-      // The client knows its upload as the request body, not as the server's temporary file.
-      std::string where = e.where(), value = e.value(), problem = e.problem();
-      for (std::string* s : {&where, &value, &problem}) replace_all(*s, path.string(), "request body");
-      throw Error(where, e.field(), value, problem);
-    }
+    body.append(data, n);
+    return true;
   });
+  if (too_large)
+    return refuse_unread(req, res, 413, "request too large (the limit is " + std::to_string(options_.max_body_bytes) + " bytes)");
+  if (!complete) return refuse_unread(req, res, 400, "the request body was cut short");
+  std::unique_lock gate(import_gate_->mutex, std::try_to_lock);
+  if (!gate.owns_lock()) {
+    res.set_header("Retry-After", "5");
+    return send_error(req, res, 503, "store busy: another import is in progress on this server; retry when it finishes");
+  }
+  // The body goes to a server-chosen temporary file; its format is detected from content, never a path.
+  bool zstd = body.size() >= 4 && static_cast<unsigned char>(body[0]) == 0x28 && static_cast<unsigned char>(body[1]) == 0xb5 &&
+              static_cast<unsigned char>(body[2]) == 0x2f && static_cast<unsigned char>(body[3]) == 0xfd;
+  size_t first = body.find_first_not_of(" \t\r\n");
+  bool json_body = first != std::string::npos && body[first] == '{';
+  bool one_document = json_body && body.find("\n{", first) == std::string::npos && body.find("\"apiVersion\"") != std::string::npos;
+  std::string ext = zstd ? ".jsonl.zst" : one_document ? ".json" : json_body ? ".jsonl" : ".yaml";
+  auto path = std::filesystem::temp_directory_path() /
+              ("kindex-upload-" + std::to_string(::getpid()) + "-" +
+               evidence::sha256_hex(body + std::to_string(Clock::now().time_since_epoch().count())).substr(0, 16) + ext);
+  {
+    std::ofstream out(path, std::ios::binary);
+    out.write(body.data(), static_cast<std::streamsize>(body.size()));
+  }
+  struct Cleanup {
+    std::filesystem::path p;
+    ~Cleanup() {
+      std::error_code ec;
+      std::filesystem::remove(p, ec);
+    }
+  } cleanup{path};
+  struct ClearCache {  // whether the import succeeds or fails part-way
+    ResponseCache& cache;
+    ~ClearCache() { cache.clear(); }
+  } clear_cache{*cache_};
+  try {
+    send_json(res, store::import_files(store_, {path.string()}).to_json());
+  } catch (const Error& e) {
+    // The client knows its upload as the request body, not as the server's temporary file.
+    std::string where = e.where(), value = e.value(), problem = e.problem();
+    for (std::string* s : {&where, &value, &problem}) replace_all(*s, path.string(), "request body");
+    throw Error(where, e.field(), value, problem);
+  }
+}
 
-  // HTML pages.
-  s.Get("/assets/search.js", [](const httplib::Request&, httplib::Response& res) {
-    res.set_content(search_script(), "text/javascript; charset=utf-8");
+// The routes, as one table: every GET route (the JSON API, the same objects the CLI prints with --json; the HTML
+// pages and plots) with what answers it, then the one POST.
+void IndexServer::routes() {
+  httplib::Server& s = *http_;
+  s.set_payload_max_length(options_.max_body_bytes);
+  install_guards();
+  using Request = httplib::Request;
+  using Response = httplib::Response;
+  using Answer = void (*)(IndexServer&, const Request&, Response&);
+  static const std::pair<const char*, Answer> kGetRoutes[] = {
+      // JSON API
+      {"/api/search",
+       [](IndexServer& x, const Request& req, Response& res) {
+         send_json(res, store::search(x.store_, param(req, "q")));
+       }},
+      {R"(/api/operations/([^/]+))",
+       [](IndexServer& x, const Request& req, Response& res) {
+         send_json(res, store::operation_view(x.store_, param(req, "operation"), param(req, "workload", 99)));
+       }},
+      {R"(/api/workloads/([^/]+))",
+       [](IndexServer& x, const Request& req, Response& res) {
+         send_json(res, store::workload_view(x.store_, param(req, "workload")));
+       }},
+      {R"(/api/implementations/([^/]+))",
+       [](IndexServer& x, const Request& req, Response& res) {
+         send_json(res, store::implementation_view(x.store_, param(req, "implementation")));
+       }},
+      {R"(/api/runs/([^/]+))",
+       [](IndexServer& x, const Request& req, Response& res) {
+         send_json(res, store::run_view(x.store_, param(req, "run")));
+       }},
+      {R"(/api/operations/([^/]+)/leaderboard)",
+       [](IndexServer& x, const Request& req, Response& res) {
+         send_json(res, store::leaderboard(x.store_, leaderboard_query(req)));
+       }},
+      {"/api/resolve",
+       [](IndexServer& x, const Request& req, Response& res) {
+         send_json(res, store::resolve(x.store_, resolve_query(req)));
+       }},
+      {"/api/records",
+       [](IndexServer& x, const Request& req, Response& res) {
+         send_json(res, store::records(x.store_, param(req, "operation")));
+       }},
+      {"/api/compare",
+       [](IndexServer& x, const Request& req, Response& res) {
+         send_json(res, store::compare(x.store_, param(req, "a"), param(req, "b")));
+       }},
+      // HTML pages and plots
+      {"/assets/search.js",
+       [](IndexServer&, const Request&, Response& res) {
+         res.set_content(search_script(), "text/javascript; charset=utf-8");
+       }},
+      {"/",
+       [](IndexServer& x, const Request& req, Response& res) {
+         const std::string q = param(req, "q");
+         send_html(res, home_page(store::search(x.store_, q, 200), q));
+       }},
+      {R"(/operations/([^/]+))", [](IndexServer& x, const Request& req, Response& res) { x.operation_html(req, res); }},
+      {R"(/operations/([^/]+)/leaderboard)",
+       [](IndexServer& x, const Request& req, Response& res) {
+         send_html(res, leaderboard_page(store::leaderboard(x.store_, leaderboard_query(req))));
+       }},
+      {R"(/plots/operations/([^/]+)/leaderboard\.svg)",
+       [](IndexServer& x, const Request& req, Response& res) {
+         res.set_content(leaderboard_plot_svg(store::leaderboard(x.store_, leaderboard_query(req))), "image/svg+xml");
+       }},
+      {R"(/plots/operations/([^/]+)/(latency|floors)\.svg)",
+       [](IndexServer& x, const Request& req, Response& res) {
+         json view = store::operation_view(x.store_, param(req, "operation"), param(req, "workload", 99));
+         res.set_content(std::string(req.matches[2]) == "latency" ? latency_plot_svg(view) : floor_plot_svg(view),
+                         "image/svg+xml");
+       }},
+      {R"(/runs/([^/]+))",
+       [](IndexServer& x, const Request& req, Response& res) {
+         send_html(res, run_page(store::run_view(x.store_, param(req, "run"))));
+       }},
+      {R"(/workloads/([^/]+))",
+       [](IndexServer& x, const Request& req, Response& res) {
+         send_html(res, workload_page(store::workload_view(x.store_, param(req, "workload"))));
+       }},
+      {R"(/implementations/([^/]+))",
+       [](IndexServer& x, const Request& req, Response& res) {
+         send_html(res, implementation_page(store::implementation_view(x.store_, param(req, "implementation"))));
+       }},
+      {"/compare",
+       [](IndexServer& x, const Request& req, Response& res) {
+         send_html(res, compare_page(store::compare(x.store_, param(req, "a"), param(req, "b"))));
+       }},
+      {"/resolve",
+       [](IndexServer& x, const Request& req, Response& res) {
+         send_html(res, resolve_page(store::resolve(x.store_, resolve_query(req))));
+       }},
+      {"/records",
+       [](IndexServer& x, const Request& req, Response& res) {
+         const std::string op = param(req, "operation");
+         send_html(res, records_page(store::records(x.store_, op), op));
+       }},
+  };
+  for (const auto& [pattern, answer] : kGetRoutes)
+    s.Get(pattern, [this, answer = answer](const Request& req, Response& res) { answer(*this, req, res); });
+  s.Post("/api/import", [this](const Request& req, Response& res, const httplib::ContentReader& read_body) {
+    import_upload(req, res, read_body);
   });
-  s.Get("/", [this](const httplib::Request& req, httplib::Response& res) {
-    std::string q = param(req, "q");
-    send_html(res, home_page(store::search(store_, q, 200), q));
-  });
-  s.Get(R"(/operations/([^/]+))", [this](const httplib::Request& req, httplib::Response& res) {
-    const json view = store::operation_view(store_, param(req, "operation"), param(req, "workload", 99));
-    // The plots (a third of a page's cost) are the same on every workload's page of the operation.
-    const std::string key = "operation-plots:" + view["operation"]["id"].get<std::string>();
-    auto plots = std::static_pointer_cast<const OperationPlots>(store_.remembered(key));
-    if (!plots) {
-      auto made = std::make_shared<const OperationPlots>(operation_plots(view));
-      store_.remember(key, made);
-      plots = std::move(made);
-    }
-    send_html(res, operation_page(view, plots.get()));
-  });
-  s.Get(R"(/operations/([^/]+)/leaderboard)", [this](const httplib::Request& req, httplib::Response& res) {
-    send_html(res, leaderboard_page(store::leaderboard(store_, leaderboard_query(req))));
-  });
-  s.Get(R"(/plots/operations/([^/]+)/leaderboard\.svg)", [this](const httplib::Request& req, httplib::Response& res) {
-    res.set_content(leaderboard_plot_svg(store::leaderboard(store_, leaderboard_query(req))), "image/svg+xml");
-  });
-  s.Get(R"(/plots/operations/([^/]+)/(latency|floors)\.svg)", [this](const httplib::Request& req, httplib::Response& res) {
-    json view = store::operation_view(store_, param(req, "operation"), param(req, "workload", 99));
-    res.set_content(std::string(req.matches[2]) == "latency" ? latency_plot_svg(view) : floor_plot_svg(view),
-                    "image/svg+xml");
-  });
-  s.Get(R"(/runs/([^/]+))", [this](const httplib::Request& req, httplib::Response& res) {
-    send_html(res, run_page(store::run_view(store_, param(req, "run"))));
-  });
-  s.Get(R"(/workloads/([^/]+))", [this](const httplib::Request& req, httplib::Response& res) {
-    send_html(res, workload_page(store::workload_view(store_, param(req, "workload"))));
-  });
-  s.Get(R"(/implementations/([^/]+))", [this](const httplib::Request& req, httplib::Response& res) {
-    send_html(res, implementation_page(store::implementation_view(store_, param(req, "implementation"))));
-  });
-  s.Get("/compare", [this](const httplib::Request& req, httplib::Response& res) {
-    send_html(res, compare_page(store::compare(store_, param(req, "a"), param(req, "b"))));
-  });
-  s.Get("/resolve", [this](const httplib::Request& req, httplib::Response& res) {
-    send_html(res, resolve_page(store::resolve(store_, resolve_query(req))));
-  });
-  s.Get("/records", [this](const httplib::Request& req, httplib::Response& res) {
-    std::string op = param(req, "operation");
-    send_html(res, records_page(store::records(store_, op), op));
-  });
+}
+
+// GET /operations/<operation>: the page; its plots (a third of a page's cost) are the same on every workload's page
+// of the operation, so they are kept until the store changes.
+void IndexServer::operation_html(const httplib::Request& req, httplib::Response& res) {
+  const json view = store::operation_view(store_, param(req, "operation"), param(req, "workload", 99));
+  const std::string key = "operation-plots:" + view["operation"]["id"].get<std::string>();
+  auto plots = std::static_pointer_cast<const OperationPlots>(store_.remembered(key));
+  if (!plots) {
+    auto made = std::make_shared<const OperationPlots>(operation_plots(view));
+    store_.remember(key, made);
+    plots = std::move(made);
+  }
+  send_html(res, operation_page(view, plots.get()));
 }
 
 }  // namespace kindex::web

@@ -9,10 +9,18 @@
 #include <atomic>
 #include <cstddef>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 
 #include "store/store.hpp"
+
+namespace httplib {
+struct Request;
+struct Response;
+class ContentReader;
+}  // namespace httplib
 
 namespace kindex::web {
 
@@ -46,6 +54,10 @@ class IndexServer {
  private:
   class Http;
   void routes();
+  void install_guards();
+  std::optional<std::pair<int, std::string>> import_refusal(const httplib::Request& req) const;
+  void import_upload(const httplib::Request& req, httplib::Response& res, const httplib::ContentReader& read_body);
+  void operation_html(const httplib::Request& req, httplib::Response& res);
   store::Store& store_;
   ServerOptions options_;
   std::unique_ptr<Http> http_;

@@ -9,10 +9,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "runner/device.hpp"
+#include "runner/measurement.hpp"
 #include "runner/runner.hpp"
-#include "runner/statistics.hpp"
-#include "runner/timer.hpp"
 #include "catalog/builtin.hpp"
 #include "gpu_reference/gpu_reference.hpp"
 

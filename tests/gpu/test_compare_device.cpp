@@ -16,8 +16,8 @@
 #include "compare/compare.hpp"
 #include "core/half.hpp"
 #include "gpu_reference/gpu_reference.hpp"
-#include "runner/device.hpp"
-#include "runner/libraries.hpp"
+#include "runner/measurement.hpp"
+#include "runner/execute/libraries.hpp"
 #include "runner/runner.hpp"
 
 namespace {

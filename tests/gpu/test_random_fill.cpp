@@ -8,7 +8,7 @@
 #include <cstring>
 #include <string>
 
-#include "runner/libraries.hpp"
+#include "runner/execute/libraries.hpp"
 #include "catalog/builtin.hpp"
 #include "catalog/inputs.hpp"
 #include "core/random.hpp"

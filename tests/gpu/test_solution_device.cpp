@@ -10,7 +10,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "runner/device.hpp"
+#include "runner/measurement.hpp"
 #include "runner/runner.hpp"
 #include "runner/support.hpp"
 #include "catalog/builtin.hpp"

@@ -324,25 +324,32 @@ TEST(GqaRopeBackwardReference, RoundingPointsMatchTheUpstreamReference) {
   }
 }
 
+namespace {
+
+// The error the reference throws for `p` (a test failure when it throws none).
+Error error_for(const kindex_gqa_rope_backward_params& p) {
+  try {
+    reference::gqa_rope_backward(p);
+  } catch (const Error& e) {
+    return e;
+  }
+  ADD_FAILURE() << "no error";
+  return Error("", "", "", "");
+}
+
+}  // namespace
+
 TEST(GqaRopeBackwardReference, NullPointersAndNegativeSizesAreErrors) {
   const Inputs in(1, 2, 1);
   Outputs out(1, 2);
   auto p = params(in, out);
   p.attn_weights = nullptr;
-  try {
-    reference::gqa_rope_backward(p);
-    ADD_FAILURE() << "no error";
-  } catch (const Error& e) {
-    EXPECT_EQ(e.where(), "gqa_rope_backward");
-    EXPECT_EQ(e.field(), "attn_weights");
-  }
+  const Error null_pointer = error_for(p);
+  EXPECT_EQ(null_pointer.where(), "gqa_rope_backward");
+  EXPECT_EQ(null_pointer.field(), "attn_weights");
   p = params(in, out);
   p.seq_len = -1;
-  try {
-    reference::gqa_rope_backward(p);
-    ADD_FAILURE() << "no error";
-  } catch (const Error& e) {
-    EXPECT_EQ(e.field(), "seq_len");
-    EXPECT_EQ(e.value(), "-1");
-  }
+  const Error negative = error_for(p);
+  EXPECT_EQ(negative.field(), "seq_len");
+  EXPECT_EQ(negative.value(), "-1");
 }

@@ -23,6 +23,18 @@ inline std::filesystem::path scratch_dir(const std::string& name) {
 }
 
 // One round, one timed call, no warm-up, judged against the CPU reference: the quickest honest bench.
+// The H200 of the project's device runs, as the runner's environment records it (set in place: a captured
+// environment keeps its host facts).
+inline void describe_h200(runner::Environment& e) {
+  e.has_gpu = true;
+  e.gpu_name = "NVIDIA H200";
+  e.architecture = "sm_90";
+  e.memory_bytes = 150754820096;
+  e.driver_version = "580.159.04";
+  e.cuda_runtime_version = e.cuda_toolkit = "13.0";
+  e.libraries = {{"cublaslt", "13.0.2"}};
+}
+
 inline runner::BenchOptions quick_options(std::vector<std::string> impls, int iterations = 1) {
   runner::BenchOptions o;
   o.implementations = std::move(impls);

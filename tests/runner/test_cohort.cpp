@@ -9,8 +9,8 @@
 #include <set>
 #include <tuple>
 
-#include "runner/implementation.hpp"
-#include "runner/sinks.hpp"
+#include "runner/execute/implementation.hpp"
+#include "runner/record/sinks.hpp"
 #include "runner/support.hpp"
 #include "catalog/builtin.hpp"
 #include "catalog/fib_export.hpp"
@@ -29,14 +29,8 @@ namespace {
 
 Environment h200() {
   Environment e;
-  e.has_gpu = true;
-  e.gpu_name = "NVIDIA H200";
-  e.architecture = "sm_90";
-  e.memory_bytes = 150754820096;
-  e.driver_version = "580.159.04";
-  e.cuda_runtime_version = e.cuda_toolkit = "13.0";
+  test::describe_h200(e);
   e.kindex_version = "0.1.0+cuda";
-  e.libraries = {{"cublaslt", "13.0.2"}};
   return e;
 }
 

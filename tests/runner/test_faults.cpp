@@ -5,9 +5,9 @@
 #include <fstream>
 #include <sstream>
 
-#include "runner/implementation.hpp"
+#include "runner/execute/implementation.hpp"
 #include "runner/runner.hpp"
-#include "runner/sinks.hpp"
+#include "runner/record/sinks.hpp"
 #include "runner/support.hpp"
 #include "catalog/builtin.hpp"
 #include "core/error.hpp"

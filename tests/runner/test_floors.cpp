@@ -6,12 +6,13 @@
 #include <string>
 #include <vector>
 
-#include "runner/environment.hpp"
-#include "runner/floors.hpp"
-#include "runner/pipeline.hpp"
+#include "runner/record/environment.hpp"
+#include "runner/record/floors.hpp"
+#include "runner/execute/pipeline.hpp"
+#include "runner/record/derive.hpp"
 #include "catalog/builtin.hpp"
 #include "core/error.hpp"
-#include "runner/problem.hpp"
+#include "runner/execute/problem.hpp"
 #include "core/tensor.hpp"
 #include "problem_manifest/problem_manifest.hpp"
 

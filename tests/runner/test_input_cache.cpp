@@ -1,4 +1,4 @@
-#include "runner/input_cache.hpp"
+#include "runner/execute/input_cache.hpp"
 
 #include <gtest/gtest.h>
 

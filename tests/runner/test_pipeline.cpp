@@ -6,9 +6,9 @@
 #include <set>
 #include <sstream>
 
-#include "runner/environment.hpp"
-#include "runner/pipeline.hpp"
-#include "runner/records.hpp"
+#include "runner/record/environment.hpp"
+#include "runner/execute/pipeline.hpp"
+#include "runner/record/records.hpp"
 #include "runner/session.hpp"
 #include "runner/support.hpp"
 #include "catalog/builtin.hpp"
@@ -188,12 +188,7 @@ TEST(Pipeline, GpuShapedRecordsAreValidManifests) {
   ASSERT_EQ(report.results.size(), 1u);
   ASSERT_EQ(report.results[0].status, RunStatus::passed) << report.results[0].message;
   Environment& env = report.environment;
-  env.has_gpu = true;
-  env.gpu_name = "NVIDIA H200";
-  env.architecture = "sm_90";
-  env.memory_bytes = 150754820096;
-  env.driver_version = "580.159.04";
-  env.cuda_runtime_version = env.cuda_toolkit = "13.0";
+  test::describe_h200(env);
   env.nvcc = "13.0.88";
   env.libraries = {{"cublaslt", "13.0.2"}, {"cupti", "api 130001"}};
   env.clocks_locked = false;

@@ -1,4 +1,4 @@
-// Solutions as implementations (src/runner/solution.hpp): the two harnesses' loaders, and the Python worker's
+// Solutions as implementations (src/runner/execute/solution.hpp): the two harnesses' loaders, and the Python worker's
 // protocol on the CPU path with tiny pure-Python solutions of the first (7-token) workload of
 // gqa_paged_decode_h32_kv4_d128_ps1: passed, wrong, crashed, raised, hung, wrong output shape, value-returning,
 // a solution of another definition, a peer whose package is missing. Needs python3 (CI has it; no torch).
@@ -10,10 +10,10 @@
 
 #include <nlohmann/json.hpp>
 
-#include "runner/implementation.hpp"
+#include "runner/execute/implementation.hpp"
 #include "runner/runner.hpp"
-#include "runner/sinks.hpp"
-#include "runner/solution.hpp"
+#include "runner/record/sinks.hpp"
+#include "runner/execute/solution.hpp"
 #include "runner/support.hpp"
 #include "catalog/builtin.hpp"
 #include "core/error.hpp"

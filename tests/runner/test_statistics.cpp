@@ -3,7 +3,7 @@
 #include <cmath>
 #include <stdexcept>
 
-#include "runner/statistics.hpp"
+#include "runner/measurement.hpp"
 
 namespace kindex::runner {
 

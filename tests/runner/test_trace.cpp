@@ -3,7 +3,7 @@
 #include <cmath>
 #include <limits>
 
-#include "runner/sinks.hpp"
+#include "runner/record/sinks.hpp"
 #include "catalog/builtin.hpp"
 
 namespace kindex::runner {

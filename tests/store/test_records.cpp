@@ -19,14 +19,7 @@ namespace {
 
 Ranked run(std::string id, double v, std::optional<double> lo = {}, std::optional<double> hi = {},
            EvidenceLevel e = EvidenceLevel::reproducible, std::string observed = "2026-08-01T00:00:00.000Z") {
-  Ranked r;
-  r.id = std::move(id);
-  r.value = v;
-  r.low = lo;
-  r.high = hi;
-  r.evidence = e;
-  r.observed_at = std::move(observed);
-  return r;
+  return Ranked{.id = std::move(id), .value = v, .low = lo, .high = hi, .evidence = e, .observed_at = std::move(observed)};
 }
 
 std::vector<std::pair<std::string, int>> ids_and_ranks(const std::vector<Ranked>& rs) {

@@ -1,5 +1,5 @@
 # The CLI starts on a machine with no GPU driver and no CUDA libraries (an index host): it may not need any of them
-# at load time. GPU work reaches kernels through libraries the runner dlopens (src/runner/libraries.hpp).
+# at load time. GPU work reaches kernels through libraries the runner dlopens (src/runner/execute/libraries.hpp).
 # Usage: cmake -DEXE=path/kindex -DREADELF=readelf -P check_no_gpu_libraries.cmake
 cmake_minimum_required(VERSION 3.25)
 execute_process(COMMAND ${READELF} -d ${EXE} OUTPUT_VARIABLE out RESULT_VARIABLE rc)

@@ -241,6 +241,9 @@ struct RowLayout {
                                                 : (kSmem <= 112 * 1024 && (kSums || !kWgmma) ? 2 : 1);
 };
 
+// Longer than ~150 lines on purpose: one fused pass over a row tile (loads, the QK^T and dO V^T products, softmax
+// recompute, dS, the dQ accumulation) whose registers and shared-memory ring live across all of it; split into calls
+// it would only move the same state through parameters (the kernel is force-inlined anyway).
 template <RowPass kPass, bool kStoredDp, int kWarps, bool kWgmma>
 __device__ __forceinline__ void row_kernel_body(const AttentionArgs& p) {
   using L = RowLayout<kPass, kStoredDp, kWarps, kWgmma>;

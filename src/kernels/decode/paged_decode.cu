@@ -701,7 +701,8 @@ __device__ __forceinline__ void merge_split(const Args& a, const Shared<D, S, T>
   using L = Layout<D, S>;
   cooperative_groups::this_grid().sync();
   const PlanHeader& h = plan_header(a);
-  const int num_tasks = h.num_tasks, num_split = min(h.num_split, a.batch);
+  // A cut sequence holds at least one of the S - 1 cuts: fewer than S items (bounds the shared-memory list).
+  const int num_tasks = h.num_tasks, num_split = min(min(h.num_split, a.batch), a.num_segments - 1);
   if (num_tasks <= 0 || num_split <= 0) return;
   const int* seg = plan_segments(a);
   const SplitItem* items = plan_items(a);

@@ -432,16 +432,9 @@ def main(argv=None):
                 print(f"  COMPARATOR FAIL {k}: rounds {v['failed_rounds']}: {v['first_failure']}", flush=True)
                 rc = rc or 3
     doc["summary"] = summarize(doc["workloads"])
-    db.write_json(args.out, doc)
-    print()
-    print(report(doc))
-    print(f"wrote {args.out}")
+    db.write_and_report(args.out, doc, report)
     return rc
 
 
 if __name__ == "__main__":
-    try:
-        sys.exit(main())
-    except db.KindexError as e:
-        print(f"error: {e}", file=sys.stderr)
-        sys.exit(1)
+    db.run_main(main)

@@ -1396,12 +1396,9 @@ def main(argv=None):
                 print(f"  COMPARATOR FAIL {name}: {e['correctness']['reason']}", flush=True)
                 rc = rc or 3
     doc["summary"] = summarize(doc["cases"], doc["implementations"])
-    db.write_json(args.out, doc)
-    print()
-    print(report(doc))
-    print(f"wrote {args.out}")
+    db.write_and_report(args.out, doc, report)
     return rc
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    db.run_main(main)

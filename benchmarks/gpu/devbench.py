@@ -372,5 +372,22 @@ def write_json(path, doc):
     tmp.replace(path)
 
 
+def write_and_report(path, doc, report):
+    """A benchmark run's end: the JSON written, its report (a function of the document) printed, the path named."""
+    write_json(path, doc)
+    print()
+    print(report(doc))
+    print(f"wrote {path}")
+
+
+def run_main(main):
+    """A benchmark's entry point: exits with main()'s status; a KindexError is printed as "error: ..." (exit 1)."""
+    try:
+        sys.exit(main())
+    except KindexError as e:
+        print(f"error: {e}", file=sys.stderr)
+        sys.exit(1)
+
+
 def now_utc():
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())

@@ -570,16 +570,9 @@ def main(argv=None):
                                         if isinstance(r.get(n), dict) and "first_plan_s" in r[n]), None)
                                for n in FLASHINFER}
     doc["summary"] = summarize_definitions(doc["workloads"])
-    db.write_json(args.out, doc)
-    print()
-    print(report(doc))
-    print(f"wrote {args.out}")
+    db.write_and_report(args.out, doc, report)
     return failed_rc
 
 
 if __name__ == "__main__":
-    try:
-        sys.exit(main())
-    except db.KindexError as e:
-        print(f"error: {e}", file=sys.stderr)
-        sys.exit(1)
+    db.run_main(main)

@@ -57,26 +57,9 @@ DISTRIBUTIONS = ("equal", "long_tail", "one_long")
 CACHE_LIMIT = 8 << 30  # bytes of K and V together
 SLACK_PAGES = 64
 
-MASK = (1 << 64) - 1
-
-
-def mix64(x):
-    x = (x + 0x9E3779B97F4A7C15) & MASK
-    x = ((x ^ (x >> 30)) * 0xBF58476D1CE4E5B9) & MASK
-    x = ((x ^ (x >> 27)) * 0x94D049BB133111EB) & MASK
-    return x ^ (x >> 31)
-
-
-def stable_uuid(key):  # the same function as definitions/generate_workloads.py and src/catalog/builtin.cpp
-    h = 1469598103934665603
-    for b in key.encode():
-        h = ((h ^ b) * 1099511628211) & MASK
-    hi = mix64(h)
-    lo = mix64(hi)
-    hi = (hi & ~0xF000 & MASK) | 0x8000  # version 8 (custom)
-    lo = (lo & 0x3FFFFFFFFFFFFFFF) | 0x8000000000000000  # RFC 4122 variant
-    s = f"{hi:016x}{lo:016x}"
-    return f"{s[0:8]}-{s[8:12]}-{s[12:16]}-{s[16:20]}-{s[20:32]}"
+# The bundled workloads' uuid rule (definitions/generate_workloads.py; src/catalog/builtin.cpp agrees, tested).
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent))
+from generate_workloads import stable_uuid  # noqa: E402
 
 
 def name_of(h, k, d, p):

@@ -20,7 +20,9 @@ namespace {
 
 constexpr const char* kWhere = "kindex_paged_decode";
 
-// The cost model's measured constants (H200, 2026-12-07; docs/perf/decode.md "v6: the cost model").
+// The cost model's constants. Estimates from the v4/v5 measurements (docs/perf/decode.md: a piece's end-of-piece
+// merge ~1k cycles per stage, the grid barrier + merge ~3 us at batch 16), not yet fitted: results/decode/
+// run_v6_device.sh's segment sweep (bench_decode s1..s132 on model-shaped cases) is what they are to be read from.
 constexpr double kCtaBytesPerUs = 1.0e5;  // one CTA streaming alone: ~100 GB/s
 constexpr double kPieceUs = 0.5;           // a sequence piece's fixed cost in a CTA
 constexpr double kMergeUs = 2.0;           // grid barrier + merge
@@ -130,7 +132,7 @@ std::string describe_bad_entry(const kindex_paged_decode_params& p, unsigned lon
                       "must be in [1, page_size = " + std::to_string(p.page_size) + "]");
 }
 
-// The H200's measured constants (docs/perf/decode.md, "v6: the cost model"); the chip rate is the device's own.
+// The cost model on this device: the chip rate from its memory clock and bus width, the rest the constants above.
 CostModel device_cost(const DeviceLimits& device) {
   CostModel c;
   // Peak DRAM rate (double data rate x bus width) times the copy efficiency measured on the H200 (4.28 of 4.8 TB/s).

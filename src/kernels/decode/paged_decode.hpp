@@ -23,8 +23,8 @@ namespace kindex::decode {
 constexpr int kMaxGroup = 16;  // query heads per KV head: the MMA's 16 rows
 
 // What a launch costs, in microseconds, on the device it runs on: the numbers the launch shape and the plan trade
-// against each other. Measured on the H200 (docs/perf/decode.md, "v6: the cost model"); a device's own copy rate
-// comes from its memory clock and bus width.
+// against each other. A device's copy rate comes from its memory clock and bus width; the per-CTA rate and the
+// piece and merge costs are constants in paged_decode.cpp (estimates until the v6 sweep measures them).
 struct CostModel {
   double chip_bytes_per_us = 0;  // KV bytes per microsecond the whole chip streams (the copy rate)
   double cta_bytes_per_us = 0;   // ... that one CTA streams alone, when the chip is far from saturated

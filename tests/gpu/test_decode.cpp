@@ -449,23 +449,35 @@ Case split_case() {
   return generated_case("determinism", KINDEX_DTYPE_BF16, 24, 4, 128, 64, 16, 20000, 6000, 3, false);
 }
 
-TEST_F(Decode, BitIdenticalRunToRun) {
+// Uploads split_case() and runs it once through the C ABI's one-call entry point: the bits the other paths (a second
+// run, a graph, plan + run, a fresh copy of the library) must reproduce. Returns "" or what failed.
+std::string first_split_run(DeviceCase& dev, std::vector<uint16_t>& o, std::vector<float>& l) {
   const Case c = split_case();
   const HostInputs in = make_inputs(c);
-  ASSERT_EQ("", dev.upload(c, in));
+  if (std::string e = dev.upload(c, in); !e.empty()) return e;
+  if (dev.run() != KINDEX_STATUS_OK) return kindex_last_error();
+  if (cudaError_t e = cudaDeviceSynchronize(); e != cudaSuccess) return cudaGetErrorString(e);
+  dev.download(o, l);
+  return "";
+}
+
+void expect_same_bits(const std::vector<uint16_t>& o1, const std::vector<float>& l1, const std::vector<uint16_t>& o2,
+                      const std::vector<float>& l2, const std::string& what = "") {
+  EXPECT_EQ(0, std::memcmp(o1.data(), o2.data(), o1.size() * 2)) << what;
+  EXPECT_EQ(0, std::memcmp(l1.data(), l2.data(), l1.size() * 4)) << what;
+}
+
+TEST_F(Decode, BitIdenticalRunToRun) {
+  std::vector<uint16_t> o1, o2;
+  std::vector<float> l1, l2;
+  ASSERT_EQ("", first_split_run(dev, o1, l1));
   size_t ws = 0;
   ASSERT_EQ(KINDEX_STATUS_OK, kindex_paged_decode_workspace_size(&dev.p, &ws));
   EXPECT_GT(ws, 0u) << "the case should split over several segments";
-  std::vector<uint16_t> o1, o2;
-  std::vector<float> l1, l2;
-  ASSERT_EQ(KINDEX_STATUS_OK, dev.run());
-  CUDA_OK(cudaDeviceSynchronize());
-  dev.download(o1, l1);
   ASSERT_EQ(KINDEX_STATUS_OK, dev.run());
   CUDA_OK(cudaDeviceSynchronize());
   dev.download(o2, l2);
-  EXPECT_EQ(0, std::memcmp(o1.data(), o2.data(), o1.size() * 2));
-  EXPECT_EQ(0, std::memcmp(l1.data(), l2.data(), l1.size() * 4));
+  expect_same_bits(o1, l1, o2, l2);
 }
 
 // The copy rule: plain copies from kPlainCopiesL2Multiple L2 sizes of K/V up, hinted below (both kernels run on the
@@ -521,14 +533,9 @@ TEST_F(Decode, ALongLoneRequestSpreadsOverTheChip) {
 // Plan once, run per layer: the runs read the plan, give the one-call result bit for bit, and a run whose workspace
 // holds no plan of these sizes writes NaN instead of reading a stale work list.
 TEST_F(Decode, PlanOnceRunsEveryLayer) {
-  const Case c = split_case();
-  const HostInputs in = make_inputs(c);
-  ASSERT_EQ("", dev.upload(c, in));
   std::vector<uint16_t> o1, o2;
   std::vector<float> l1, l2;
-  ASSERT_EQ(KINDEX_STATUS_OK, dev.run()) << kindex_last_error();
-  CUDA_OK(cudaDeviceSynchronize());
-  dev.download(o1, l1);
+  ASSERT_EQ("", first_split_run(dev, o1, l1));
   size_t bytes = 0;
   ASSERT_EQ(KINDEX_STATUS_OK, kindex_paged_decode_workspace_size(&dev.p, &bytes));
   ASSERT_GT(bytes, 0u);
@@ -541,15 +548,15 @@ TEST_F(Decode, PlanOnceRunsEveryLayer) {
     ASSERT_EQ(KINDEX_STATUS_OK, kindex_paged_decode_run(&dev.p, ws, bytes, nullptr)) << kindex_last_error();
     CUDA_OK(cudaDeviceSynchronize());
     dev.download(o2, l2);
-    EXPECT_EQ(0, std::memcmp(o1.data(), o2.data(), o1.size() * 2)) << "layer " << layer;
-    EXPECT_EQ(0, std::memcmp(l1.data(), l2.data(), l1.size() * 4)) << "layer " << layer;
+    expect_same_bits(o1, l1, o2, l2, "layer " + std::to_string(layer));
   }
   CUDA_OK(cudaMemset(ws, 0, bytes));  // no plan
   ASSERT_EQ(KINDEX_STATUS_OK, kindex_paged_decode_run(&dev.p, ws, bytes, nullptr)) << kindex_last_error();
   CUDA_OK(cudaDeviceSynchronize());
   dev.download(o2, l2);
   for (float x : l2) ASSERT_TRUE(std::isnan(x));
-  for (uint16_t x : o2) ASSERT_TRUE((x & 0x7fff) > (c.dtype == KINDEX_DTYPE_BF16 ? 0x7f80 : 0x7c00));
+  const uint16_t nan_above = split_case().dtype == KINDEX_DTYPE_BF16 ? 0x7f80 : 0x7c00;
+  for (uint16_t x : o2) ASSERT_TRUE((x & 0x7fff) > nan_above);
 }
 
 // A GPU with less shared memory per CTA than a Hopper (the A100's 163 KB) runs a 2-stage ring at head_dim 128 and
@@ -577,14 +584,9 @@ TEST_F(Decode, TwoStageRingOfSmallerSharedMemoryPasses) {
 // libkindex.so reads no environment: the knobs earlier versions took from KINDEX_DECODE_* (MERGE=2 skipped the
 // merge and returned wrong results) change nothing a fresh copy of the library returns.
 TEST_F(Decode, EnvironmentChangesNothingTheCAbiReturns) {
-  const Case c = split_case();
-  const HostInputs in = make_inputs(c);
-  ASSERT_EQ("", dev.upload(c, in));
   std::vector<uint16_t> o1, o2;
   std::vector<float> l1, l2;
-  ASSERT_EQ(KINDEX_STATUS_OK, dev.run()) << kindex_last_error();
-  CUDA_OK(cudaDeviceSynchronize());
-  dev.download(o1, l1);
+  ASSERT_EQ("", first_split_run(dev, o1, l1));
 
   for (const char* knob : {"KINDEX_DECODE_MERGE=2", "KINDEX_DECODE_MIN_SEGMENT=16", "KINDEX_DECODE_STAGES=2",
                            "KINDEX_DECODE_SOLO=0", "KINDEX_DECODE_ROUND_ROBIN=0", "KINDEX_DECODE_PREFETCH=0",
@@ -605,20 +607,14 @@ TEST_F(Decode, EnvironmentChangesNothingTheCAbiReturns) {
   ASSERT_EQ(KINDEX_STATUS_OK, decode(&dev.p, bytes ? dev.ws.get(bytes) : nullptr, bytes, nullptr));
   CUDA_OK(cudaDeviceSynchronize());
   dev.download(o2, l2);
-  EXPECT_EQ(0, std::memcmp(o1.data(), o2.data(), o1.size() * 2));
-  EXPECT_EQ(0, std::memcmp(l1.data(), l2.data(), l1.size() * 4));
+  expect_same_bits(o1, l1, o2, l2);
   dlclose(lib);
 }
 
 TEST_F(Decode, CudaGraphCaptureReplaysTheSameResult) {
-  const Case c = split_case();
-  const HostInputs in = make_inputs(c);
-  ASSERT_EQ("", dev.upload(c, in));
   std::vector<uint16_t> o1, o2;
   std::vector<float> l1, l2;
-  ASSERT_EQ(KINDEX_STATUS_OK, dev.run());
-  CUDA_OK(cudaDeviceSynchronize());
-  dev.download(o1, l1);
+  ASSERT_EQ("", first_split_run(dev, o1, l1));
 
   cudaStream_t stream;
   CUDA_OK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
@@ -638,8 +634,7 @@ TEST_F(Decode, CudaGraphCaptureReplaysTheSameResult) {
   CUDA_OK(cudaGraphLaunch(exec, stream));
   CUDA_OK(cudaStreamSynchronize(stream));
   dev.download(o2, l2);
-  EXPECT_EQ(0, std::memcmp(o1.data(), o2.data(), o1.size() * 2));
-  EXPECT_EQ(0, std::memcmp(l1.data(), l2.data(), l1.size() * 4));
+  expect_same_bits(o1, l1, o2, l2);
   cudaGraphExecDestroy(exec);
   cudaGraphDestroy(graph);
   cudaStreamDestroy(stream);

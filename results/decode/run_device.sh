@@ -25,7 +25,7 @@ nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,clocks.mem --
 for step in "$@"; do
   case $step in
     tests)
-      timeout 300 $bin/test_gpu --gtest_filter='Decode.*' 2>&1 | tee "$out/tests.log" |
+      timeout ${TESTS_TIMEOUT:-300} $bin/test_gpu --gtest_filter='Decode.*' 2>&1 | tee "$out/tests.log" |
         grep -E '^\[ *(OK|FAILED|SKIPPED|PASSED) *\]|Failure|Expected|Which is' ;;
     tests_ptx)
       CUDA_FORCE_PTX_JIT=1 timeout 400 .devcarry/decode-ptx/bin/test_gpu --gtest_filter='Decode.*' 2>&1 |

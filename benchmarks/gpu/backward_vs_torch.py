@@ -347,9 +347,7 @@ def parse_args(argv=None):
     ap.add_argument("--impls", default="eager,compile,kindex", help="comma-separated subset of eager,compile,kindex")
     ap.add_argument("--rounds", type=int, default=10, help="correctness rounds of fresh inputs per workload")
     ap.add_argument("--quick", action="store_true", help="3 warm-up + 10 timed calls, 2 correctness rounds")
-    ap.add_argument("--warmup", type=int, default=10)
-    ap.add_argument("--iters", type=int, default=50)
-    ap.add_argument("--spin-us", type=float, default=1000.0, help="GPU spin ahead of each timed call (0: none)")
+    db.timing_args(ap, spin_us=1000.0)
     ap.add_argument("--compile-mode", default="default", help="torch.compile mode (default, max-autotune, ...)")
     ap.add_argument("--resume", action="store_true",
                     help="keep the workloads already in --out (a run cut short, or split over calls) and add the rest")
@@ -380,9 +378,8 @@ def main(argv=None):
         return 0
     defn = definition()
     ws = select(workloads(), args.workloads)
-    import torch
-    if not torch.cuda.is_available():
-        print("error: no CUDA device visible to torch", file=sys.stderr)
+    torch = db.cuda_torch()
+    if torch is None:
         return 1
     torch.backends.cuda.matmul.allow_tf32 = False  # the fp32 evaluation is full fp32
     torch.backends.cudnn.allow_tf32 = False
@@ -403,15 +400,9 @@ def main(argv=None):
                                             "device: timed inputs seeded --seed, correctness round r seed + 1 + r",
            "workloads": [], "summary": {}}
     rc = 0
-    if args.resume and pathlib.Path(args.out).is_file():
-        earlier = json.loads(pathlib.Path(args.out).read_text())
-        done = {r["uuid"] for r in earlier.get("workloads", [])}
-        doc["workloads"] = earlier.get("workloads", [])
-        doc["resumed"] = earlier.get("resumed", []) + [{"date_utc": earlier.get("date_utc"),
-                                                         "command": earlier.get("command"),
-                                                         "workloads": len(done)}]
+    if args.resume:
+        done = {r["uuid"] for r in db.resume_rows(doc, args.out, "workloads")}
         ws = [x for x in ws if x["uuid"] not in done]
-        print(f"--resume: {len(done)} workloads kept from {args.out}, {len(ws)} to run", flush=True)
     for w in ws:
         row, errors = run_workload(torch, defn, w, kx, timer, args)
         doc["workloads"].append(row)

@@ -1262,11 +1262,9 @@ def parse_args(argv=None):
     ap.add_argument("--seed", type=int, default=1, help="inputs' seed (with the case label)")
     ap.add_argument("--prebuild", action="store_true",
                     help="build FlashInfer's fa2 modules per head_dim and the XQA modules in parallel before the cases")
-    ap.add_argument("--warmup", type=int, default=10)
-    ap.add_argument("--iters", type=int, default=50)
     ap.add_argument("--plan-repeats", type=int, default=3, help="FlashInfer plan() host timings after the first")
-    ap.add_argument("--spin-us", type=float, default=200.0,
-                    help="GPU spin ahead of each timed call; it must outlast the host's enqueue (launch_covered)")
+    db.timing_args(ap, spin_us=200.0,
+                   spin_help="GPU spin ahead of each timed call; it must outlast the host's enqueue (launch_covered)")
     ap.add_argument("--ref-budget-mb", type=int, default=256,
                     help="the reference's gathered fp32 K per step, MiB (its peak is ~5 x)")
     args = ap.parse_args(argv)
@@ -1313,13 +1311,8 @@ def main(argv=None):
         print(f"error: no case matches --filter {args.filter!r}", file=sys.stderr)
         return 1
 
-    try:
-        import torch
-    except ImportError as e:
-        print(f"error: import torch failed: {e}", file=sys.stderr)
-        return 1
-    if not torch.cuda.is_available():
-        print("error: no CUDA device visible to torch", file=sys.stderr)
+    torch = db.cuda_torch()
+    if torch is None:
         return 1
     torch.backends.cuda.matmul.allow_tf32 = False  # the reference's einsums in true fp32
     ctx = Context(args)
@@ -1351,18 +1344,10 @@ def main(argv=None):
     if args.prebuild:
         doc["prebuild"] = prebuild(ctx, cases, args.impls)
     done = {}
-    if args.resume and pathlib.Path(args.out).is_file():
-        earlier = json.loads(pathlib.Path(args.out).read_text())
-        if earlier.get("seed") != args.seed:
-            print(f"warning: --resume: {args.out} was run with --seed {earlier.get('seed')}, this run {args.seed}",
-                  flush=True)
-        kept = [r for r in earlier.get("cases", [])
-                if r.get("status") == "done" or str(r.get("status", "")).startswith("skipped")]
+    if args.resume:
+        kept = db.resume_rows(doc, args.out, "cases", keep=lambda r: r.get("status") == "done"
+                              or str(r.get("status", "")).startswith("skipped"))
         done = {(r["dataset"], r["label"], r.get("uuid")): r for r in kept}
-        doc["cases"] = kept
-        doc["resumed"] = earlier.get("resumed", []) + [{"date_utc": earlier.get("date_utc"),
-                                                         "command": earlier.get("command"), "cases": len(kept)}]
-        print(f"--resume: {len(kept)} cases kept from {args.out}", flush=True)
     todo = [c for c in cases if (c["dataset"], c["label"], c["uuid"]) not in done]
     todo = select_cases(todo, None, args.max_cases)
     print(f"copy rate {copy['bytes_per_s'] / 1e12:.3f} TB/s; spin {args.spin_us} us = {timer.spin_cycles} cycles; "

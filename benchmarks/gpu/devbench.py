@@ -389,5 +389,43 @@ def run_main(main):
         sys.exit(1)
 
 
+def resume_rows(doc, out, key, keep=lambda row: True):
+    """--resume: the rows under doc[key] that an earlier run left in `out` and `keep` accepts, moved into doc (with
+    a note of that run in doc["resumed"]); returns them ([] when `out` does not exist yet)."""
+    import json
+    path = pathlib.Path(out)
+    if not path.is_file():
+        return []
+    earlier = json.loads(path.read_text())
+    kept = [r for r in earlier.get(key, []) if keep(r)]
+    doc[key] = kept
+    doc["resumed"] = earlier.get("resumed", []) + [{"date_utc": earlier.get("date_utc"),
+                                                     "command": earlier.get("command"), key: len(kept)}]
+    if "seed" in doc and earlier.get("seed") != doc["seed"]:
+        print(f"warning: --resume: {out} was run with seed {earlier.get('seed')}, this run {doc['seed']}", flush=True)
+    print(f"--resume: {len(kept)} {key} kept from {out}", flush=True)
+    return kept
+
+
+def cuda_torch():
+    """torch with a CUDA device, or None after saying why on stderr."""
+    try:
+        import torch
+    except ImportError as e:
+        print(f"error: import torch failed: {e}", file=sys.stderr)
+        return None
+    if not torch.cuda.is_available():
+        print("error: no CUDA device visible to torch", file=sys.stderr)
+        return None
+    return torch
+
+
+def timing_args(ap, spin_us, spin_help="GPU spin ahead of each timed call (0: none)"):
+    """The timing flags every benchmark here takes: --warmup, --iters, --spin-us."""
+    ap.add_argument("--warmup", type=int, default=10)
+    ap.add_argument("--iters", type=int, default=50)
+    ap.add_argument("--spin-us", type=float, default=spin_us, help=spin_help)
+
+
 def now_utc():
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())

@@ -647,3 +647,16 @@ def test_main_runs_resumes_and_exits_by_the_worst_outcome(cpu_run, tmp_path, cap
     assert ds.main(["--report", str(out), str(tl)]) == 0
     text = capsys.readouterr().out
     assert "tileops could not run: not installed: stand-in" in text and "| h20_kv4_d128_ps64#0 |" in text
+
+
+def test_resume_rows_keeps_what_keep_accepts_and_notes_the_earlier_run(tmp_path, capsys):
+    doc = {"seed": 2, "cases": []}
+    assert db.resume_rows(doc, tmp_path / "absent.json", "cases") == []
+    assert doc == {"seed": 2, "cases": []}
+    out = tmp_path / "earlier.json"
+    out.write_text(json.dumps({"seed": 1, "date_utc": "D", "command": "C", "resumed": [{"cases": 9}],
+                               "cases": [{"k": 1, "ok": True}, {"k": 2, "ok": False}]}))
+    kept = db.resume_rows(doc, out, "cases", keep=lambda r: r["ok"])
+    assert kept == [{"k": 1, "ok": True}] and doc["cases"] == kept
+    assert doc["resumed"] == [{"cases": 9}, {"date_utc": "D", "command": "C", "cases": 1}]
+    assert "was run with seed 1, this run 2" in capsys.readouterr().out

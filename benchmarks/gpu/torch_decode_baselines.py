@@ -459,12 +459,10 @@ def parse_args(argv=None):
     ap.add_argument("--impls", default=",".join(IMPLEMENTATIONS),
                     help=f"comma-separated subset of {','.join(IMPLEMENTATIONS)} (default: all)")
     ap.add_argument("--quick", action="store_true", help="3 warm-up + 10 timed calls (reference 1 + 3), 2 plans")
-    ap.add_argument("--warmup", type=int, default=10)
-    ap.add_argument("--iters", type=int, default=50)
+    db.timing_args(ap, spin_us=100.0)
     ap.add_argument("--ref-warmup", type=int, default=3)
     ap.add_argument("--ref-iters", type=int, default=20)
     ap.add_argument("--plan-repeats", type=int, default=5, help="timed plan() calls after the first")
-    ap.add_argument("--spin-us", type=float, default=100.0, help="GPU spin ahead of each timed call (0: none)")
     ap.add_argument("--resume", action="store_true",
                     help="keep the workloads already in --out (a run cut short, or split over calls) and add the rest")
     ap.add_argument("--seed", type=int, default=1)
@@ -501,9 +499,8 @@ def main(argv=None):
         print(f"error: {e}", file=sys.stderr)
         return 1
 
-    import torch
-    if not torch.cuda.is_available():
-        print("error: no CUDA device visible to torch", file=sys.stderr)
+    torch = db.cuda_torch()
+    if torch is None:
         return 1
     kx = db.Kindex(args.lib)
     fi, fi_meta = load_flashinfer() if any(n in FLASHINFER for n in args.impls) else (None, {"status": "not requested"})
@@ -541,15 +538,9 @@ def main(argv=None):
            "workloads": [], "summary": {}}
     failed_rc = 0
     index_of = {c["label"]: i for i, c in enumerate(seed_cases())}
-    if args.resume and pathlib.Path(args.out).is_file():
-        earlier = json.loads(pathlib.Path(args.out).read_text())
-        done = {r["uuid"] for r in earlier.get("workloads", [])}
-        doc["workloads"] = earlier.get("workloads", [])
-        doc["resumed"] = earlier.get("resumed", []) + [{"date_utc": earlier.get("date_utc"),
-                                                         "command": earlier.get("command"),
-                                                         "workloads": len(done)}]
+    if args.resume:
+        done = {r["uuid"] for r in db.resume_rows(doc, args.out, "workloads")}
         cases = [x for x in cases if x["uuid"] not in done]
-        print(f"--resume: {len(done)} workloads kept from {args.out}, {len(cases)} to run", flush=True)
     for case in cases:
         row = run_workload(torch, case, tables[case["label"]], kx, fi_wrappers, args, timer, copy["bytes_per_s"],
                            index_of[case["label"]])

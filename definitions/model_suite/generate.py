@@ -32,23 +32,26 @@ import sys
 HERE = pathlib.Path(__file__).resolve().parent
 UPSTREAM = HERE.parent / "flashinfer-trace" / "definitions" / "gqa_paged"
 
-# (name, Hugging Face repository whose config.json gives the numbers, num_attention_heads, num_key_value_heads,
-# head_dim: config's head_dim where it has one, else hidden_size / num_attention_heads)
-MODELS = [
-    ("Llama-3.2-1B", "meta-llama/Llama-3.2-1B", 32, 8, 64),  # hidden_size 2048
-    ("Llama-3.2-3B", "meta-llama/Llama-3.2-3B", 24, 8, 128),  # hidden_size 3072
-    ("Llama-3.1-8B", "meta-llama/Llama-3.1-8B", 32, 8, 128),  # hidden_size 4096
-    ("Llama-3.1-70B", "meta-llama/Llama-3.1-70B", 64, 8, 128),  # hidden_size 8192
-    ("Qwen2.5-7B", "Qwen/Qwen2.5-7B", 28, 4, 128),  # hidden_size 3584
-    ("Qwen2.5-32B", "Qwen/Qwen2.5-32B", 40, 8, 128),  # hidden_size 5120
-    ("Qwen2.5-72B", "Qwen/Qwen2.5-72B", 64, 8, 128),  # hidden_size 8192
-    ("Mistral-7B-v0.3", "mistralai/Mistral-7B-v0.3", 32, 8, 128),  # head_dim 128
-    ("Gemma-2-2B", "google/gemma-2-2b", 8, 4, 256),  # head_dim 256
-    ("Gemma-2-9B", "google/gemma-2-9b", 16, 8, 256),  # head_dim 256
-    ("Gemma-2-27B", "google/gemma-2-27b", 32, 16, 128),  # head_dim 128
-    # Phi-3-mini (32 / 32, head_dim 96) has a head_dim kindex does not support (64, 128, 256): Phi-3-medium instead.
-    ("Phi-3-medium", "microsoft/Phi-3-medium-4k-instruct", 40, 10, 128),  # hidden_size 5120
-]
+# One model a line: name, the Hugging Face repository whose config.json gives the numbers, num_attention_heads,
+# num_key_value_heads, head_dim (config's head_dim where it has one, else hidden_size / num_attention_heads), and
+# where head_dim comes from. Phi-3-mini (32 / 32, head_dim 96) has a head_dim kindex does not support (64, 128,
+# 256): Phi-3-medium instead.
+MODEL_TABLE = """
+Llama-3.2-1B     meta-llama/Llama-3.2-1B             32  8  64   hidden_size 2048
+Llama-3.2-3B     meta-llama/Llama-3.2-3B             24  8  128  hidden_size 3072
+Llama-3.1-8B     meta-llama/Llama-3.1-8B             32  8  128  hidden_size 4096
+Llama-3.1-70B    meta-llama/Llama-3.1-70B            64  8  128  hidden_size 8192
+Qwen2.5-7B       Qwen/Qwen2.5-7B                     28  4  128  hidden_size 3584
+Qwen2.5-32B      Qwen/Qwen2.5-32B                    40  8  128  hidden_size 5120
+Qwen2.5-72B      Qwen/Qwen2.5-72B                    64  8  128  hidden_size 8192
+Mistral-7B-v0.3  mistralai/Mistral-7B-v0.3           32  8  128  head_dim 128
+Gemma-2-2B       google/gemma-2-2b                   8   4  256  head_dim 256
+Gemma-2-9B       google/gemma-2-9b                   16  8  256  head_dim 256
+Gemma-2-27B      google/gemma-2-27b                  32  16 128  head_dim 128
+Phi-3-medium     microsoft/Phi-3-medium-4k-instruct  40  10 128  hidden_size 5120
+"""
+MODELS = [(name, repo, int(hq), int(hkv), int(d))
+          for name, repo, hq, hkv, d, *_ in (line.split() for line in MODEL_TABLE.strip().splitlines())]
 TPS = (1, 2, 4, 8)
 PAGE_SIZES = (1, 16, 64)
 BATCHES = (1, 4, 16, 64, 256)

@@ -36,6 +36,14 @@ def write(path, traces):
             out.write(t.model_dump_json(indent=None) + "\n")
 
 
+def passed(h, env, timestamp, rel_error, abs_error, latency_ms, reference_latency_ms, speedup):
+    """A PASSED evaluation in harness trace module h's models (both harnesses' models have this shape)."""
+    return h.Evaluation(status=h.EvaluationStatus.PASSED, environment=env, timestamp=timestamp, log="",
+                        correctness=h.Correctness(max_relative_error=rel_error, max_absolute_error=abs_error),
+                        performance=h.Performance(latency_ms=latency_ms, reference_latency_ms=reference_latency_ms,
+                                                  speedup_factor=speedup))
+
+
 fib = load("flashinfer_bench.data.trace")
 fib_wl = load("flashinfer_bench.data.workload")
 env = fib.Environment(hardware="NVIDIA H200", libs={"torch": "2.9.1+cu128", "triton": "3.5.1", "cuda": "12.8"})
@@ -48,11 +56,7 @@ inputs = {"q": fib_wl.RandomInput(), "k_cache": fib_wl.RandomInput(), "v_cache":
 workload = fib_wl.Workload(axes=axes, inputs=inputs, uuid="5e0c1f0a-7d2b-4d0e-9a55-0c7e1a2b3c4d")
 write("fib_traces_gqa_paged_decode_h24_kv4_d128_ps64.jsonl", [
     fib.Trace(definition="gqa_paged_decode_h24_kv4_d128_ps64", workload=workload, solution="kindex_decode_ps64",
-              evaluation=fib.Evaluation(status=fib.EvaluationStatus.PASSED, environment=env,
-                                        timestamp="2026-12-03T08:51:59.947655", log="",
-                                        correctness=fib.Correctness(max_relative_error=0.0039, max_absolute_error=0.00048),
-                                        performance=fib.Performance(latency_ms=0.0123, reference_latency_ms=0.3598,
-                                                                    speedup_factor=29.25))),
+              evaluation=passed(fib, env, "2026-12-03T08:51:59.947655", 0.0039, 0.00048, 0.0123, 0.3598, 29.25)),
     fib.Trace(definition="gqa_paged_decode_h24_kv4_d128_ps64", workload=workload, solution="kindex_decode_ps64_nan",
               evaluation=fib.Evaluation(status=fib.EvaluationStatus.INCORRECT_NUMERICAL, environment=env,
                                         timestamp="2026-12-03T08:52:03.118204", log="output has NaN",
@@ -72,11 +76,7 @@ workload = fib_wl.Workload(axes={"batch_size": 2, "len_indptr": 3, "num_kv_indic
 write("fib_traces_exported_ps64.jsonl", [
     fib.Trace(definition="gqa_paged_decode_h24_kv4_d128_ps64", workload=workload,
               solution="kindex_paged_decode_gqa_paged_decode_h24_kv4_d128_ps64",
-              evaluation=fib.Evaluation(status=fib.EvaluationStatus.PASSED, environment=env,
-                                        timestamp="2026-12-03T16:40:12.120931", log="",
-                                        correctness=fib.Correctness(max_relative_error=0.0078, max_absolute_error=0.0039),
-                                        performance=fib.Performance(latency_ms=0.0301, reference_latency_ms=0.6123,
-                                                                    speedup_factor=20.34))),
+              evaluation=passed(fib, env, "2026-12-03T16:40:12.120931", 0.0078, 0.0039, 0.0301, 0.6123, 20.34)),
 ])
 
 sol = load("sol_execbench.core.data.trace")
@@ -92,9 +92,5 @@ workload = sol_wl.Workload(axes=axes, inputs=inputs, uuid="ba15cf4f-904f-54d8-99
                            tolerance=sol_wl.ToleranceSpec(max_atol=0.039, max_rtol=0.05))
 write("sol_traces_l2_003.jsonl", [
     sol.Trace(definition="003_grouped_query_attention_with_rope_backward", workload=workload, solution="kindex_gqa_rope_bwd",
-              evaluation=sol.Evaluation(status=sol.EvaluationStatus.PASSED, environment=env,
-                                        timestamp="2026-12-03T09:14:07.502113", log="",
-                                        correctness=sol.Correctness(max_relative_error=0.0061, max_absolute_error=0.0009),
-                                        performance=sol.Performance(latency_ms=0.8875, reference_latency_ms=4.21,
-                                                                    speedup_factor=4.7437))),
+              evaluation=passed(sol, env, "2026-12-03T09:14:07.502113", 0.0061, 0.0009, 0.8875, 4.21, 4.7437)),
 ])

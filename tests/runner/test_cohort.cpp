@@ -101,6 +101,28 @@ void record_first_workload(const std::string& problem_name, const std::string& f
   ASSERT_EQ(write_outputs(report, items, {r.dir.string(), r.uri}).runs_recorded, 1);
 }
 
+// Imports kindex's own trace line of the recorded run and `harness_file` into the recorded store: the store then
+// holds three runs, the one kindex recorded itself ("kindex 5000"), its trace line and the harness's run.
+struct Imported {
+  std::unique_ptr<store::Store> s;
+  Row own, own_trace, harness_run;
+};
+void import_beside_own_trace(const Recorded& recorded, const fs::path& definition_file, const fs::path& harness_file,
+                             const std::string& harness_row, Imported& out) {
+  const catalog::Definition& def = recorded.problem.definition;
+  out.s = store::Store::open(recorded.uri);
+  store::ImportOptions o;
+  o.definitions = {definition_file.string()};
+  const fs::path kindex_trace = recorded.dir / "traces" / (def.name + ".jsonl");
+  auto rep = store::import_files(*out.s, {kindex_trace.string(), harness_file.string()}, o);
+  EXPECT_EQ(rep.inserted["benchmark_runs"], 2);
+  auto rows = runs(*out.s);
+  ASSERT_EQ(rows.size(), 3u);
+  out.own = rows.at("kindex 5000");                                                    // recorded by kindex bench
+  out.own_trace = rows.at(std::string(catalog::source_name(def.source)) + " 5000");  // its trace line, imported
+  out.harness_run = rows.at(harness_row);                                             // the harness's, imported
+}
+
 // Records one kindex run of (definition, workload) into a store and an --out folder, then imports into the same
 // store the trace line kindex wrote and a harness trace of the same workload from another solution on the same
 // machine (the harness's own workload line, as the upstream dataset writes it).
@@ -111,7 +133,6 @@ void check_one_cohort(const std::string& problem_name, const fs::path& definitio
   ASSERT_NO_FATAL_FAILURE(record_first_workload(problem_name, "cohort-", recorded));
   const catalog::Definition& def = recorded.problem.definition;
   const fs::path& dir = recorded.dir;
-  const std::string& uri = recorded.uri;
 
   const fs::path kindex_trace = dir / "traces" / (def.name + ".jsonl");
   json harness = json::parse(first_line(kindex_trace));
@@ -122,18 +143,11 @@ void check_one_cohort(const std::string& problem_name, const fs::path& definitio
   const fs::path harness_trace = dir / "harness.jsonl";
   std::ofstream(harness_trace) << harness.dump() << "\n";
 
-  auto s = store::Store::open(uri);
-  store::ImportOptions o;
-  o.definitions = {definition_file.string()};
-  auto rep = store::import_files(*s, {kindex_trace.string(), harness_trace.string()}, o);
-  EXPECT_EQ(rep.inserted["benchmark_runs"], 2);
-
-  auto rows = runs(*s);
-  ASSERT_EQ(rows.size(), 3u);
-  const std::string source(catalog::source_name(def.source));
-  const Row& own = rows.at("kindex 5000");               // recorded by kindex bench itself
-  const Row& own_trace = rows.at(source + " 5000");      // kindex's trace line, imported
-  const Row& harness_run = rows.at(source + " 4000");    // the harness's trace, imported
+  Imported in;
+  ASSERT_NO_FATAL_FAILURE(import_beside_own_trace(recorded, definition_file, harness_trace,
+                                                  std::string(catalog::source_name(def.source)) + " 4000", in));
+  store::Store* s = in.s.get();
+  const Row &own = in.own, &own_trace = in.own_trace, &harness_run = in.harness_run;
   // The run kindex recorded itself and both imported traces name one operation and one workload.
   EXPECT_EQ(s->counts()["operations"].get<int64_t>(), 1);
   EXPECT_EQ(own_trace.operation, own.operation);
@@ -272,22 +286,12 @@ void check_harness_file(const std::string& problem_name, const fs::path& definit
                         const std::string& harness_row) {
   Recorded recorded;
   ASSERT_NO_FATAL_FAILURE(record_first_workload(problem_name, "cohort-harness-file-", recorded));
-  const catalog::Definition& def = recorded.problem.definition;
+  Imported in;
+  ASSERT_NO_FATAL_FAILURE(import_beside_own_trace(
+      recorded, definition_file, fs::path(test::source_dir()) / "tests/data/harness-traces" / fixture, harness_row, in));
+  store::Store* s = in.s.get();
   const fs::path& dir = recorded.dir;
-  const std::string& uri = recorded.uri;
-
-  auto s = store::Store::open(uri);
-  store::ImportOptions o;
-  o.definitions = {definition_file.string()};
-  const std::string harness_file = test::source_dir() + "/tests/data/harness-traces/" + fixture;
-  auto rep = store::import_files(*s, {(dir / "traces" / (def.name + ".jsonl")).string(), harness_file}, o);
-  EXPECT_EQ(rep.inserted["benchmark_runs"], 2);
-  auto rows = runs(*s);
-  ASSERT_EQ(rows.size(), 3u);
-  const std::string source(catalog::source_name(def.source));
-  const Row& own = rows.at("kindex 5000");
-  const Row& own_trace = rows.at(source + " 5000");
-  const Row& harness_run = rows.at(harness_row);
+  const Row &own = in.own, &own_trace = in.own_trace, &harness_run = in.harness_run;
   EXPECT_EQ(s->counts()["workloads"].get<int64_t>(), 1);
   EXPECT_EQ(harness_run.operation, own.operation);
   EXPECT_EQ(harness_run.workload, own.workload);

@@ -60,14 +60,16 @@ __device__ __forceinline__ void ldmatrix_x4_trans(uint32_t (&r)[4], uint32_t add
 // register of two values.
 template <class T>
 struct Mma;
+// The instruction for one input type (a PTX type name), on run()'s c, a, b0, b1.
+#define KINDEX_MMA_M16N8K16(type)                                                                              \
+  asm volatile("mma.sync.aligned.m16n8k16.row.col.f32." type "." type                                           \
+               ".f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"                                  \
+               : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])                                                 \
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1))
 template <>
 struct Mma<__nv_bfloat16> {
   static __device__ __forceinline__ void run(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
-    asm volatile(
-        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-        "{%0,%1,%2,%3};\n"
-        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+    KINDEX_MMA_M16N8K16("bf16");
   }
   static __device__ __forceinline__ uint32_t pack(float lo, float hi) {
     __nv_bfloat162 h = __floats2bfloat162_rn(lo, hi);
@@ -78,11 +80,7 @@ struct Mma<__nv_bfloat16> {
 template <>
 struct Mma<__half> {
   static __device__ __forceinline__ void run(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
-    asm volatile(
-        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-        "{%0,%1,%2,%3};\n"
-        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+    KINDEX_MMA_M16N8K16("f16");
   }
   static __device__ __forceinline__ uint32_t pack(float lo, float hi) {
     __half2 h = __floats2half2_rn(lo, hi);
@@ -90,6 +88,8 @@ struct Mma<__half> {
   }
   static __device__ __forceinline__ __half from_float(float x) { return __float2half_rn(x); }
 };
+
+#undef KINDEX_MMA_M16N8K16
 
 // ---- math ------------------------------------------------------------------------------------------------------
 __device__ __forceinline__ float fast_exp2(float x) {

@@ -2,7 +2,7 @@
 // 20 gqa_paged_decode_h24_kv4_d128_ps64) with the FlashInfer-Bench protocol: cold L2 (a 2 x L2-size buffer zeroed
 // before every call), 1 + 5 untimed calls, 10 warm-up, 50 timed, median.
 // Page tables come from the catalog's generator (the same tables the tests check); q/k/v are random bf16 drawn on
-// the device. Each call is timed by the runner's device timer (src/runner/timer.hpp: CUPTI activity spans, first
+// the device. Each call is timed by the runner's device timer (src/measure/timer.hpp: CUPTI activity spans, first
 // GPU activity to last, as FlashInfer-Bench; CUDA events only when CUPTI cannot load) and, for the first variant,
 // also with CUDA events around the call (which add the host's launch latency).
 // Prints a table and writes JSON (--json FILE): per workload latency statistics, the bytes a call
@@ -34,8 +34,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "runner/floors.hpp"
-#include "runner/timer.hpp"
+#include "runner/measurement.hpp"
+#include "runner/record/floors.hpp"
 #include "catalog/builtin.hpp"
 #include "catalog/inputs.hpp"
 #include "catalog/page_table.hpp"
@@ -297,18 +297,9 @@ int main(int argc, char** argv) {
         if (has_last) dump(".last", cs.last);
       }
 
-      // Bytes a call must move: the runner's definition (src/runner/floors.hpp, docs/protocols.md "Floors").
-      kindex_paged_decode_params counted = KINDEX_PAGED_DECODE_PARAMS_INIT;
-      counted.batch_size = batch;
-      counted.num_qo_heads = hq;
-      counted.num_kv_heads = hkv;
-      counted.head_dim = d;
-      counted.page_size = ps;
-      counted.num_pages = num_pages;
-      counted.num_kv_indices = n;
-      counted.kv_indptr = cs.indptr.data();
-      counted.kv_indices = cs.indices.data();
-      counted.kv_last_page_len = has_last ? cs.last.data() : nullptr;
+      // Bytes a call must move: the runner's definition (src/runner/record/floors.hpp, docs/protocols.md "Floors").
+      const kindex_paged_decode_params counted = kindex::catalog::decode_params(
+          {hq, hkv, d, ps, num_pages}, cs.indptr, cs.indices, has_last ? cs.last.data() : nullptr);
       const kindex::runner::WorkCount work = kindex::runner::paged_decode_work(counted, 2.0);
       const int64_t tokens = std::llround(work.flops / (4.0 * hq * d));  // (sequence, token) pairs read
       const double bytes = work.referenced_bytes;

@@ -303,4 +303,20 @@ PageTable generate_page_table(int64_t batch_size, int64_t num_pages, int64_t num
   return t;
 }
 
+kindex_paged_decode_params decode_params(const DecodeSizes& sizes, const std::vector<int32_t>& kv_indptr,
+                                         const std::vector<int32_t>& kv_indices, const int32_t* kv_last_page_len) {
+  kindex_paged_decode_params p = KINDEX_PAGED_DECODE_PARAMS_INIT;
+  p.batch_size = kv_indptr.empty() ? 0 : int32_t(kv_indptr.size() - 1);
+  p.num_qo_heads = sizes.num_qo_heads;
+  p.num_kv_heads = sizes.num_kv_heads;
+  p.head_dim = sizes.head_dim;
+  p.page_size = sizes.page_size;
+  p.num_pages = sizes.num_pages;
+  p.num_kv_indices = int64_t(kv_indices.size());
+  p.kv_indptr = kv_indptr.data();
+  p.kv_indices = kv_indices.data();
+  p.kv_last_page_len = kv_last_page_len;
+  return p;
+}
+
 }  // namespace kindex::catalog

@@ -6,6 +6,8 @@
 #include <string_view>
 #include <vector>
 
+#include "kindex/kindex.h"
+
 namespace kindex::catalog {
 
 // How the page budget is split over the sequences (before the shared prefix, decode-step and scattered ids):
@@ -40,5 +42,15 @@ struct PageTable {
 // num_kv_indices < batch_size without allow_empty, num_pages < 1, counts beyond int32).
 PageTable generate_page_table(int64_t batch_size, int64_t num_pages, int64_t num_kv_indices, int64_t page_size,
                               uint64_t seed, const PageTableOptions& options = {});
+
+// The C ABI parameters of a decode over a page table on the host: the sizes and the table's pointers (batch and
+// num_kv_indices from the vectors); dtype, tensors, scale and outputs are the caller's to set. kv_last_page_len may
+// be null (every last page full).
+struct DecodeSizes {
+  int32_t num_qo_heads = 0, num_kv_heads = 0, head_dim = 0, page_size = 0;
+  int64_t num_pages = 0;
+};
+kindex_paged_decode_params decode_params(const DecodeSizes& sizes, const std::vector<int32_t>& kv_indptr,
+                                         const std::vector<int32_t>& kv_indices, const int32_t* kv_last_page_len);
 
 }  // namespace kindex::catalog

@@ -15,7 +15,7 @@
 #include <string>
 #include <vector>
 
-#include "runner/libraries.hpp"
+#include "runner/execute/libraries.hpp"
 #include "catalog/builtin.hpp"
 #include "catalog/inputs.hpp"
 #include "catalog/page_table.hpp"
@@ -128,19 +128,11 @@ HostInputs make_inputs(const Case& c) {
 }
 
 kindex_paged_decode_params host_params(const Case& c) {
-  kindex_paged_decode_params p = KINDEX_PAGED_DECODE_PARAMS_INIT;
+  kindex_paged_decode_params p = kindex::catalog::decode_params(
+      {c.num_qo_heads, c.num_kv_heads, c.head_dim, c.page_size, c.num_pages}, c.table.kv_indptr, c.table.kv_indices,
+      c.pass_last_page_len ? c.table.kv_last_page_len.data() : nullptr);
   p.dtype = c.dtype;
-  p.batch_size = c.batch();
-  p.num_qo_heads = c.num_qo_heads;
-  p.num_kv_heads = c.num_kv_heads;
-  p.head_dim = c.head_dim;
-  p.page_size = c.page_size;
-  p.num_pages = c.num_pages;
-  p.num_kv_indices = c.num_kv_indices();
   p.sm_scale = c.sm_scale;
-  p.kv_indptr = c.table.kv_indptr.data();
-  p.kv_indices = c.table.kv_indices.data();
-  p.kv_last_page_len = c.pass_last_page_len ? c.table.kv_last_page_len.data() : nullptr;
   return p;
 }
 

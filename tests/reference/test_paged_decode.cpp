@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "catalog/page_table.hpp"
 #include "core/error.hpp"
 #include "core/half.hpp"
 #include "core/random.hpp"
@@ -75,21 +76,12 @@ struct Problem {
   }
 
   kindex_paged_decode_params params() {
-    kindex_paged_decode_params p = KINDEX_PAGED_DECODE_PARAMS_INIT;
+    kindex_paged_decode_params p = catalog::decode_params({hq, hkv, dim, ps, num_pages}, indptr, indices,
+                                                          c.pass_last_page_len ? last_len.data() : nullptr);
     p.dtype = c.dtype == DType::bf16 ? KINDEX_DTYPE_BF16 : KINDEX_DTYPE_FP16;
-    p.batch_size = batch;
-    p.num_qo_heads = hq;
-    p.num_kv_heads = hkv;
-    p.head_dim = dim;
-    p.page_size = ps;
-    p.num_pages = num_pages;
-    p.num_kv_indices = int64_t(indices.size());
     p.q = q.data();
     p.k_cache = k_cache.data();
     p.v_cache = v_cache.data();
-    p.kv_indptr = indptr.data();
-    p.kv_indices = indices.data();
-    p.kv_last_page_len = c.pass_last_page_len ? last_len.data() : nullptr;
     p.sm_scale = float(1.0 / std::sqrt(double(dim)));
     p.output = output.data();
     p.lse = lse.data();

@@ -6,6 +6,8 @@
 #include <cuda_fp16.h>
 
 #include <cstdint>
+#include <cstring>
+#include <type_traits>
 
 namespace kindex::ptx {
 
@@ -59,37 +61,38 @@ __device__ __forceinline__ void ldmatrix_x4_trans(uint32_t (&r)[4], uint32_t add
 // c += a (16x16, row) * b (16x8, col), a and b of element type T (__nv_bfloat16 or __half); pack() makes the A/B
 // register of two values.
 template <class T>
-struct Mma;
-// The instruction for one input type (a PTX type name), on run()'s c, a, b0, b1.
+struct Mma {
+  static_assert(std::is_same_v<T, __nv_bfloat16> || std::is_same_v<T, __half>, "bf16 or fp16 inputs");
+  static constexpr bool kBf16 = std::is_same_v<T, __nv_bfloat16>;
+  static __device__ __forceinline__ void run(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
 #define KINDEX_MMA_M16N8K16(type)                                                                              \
   asm volatile("mma.sync.aligned.m16n8k16.row.col.f32." type "." type                                           \
                ".f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"                                  \
                : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])                                                 \
                : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1))
-template <>
-struct Mma<__nv_bfloat16> {
-  static __device__ __forceinline__ void run(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
-    KINDEX_MMA_M16N8K16("bf16");
-  }
-  static __device__ __forceinline__ uint32_t pack(float lo, float hi) {
-    __nv_bfloat162 h = __floats2bfloat162_rn(lo, hi);
-    return *reinterpret_cast<uint32_t*>(&h);
-  }
-  static __device__ __forceinline__ __nv_bfloat16 from_float(float x) { return __float2bfloat16_rn(x); }
-};
-template <>
-struct Mma<__half> {
-  static __device__ __forceinline__ void run(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
-    KINDEX_MMA_M16N8K16("f16");
-  }
-  static __device__ __forceinline__ uint32_t pack(float lo, float hi) {
-    __half2 h = __floats2half2_rn(lo, hi);
-    return *reinterpret_cast<uint32_t*>(&h);
-  }
-  static __device__ __forceinline__ __half from_float(float x) { return __float2half_rn(x); }
-};
-
+    if constexpr (kBf16) {
+      KINDEX_MMA_M16N8K16("bf16");
+    } else {
+      KINDEX_MMA_M16N8K16("f16");
+    }
 #undef KINDEX_MMA_M16N8K16
+  }
+  static __device__ __forceinline__ uint32_t pack(float lo, float hi) {
+    uint32_t bits;
+    if constexpr (kBf16) {
+      __nv_bfloat162 h = __floats2bfloat162_rn(lo, hi);
+      memcpy(&bits, &h, 4);
+    } else {
+      __half2 h = __floats2half2_rn(lo, hi);
+      memcpy(&bits, &h, 4);
+    }
+    return bits;
+  }
+  static __device__ __forceinline__ T from_float(float x) {
+    if constexpr (kBf16) return __float2bfloat16_rn(x);
+    else return __float2half_rn(x);
+  }
+};
 
 // ---- math ------------------------------------------------------------------------------------------------------
 __device__ __forceinline__ float fast_exp2(float x) {

@@ -10,6 +10,7 @@
 #include "core/error.hpp"
 #include "core/half.hpp"
 #include "core/tensor.hpp"
+#include "support/same_report.hpp"
 
 using namespace kindex;
 using namespace kindex::compare;
@@ -283,19 +284,7 @@ TEST(Comparators, TalliesMergedInAnyOrderGiveTheHostsReport) {
         const Report h = fib_rule ? fib(xs, ys) : sol(xs, ys);
         const Report d = strided(fib_rule, xs, ys, threads);
         const std::string label = std::string(what) + (fib_rule ? " fib " : " sol ") + std::to_string(threads);
-        EXPECT_EQ(h.passed, d.passed) << label;
-        EXPECT_EQ(h.mismatches, d.mismatches) << label;
-        EXPECT_EQ(h.nonfinite, d.nonfinite) << label;
-        EXPECT_EQ(h.reference_nonfinite, d.reference_nonfinite) << label;
-        EXPECT_EQ(h.all_zero, d.all_zero) << label;
-        EXPECT_EQ(h.matched_ratio, d.matched_ratio) << label;
-        EXPECT_EQ(h.first_failure, d.first_failure) << label;
-        auto same = [](double a, double b) { return a == b || (std::isnan(a) && std::isnan(b)); };
-        EXPECT_PRED2(same, h.max_abs_error, d.max_abs_error) << label;
-        EXPECT_PRED2(same, h.max_rel_error, d.max_rel_error) << label;
-        EXPECT_PRED2(same, h.first_failure_actual, d.first_failure_actual) << label;
-        EXPECT_PRED2(same, h.first_failure_expected, d.first_failure_expected) << label;
-        EXPECT_EQ(h.reason, d.reason) << label;
+        kindex::test::expect_same_report(h, d, label);
       }
   };
   expect_same(x, y, "failures");

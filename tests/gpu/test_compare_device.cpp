@@ -19,6 +19,7 @@
 #include "runner/measurement.hpp"
 #include "runner/execute/libraries.hpp"
 #include "runner/runner.hpp"
+#include "support/same_report.hpp"
 
 namespace {
 
@@ -80,14 +81,6 @@ compare::Report on_host(bool fib, const Tensor& actual, const Tensor& expected, 
   return compare::compare_sol("out", actual.view(), expected.view(), {tol.atol, tol.rtol});
 }
 
-// Equal, or both NaN.
-void expect_same_number(double host, double device, const char* field, const std::string& what) {
-  if (std::isnan(host))
-    EXPECT_TRUE(std::isnan(device)) << what << ": " << field << " host NaN, device " << device;
-  else
-    EXPECT_EQ(host, device) << what << ": " << field;
-}
-
 // Compares every field of the two Reports for this data; returns the host's, for the caller's own checks.
 compare::Report expect_same(bool fib, const Tensor& actual, const Tensor& expected, const std::string& what,
                             Tols tol = {}) {
@@ -95,21 +88,7 @@ compare::Report expect_same(bool fib, const Tensor& actual, const Tensor& expect
   const compare::Report d = on_device(fib, actual, expected, tol);
   const std::string label = what + " (" + std::string(kindex::dtype_name(actual.dtype())) + ", " +
                             (fib ? "flashinfer-bench" : "sol-execbench") + ")";
-  EXPECT_EQ(h.output, d.output) << label;
-  EXPECT_EQ(h.rule, d.rule) << label;
-  EXPECT_EQ(h.passed, d.passed) << label;
-  EXPECT_EQ(h.numel, d.numel) << label;
-  expect_same_number(h.max_abs_error, d.max_abs_error, "max_abs_error", label);
-  expect_same_number(h.max_rel_error, d.max_rel_error, "max_rel_error", label);
-  EXPECT_EQ(h.matched_ratio, d.matched_ratio) << label;
-  EXPECT_EQ(h.mismatches, d.mismatches) << label;
-  EXPECT_EQ(h.nonfinite, d.nonfinite) << label;
-  EXPECT_EQ(h.reference_nonfinite, d.reference_nonfinite) << label;
-  EXPECT_EQ(h.all_zero, d.all_zero) << label;
-  EXPECT_EQ(h.first_failure, d.first_failure) << label;
-  expect_same_number(h.first_failure_actual, d.first_failure_actual, "first_failure_actual", label);
-  expect_same_number(h.first_failure_expected, d.first_failure_expected, "first_failure_expected", label);
-  EXPECT_EQ(h.reason, d.reason) << label;
+  kindex::test::expect_same_report(h, d, label);
   return h;
 }
 

@@ -123,6 +123,13 @@ void import_beside_own_trace(const Recorded& recorded, const fs::path& definitio
   out.harness_run = rows.at(harness_row);                                             // the harness's, imported
 }
 
+// The store holds one workload, and both runs name it and its operation.
+void expect_one_workload(store::Store& s, const Row& a, const Row& b) {
+  EXPECT_EQ(s.counts()["workloads"].get<int64_t>(), 1);
+  EXPECT_EQ(a.operation, b.operation);
+  EXPECT_EQ(a.workload, b.workload);
+}
+
 // Records one kindex run of (definition, workload) into a store and an --out folder, then imports into the same
 // store the trace line kindex wrote and a harness trace of the same workload from another solution on the same
 // machine (the harness's own workload line, as the upstream dataset writes it).
@@ -160,8 +167,7 @@ void check_one_cohort(const std::string& problem_name, const fs::path& definitio
     fs::remove_all(dir);
     return;
   }
-  EXPECT_EQ(s->counts()["workloads"].get<int64_t>(), 1);
-  EXPECT_EQ(harness_run.workload, own.workload);
+  expect_one_workload(*s, harness_run, own);
   // kindex's trace line and the harness's trace (same protocol, same reported machine) share one cohort; the run
   // kindex recorded under its own measurement protocol is a cohort of its own (docs/protocols.md).
   EXPECT_EQ(own_trace.comparison, harness_run.comparison);
@@ -292,9 +298,7 @@ void check_harness_file(const std::string& problem_name, const fs::path& definit
   store::Store* s = in.s.get();
   const fs::path& dir = recorded.dir;
   const Row &own = in.own, &own_trace = in.own_trace, &harness_run = in.harness_run;
-  EXPECT_EQ(s->counts()["workloads"].get<int64_t>(), 1);
-  EXPECT_EQ(harness_run.operation, own.operation);
-  EXPECT_EQ(harness_run.workload, own.workload);
+  expect_one_workload(*s, harness_run, own);
   EXPECT_EQ(harness_run.protocol, own_trace.protocol);
   EXPECT_NE(harness_run.environment, own_trace.environment);
   EXPECT_NE(harness_run.comparison, own_trace.comparison);

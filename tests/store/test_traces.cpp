@@ -30,6 +30,13 @@ class Traces : public ::testing::Test {
   fs::path dir_;
 };
 
+// Import options that read the definitions from `definitions` (a file or folder under tests/data).
+ImportOptions with_definitions(const std::string& definitions) {
+  ImportOptions o;
+  o.definitions = {kindex::test::data_dir() + definitions};
+  return o;
+}
+
 json fib_trace(double latency_ms, const std::string& status = "PASSED") {
   return {{"definition", "gqa_paged_decode_h24_kv4_d128_ps64"},
           {"solution", "my_decode_v1"},
@@ -58,8 +65,7 @@ TEST_F(Traces, FlashInferBenchTraceJoinsTheSliceCohortAndReimportsNothing) {
                                                           {"sources", {{{"path", "main.py"}, {"content", "def run(): pass\n"}}}}}
                                                          .dump());
   std::string trace = write("traces.jsonl", fib_trace(0.25).dump() + "\n" + fib_trace(0.9, "RUNTIME_ERROR").dump() + "\n");
-  ImportOptions o;
-  o.definitions = {kindex::test::data_dir() + "/specs/flashinfer-trace/definitions"};
+  ImportOptions o = with_definitions("/specs/flashinfer-trace/definitions");
   o.solutions = {solution};
   ImportReport rep = import_files(*s, {trace}, o);
   EXPECT_EQ(rep.inserted["benchmark_runs"], 2);
@@ -97,8 +103,7 @@ TEST_F(Traces, FlashInferBench012TraceFileNamedAnyhowImportsWithItsZonelessTimes
   auto s = Store::open(":memory:");
   // Named neither after its definition nor .jsonl (an upload, say): the format comes from the content.
   fs::copy_file(harness_traces() + "/fib_traces_gqa_paged_decode_h24_kv4_d128_ps64.jsonl", dir_ / "upload.json");
-  ImportOptions o;
-  o.definitions = {kindex::test::data_dir() + "/specs/flashinfer-trace/definitions"};
+  ImportOptions o = with_definitions("/specs/flashinfer-trace/definitions");
   ImportReport rep = import_files(*s, {(dir_ / "upload.json").string()}, o);
   EXPECT_EQ(rep.inserted["benchmark_runs"], 2);
   auto rows = s->db().query(
@@ -119,9 +124,7 @@ TEST_F(Traces, FlashInferBench012TraceFileNamedAnyhowImportsWithItsZonelessTimes
 
 TEST_F(Traces, SolExecBench1011TraceLinesImport) {
   auto s = Store::open(":memory:");
-  ImportOptions o;
-  o.definitions = {kindex::test::data_dir() +
-                   "/specs/sol-execbench/L2/003_grouped_query_attention_with_rope_backward/definition.json"};
+  ImportOptions o = with_definitions("/specs/sol-execbench/L2/003_grouped_query_attention_with_rope_backward/definition.json");
   ImportReport rep = import_files(*s, {harness_traces() + "/sol_traces_l2_003.jsonl"}, o);
   EXPECT_EQ(rep.inserted["benchmark_runs"], 1);
   auto rows = s->db().query("SELECT observed_at, primary_value, origin FROM benchmark_runs");
@@ -136,8 +139,7 @@ TEST_F(Traces, H200HarnessLinesWithoutSolutionsFileOneImplementationPerSolution)
   // one workload, imported without --solutions as users do. Before, both digested to one implementation (the
   // solution name was only in the metadata) and FlashInfer's run was filed under kindex's solution.
   auto s = Store::open(":memory:");
-  ImportOptions o;
-  o.definitions = {kindex::test::data_dir() + "/specs/flashinfer-trace/definitions"};
+  ImportOptions o = with_definitions("/specs/flashinfer-trace/definitions");
   ImportReport rep = import_files(*s, {harness_traces() + "/h200_fib_ps64.jsonl"}, o);
   EXPECT_EQ(rep.inserted["benchmark_runs"], 2);
   auto rows = s->db().query(
@@ -157,8 +159,7 @@ TEST_F(Traces, EveryBadLineIsNamedAndTheGoodLinesAreNotImported) {
   late["evaluation"]["timestamp"] = "03/12/2026 08:51";
   std::string trace = write("mixed.jsonl", fib_trace(0.25).dump() + "\n{\"definition\": \n" + late.dump() + "\n" +
                                                 fib_trace(0.2).dump() + "\n");
-  ImportOptions o;
-  o.definitions = {kindex::test::data_dir() + "/specs/flashinfer-trace/definitions"};
+  ImportOptions o = with_definitions("/specs/flashinfer-trace/definitions");
   const json before = s->counts();
   try {
     import_files(*s, {trace}, o);

@@ -8,6 +8,7 @@
 #include <mutex>
 #include <string>
 
+#include "core/symbols.hpp"
 #include "measure/device.hpp"
 
 #ifdef KINDEX_HAVE_CUDA
@@ -70,8 +71,7 @@ const Cupti& cupti() {
       return c;
     }
     auto load = [&](auto& fn, const char* symbol) {
-      fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(dlsym(handle, symbol));
-      if (!fn && c.error.empty()) c.error = std::string("libcupti lacks ") + symbol;
+      if (!resolve(handle, fn, symbol) && c.error.empty()) c.error = std::string("libcupti lacks ") + symbol;
     };
     load(c.enable, "cuptiActivityEnable");
     load(c.disable, "cuptiActivityDisable");

@@ -4,6 +4,7 @@
 
 #include <filesystem>
 
+#include "core/symbols.hpp"
 #include "runner/record/run_result.hpp"
 
 namespace kindex::runner {
@@ -23,17 +24,15 @@ CAbi load_c_abi(const std::string& path, const std::string& where, const std::st
   const std::string qualified = path.find('/') == std::string::npos ? "./" + path : path;
   void* handle = dlopen(qualified.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (!handle) throw Error(where, field, value, std::string("cannot load: ") + dlerror());
-  auto sym = [&](const char* name) { return dlsym(handle, name); };
   CAbi abi;
   abi.handle = handle;
-  abi.decode = reinterpret_cast<decltype(abi.decode)>(sym("kindex_paged_decode"));
-  abi.decode_workspace = reinterpret_cast<decltype(abi.decode_workspace)>(sym("kindex_paged_decode_workspace_size"));
-  abi.backward = reinterpret_cast<decltype(abi.backward)>(sym("kindex_gqa_rope_backward"));
-  abi.backward_workspace =
-      reinterpret_cast<decltype(abi.backward_workspace)>(sym("kindex_gqa_rope_backward_workspace_size"));
-  abi.last_error = reinterpret_cast<decltype(abi.last_error)>(sym("kindex_last_error"));
-  abi.version = reinterpret_cast<decltype(abi.version)>(sym("kindex_version"));
-  abi.host_pointers = reinterpret_cast<decltype(abi.host_pointers)>(sym("kindex_abi_host_pointers"));
+  resolve(handle, abi.decode, "kindex_paged_decode");
+  resolve(handle, abi.decode_workspace, "kindex_paged_decode_workspace_size");
+  resolve(handle, abi.backward, "kindex_gqa_rope_backward");
+  resolve(handle, abi.backward_workspace, "kindex_gqa_rope_backward_workspace_size");
+  resolve(handle, abi.last_error, "kindex_last_error");
+  resolve(handle, abi.version, "kindex_version");
+  resolve(handle, abi.host_pointers, "kindex_abi_host_pointers");
   if (!abi.last_error) throw Error(where, field, value, "the library does not export kindex_last_error");
   if (!(abi.decode && abi.decode_workspace) && !(abi.backward && abi.backward_workspace))
     throw Error(where, field, value,
@@ -50,44 +49,39 @@ void* gpu_reference_handle() {
   return handle;
 }
 
+// One table of entry points of the GPU reference library, bound once: nullptr where the library or a symbol is
+// missing.
+template <class Table>
+const Table* bind_once(bool (*bind)(void* handle, Table& table)) {
+  static const Table* bound = [bind]() -> const Table* {
+    void* handle = gpu_reference_handle();
+    static Table table;
+    return handle && bind(handle, table) ? &table : nullptr;
+  }();
+  return bound;
+}
+
 }  // namespace
 
 const Calibration* calibration() {
-  static const Calibration* loaded = []() -> const Calibration* {
-    void* handle = gpu_reference_handle();
-    if (!handle) return nullptr;
-    static Calibration c;
-    c.measure_rates = reinterpret_cast<decltype(c.measure_rates)>(dlsym(handle, "kindex_gpu_reference_measure_rates"));
-    c.nvcc_version = reinterpret_cast<decltype(c.nvcc_version)>(dlsym(handle, "kindex_gpu_reference_nvcc_version"));
-    c.cublaslt_version =
-        reinterpret_cast<decltype(c.cublaslt_version)>(dlsym(handle, "kindex_gpu_reference_cublaslt_version"));
-    return c.measure_rates && c.nvcc_version && c.cublaslt_version ? &c : nullptr;
-  }();
-  return loaded;
+  return bind_once<Calibration>([](void* h, Calibration& c) {
+    return resolve(h, c.measure_rates, "kindex_gpu_reference_measure_rates") &&
+           resolve(h, c.nvcc_version, "kindex_gpu_reference_nvcc_version") &&
+           resolve(h, c.cublaslt_version, "kindex_gpu_reference_cublaslt_version");
+  });
 }
 
 const DeviceGenerator* device_generator() {
-  static const DeviceGenerator* loaded = []() -> const DeviceGenerator* {
-    void* handle = gpu_reference_handle();
-    if (!handle) return nullptr;
-    static DeviceGenerator g;
-    g.fill_random = reinterpret_cast<decltype(g.fill_random)>(dlsym(handle, "kindex_gpu_reference_fill_random"));
-    g.last_error = reinterpret_cast<decltype(g.last_error)>(dlsym(handle, "kindex_last_error"));
-    return g.fill_random && g.last_error ? &g : nullptr;
-  }();
-  return loaded;
+  return bind_once<DeviceGenerator>([](void* h, DeviceGenerator& g) {
+    return resolve(h, g.fill_random, "kindex_gpu_reference_fill_random") &&
+           resolve(h, g.last_error, "kindex_last_error");
+  });
 }
 
 const DeviceComparator* device_comparator() {
-  static const DeviceComparator* loaded = []() -> const DeviceComparator* {
-    void* handle = gpu_reference_handle();
-    if (!handle) return nullptr;
-    static DeviceComparator c;
-    c.compare = reinterpret_cast<decltype(c.compare)>(dlsym(handle, "kindex_gpu_reference_compare"));
-    c.last_error = reinterpret_cast<decltype(c.last_error)>(dlsym(handle, "kindex_last_error"));
-    return c.compare && c.last_error ? &c : nullptr;
-  }();
-  return loaded;
+  return bind_once<DeviceComparator>([](void* h, DeviceComparator& c) {
+    return resolve(h, c.compare, "kindex_gpu_reference_compare") && resolve(h, c.last_error, "kindex_last_error");
+  });
 }
 
 kindex_random_fill random_fill_abi(const catalog::RandomFill& f, uint64_t seed) {

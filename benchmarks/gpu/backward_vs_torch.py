@@ -347,12 +347,9 @@ def parse_args(argv=None):
     ap.add_argument("--impls", default="eager,compile,kindex", help="comma-separated subset of eager,compile,kindex")
     ap.add_argument("--rounds", type=int, default=10, help="correctness rounds of fresh inputs per workload")
     ap.add_argument("--quick", action="store_true", help="3 warm-up + 10 timed calls, 2 correctness rounds")
-    db.timing_args(ap, spin_us=1000.0)
+    db.run_args(ap, spin_us=1000.0, seed=200,
+                seed_help="timed inputs' seed (SOL-ExecBench's harness uses 200); correctness round r uses seed + 1 + r")
     ap.add_argument("--compile-mode", default="default", help="torch.compile mode (default, max-autotune, ...)")
-    ap.add_argument("--resume", action="store_true",
-                    help="keep the workloads already in --out (a run cut short, or split over calls) and add the rest")
-    ap.add_argument("--seed", type=int, default=200,
-                    help="timed inputs' seed (SOL-ExecBench's harness uses 200); correctness round r uses seed + 1 + r")
     args = ap.parse_args(argv)
     if args.report:
         return args

@@ -32,6 +32,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "check_cuda.hpp"
+
 #include "runner/record/floors.hpp"
 #include "catalog/builtin.hpp"
 #include "kernels/layer_backward/backward.hpp"
@@ -59,15 +61,6 @@ std::vector<Workload> sol_workloads() {
   }
   return out;
 }
-
-#define CHECK(expr)                                                                                    \
-  do {                                                                                                 \
-    cudaError_t e_ = (expr);                                                                           \
-    if (e_ != cudaSuccess) {                                                                           \
-      std::fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #expr, cudaGetErrorString(e_));       \
-      std::exit(2);                                                                                    \
-    }                                                                                                  \
-  } while (0)
 
 // Deterministic pseudo-random bf16 fill on the device: uniform in [lo, hi) from a hash of the index. Timing only
 // needs realistic, non-zero, finite values (never zeros: they can run faster).
@@ -106,14 +99,14 @@ Inputs make_inputs(int64_t b, int64_t s, uint32_t seed) {
   const auto elems = input_elems(b, s);
   for (size_t i = 0; i < elems.size(); ++i) {
     void* p = nullptr;
-    CHECK(cudaMalloc(&p, elems[i] * 2));
+    CHECK_CUDA(cudaMalloc(&p, elems[i] * 2));
     const std::string name = kInputNames[i];
     float lo = -2.f, hi = 2.f;
     if (name.find("weight") != std::string::npos) lo = -0.03f, hi = 0.03f;
     if (name == "attn_weights") lo = 0.f, hi = 2.f / float(s);  // softmax-like rows
     if (name == "cos" || name == "sin") lo = -1.f, hi = 1.f;
     fill_kernel<<<1024, 256>>>(static_cast<uint16_t*>(p), elems[i], seed * 977u + uint32_t(i), lo, hi);
-    CHECK(cudaGetLastError());
+    CHECK_CUDA(cudaGetLastError());
     in.ptrs.push_back(p);
   }
   return in;
@@ -217,20 +210,20 @@ int main(int argc, char** argv) {
     variants.push_back(v);
   }
   cudaDeviceProp prop{};
-  CHECK(cudaGetDeviceProperties(&prop, 0));
+  CHECK_CUDA(cudaGetDeviceProperties(&prop, 0));
   primary = kb::resolve(primary);  // the JSON names what ran
   const kb::AttentionSchedule schedule = *primary.schedule;
   int driver = 0, runtime = 0;
   cudaDriverGetVersion(&driver);
   cudaRuntimeGetVersion(&runtime);
   cudaStream_t stream;
-  CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  CHECK_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
   const size_t flush_bytes = size_t(prop.l2CacheSize) * 2;
   void* flush = nullptr;
-  CHECK(cudaMalloc(&flush, flush_bytes));
+  CHECK_CUDA(cudaMalloc(&flush, flush_bytes));
   cudaEvent_t start, stop;
-  CHECK(cudaEventCreate(&start));
-  CHECK(cudaEventCreate(&stop));
+  CHECK_CUDA(cudaEventCreate(&start));
+  CHECK_CUDA(cudaEventCreate(&stop));
 
   nlohmann::json results = nlohmann::json::array();
   std::vector<double> sweep_score(variants.size()), sweep_log(variants.size());
@@ -248,7 +241,7 @@ int main(int argc, char** argv) {
     std::vector<void*> outs;
     for (size_t e : output_elems(B, S)) {
       void* p = nullptr;
-      CHECK(cudaMalloc(&p, e * 2));
+      CHECK_CUDA(cudaMalloc(&p, e * 2));
       outs.push_back(p);
     }
     auto params_for = [&](const Inputs& in) {
@@ -265,25 +258,25 @@ int main(int argc, char** argv) {
       return 1;
     }
     void* ws = nullptr;
-    CHECK(cudaMalloc(&ws, ws_bytes));
-    CHECK(cudaDeviceSynchronize());
+    CHECK_CUDA(cudaMalloc(&ws, ws_bytes));
+    CHECK_CUDA(cudaDeviceSynchronize());
 
     auto time_parts = [&](kb::Parts parts, const kb::RunOptions& opt) {
       std::vector<double> ms;
       for (int it = 0; it < warmup + iters; ++it) {
         const auto p = params_for(sets[it & 1]);
-        CHECK(cudaMemsetAsync(flush, 0, flush_bytes, stream));
-        CHECK(cudaEventRecord(start, stream));
+        CHECK_CUDA(cudaMemsetAsync(flush, 0, flush_bytes, stream));
+        CHECK_CUDA(cudaEventRecord(start, stream));
         try {
           kb::run(p, ws, ws_bytes, stream, parts, opt);
         } catch (const std::exception& e) {
           std::fprintf(stderr, "%s\n", e.what());
           std::exit(1);
         }
-        CHECK(cudaEventRecord(stop, stream));
-        CHECK(cudaEventSynchronize(stop));
+        CHECK_CUDA(cudaEventRecord(stop, stream));
+        CHECK_CUDA(cudaEventSynchronize(stop));
         float e = 0;
-        CHECK(cudaEventElapsedTime(&e, start, stop));
+        CHECK_CUDA(cudaEventElapsedTime(&e, start, stop));
         if (it >= warmup) ms.push_back(e);
       }
       return Timing{percentile(ms, 0.5), *std::min_element(ms.begin(), ms.end()), percentile(ms, 0.05),
@@ -291,7 +284,7 @@ int main(int argc, char** argv) {
     };
     if (attention_only) {
       const Timing t = time_parts(kb::Parts::attention, primary);
-      CHECK(cudaDeviceSynchronize());
+      CHECK_CUDA(cudaDeviceSynchronize());
       std::printf("%-9s attention only %.4f ms\n", tag.c_str(), t.median_ms);
       for (auto& set : sets)
         for (void* p : set.ptrs) cudaFree(p);
@@ -304,7 +297,7 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "%s\n", kindex_last_error());
       return 1;
     }
-    CHECK(cudaStreamSynchronize(stream));
+    CHECK_CUDA(cudaStreamSynchronize(stream));
     // T_SOL and the score as the runner computes them (src/runner/record/floors.hpp).
     const double macs = kindex::runner::l2_003_macs(B, S);
     double bytes = 0;

@@ -34,6 +34,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "check_cuda.hpp"
+
 #include "runner/measurement.hpp"
 #include "runner/record/floors.hpp"
 #include "catalog/builtin.hpp"
@@ -46,15 +48,6 @@ namespace {
 
 // The floor's rate: the H200's measured device-to-device copy (docs/protocols.md section 4), from the runner.
 const double copy_bytes_per_s = kindex::runner::published_measured_rates("NVIDIA H200")->copy_bytes_per_s;
-
-#define CHECK_CUDA(expr)                                                                        \
-  do {                                                                                          \
-    cudaError_t err_ = (expr);                                                                  \
-    if (err_ != cudaSuccess) {                                                                  \
-      std::fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #expr, cudaGetErrorString(err_)); \
-      std::exit(1);                                                                             \
-    }                                                                                           \
-  } while (0)
 
 __device__ __forceinline__ unsigned long long mix64(unsigned long long x) {
   x += 0x9e3779b97f4a7c15ull;

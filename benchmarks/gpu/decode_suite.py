@@ -1253,18 +1253,16 @@ def parse_args(argv=None):
                     help=f"comma-separated subset of {','.join(IMPLEMENTATIONS)} (default: all but tileops, which "
                          f"runs alone in its own process)")
     ap.add_argument("--out", help="JSON output, rewritten after every case")
-    ap.add_argument("--resume", action="store_true", help="keep the cases already finished in --out, run the rest")
     ap.add_argument("--quick", action="store_true", help="3 warm-up + 10 timed calls, 1 extra plan")
     ap.add_argument("--lib", help="libkindex.so (needed when kindex is in --impls)")
     ap.add_argument("--report", nargs="+", metavar="JSON",
                     help="print the markdown table and summary of finished run(s), merged by case; then exit")
     ap.add_argument("--max-cases", type=int, help="run at most N cases (after --filter and --resume)")
-    ap.add_argument("--seed", type=int, default=1, help="inputs' seed (with the case label)")
     ap.add_argument("--prebuild", action="store_true",
                     help="build FlashInfer's fa2 modules per head_dim and the XQA modules in parallel before the cases")
     ap.add_argument("--plan-repeats", type=int, default=3, help="FlashInfer plan() host timings after the first")
-    db.timing_args(ap, spin_us=200.0,
-                   spin_help="GPU spin ahead of each timed call; it must outlast the host's enqueue (launch_covered)")
+    db.run_args(ap, spin_us=200.0, seed=1, seed_help="inputs' seed (with the case label)",
+                spin_help="GPU spin ahead of each timed call; it must outlast the host's enqueue (launch_covered)")
     ap.add_argument("--ref-budget-mb", type=int, default=256,
                     help="the reference's gathered fp32 K per step, MiB (its peak is ~5 x)")
     args = ap.parse_args(argv)

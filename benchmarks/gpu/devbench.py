@@ -420,11 +420,14 @@ def cuda_torch():
     return torch
 
 
-def timing_args(ap, spin_us, spin_help="GPU spin ahead of each timed call (0: none)"):
-    """The timing flags every benchmark here takes: --warmup, --iters, --spin-us."""
+def run_args(ap, spin_us, seed, seed_help="inputs' seed", spin_help="GPU spin ahead of each timed call (0: none)"):
+    """The flags every benchmark here takes: --warmup, --iters, --spin-us (timing), --seed, and --resume (rows
+    already in --out are kept, the rest run: a run cut short, or split over device calls)."""
     ap.add_argument("--warmup", type=int, default=10)
     ap.add_argument("--iters", type=int, default=50)
     ap.add_argument("--spin-us", type=float, default=spin_us, help=spin_help)
+    ap.add_argument("--seed", type=int, default=seed, help=seed_help)
+    ap.add_argument("--resume", action="store_true", help="keep what --out already holds and run the rest")
 
 
 def now_utc():

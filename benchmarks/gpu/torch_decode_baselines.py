@@ -459,13 +459,10 @@ def parse_args(argv=None):
     ap.add_argument("--impls", default=",".join(IMPLEMENTATIONS),
                     help=f"comma-separated subset of {','.join(IMPLEMENTATIONS)} (default: all)")
     ap.add_argument("--quick", action="store_true", help="3 warm-up + 10 timed calls (reference 1 + 3), 2 plans")
-    db.timing_args(ap, spin_us=100.0)
+    db.run_args(ap, spin_us=100.0, seed=1)
     ap.add_argument("--ref-warmup", type=int, default=3)
     ap.add_argument("--ref-iters", type=int, default=20)
     ap.add_argument("--plan-repeats", type=int, default=5, help="timed plan() calls after the first")
-    ap.add_argument("--resume", action="store_true",
-                    help="keep the workloads already in --out (a run cut short, or split over calls) and add the rest")
-    ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--pre-call", action="store_true",
                     help="diagnostics: each timed call preceded (after the spin, untimed) by the same implementation "
                          "on other buffers")

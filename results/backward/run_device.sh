@@ -19,15 +19,7 @@
 set -u
 bin=.devcarry/backward/bin
 if [ ! -x $bin/test_gpu ] && [ -f .devcarry/backward.tar.gz ]; then tar -C .devcarry -xzf .devcarry/backward.tar.gz; fi
-O=${OUT:?}
-L=$(mktemp -d)
-T0=$(date +%s)
-stamp() { echo "[$(($(date +%s) - T0)) s] $*" | tee -a "$L/steps.txt"; }
-# A step's timeout: its own cap, but never past 540 s into the call, so that the tarball is written inside the
-# run tool's 600 s even when every step runs long (a skipped or cut step shows as rc 124 in steps.txt).
-cap() { local left=$((540 - ($(date +%s) - T0))); [ $left -lt 1 ] && left=1; echo $(($1 < left ? $1 : left)); }
-nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,clocks.mem --format=csv,noheader \
-  > "$L/device_env.txt" 2>&1
+source results/device_steps.sh
 stamp start
 
 timeout $(cap 30) $bin/test_gpu --gtest_filter='Wgmma.*' > "$L/test_wgmma.txt" 2>&1

@@ -11,13 +11,7 @@
 set -u
 d=$(realpath "${KINDEX_DEVCARRY:-.devcarry/prof}")
 lib=$d/lib/libkindex.so
-O=${OUT:?}
-L=$(mktemp -d)
-T0=$(date +%s)
-stamp() { echo "[$(($(date +%s) - T0)) s] $*" | tee -a "$L/steps.txt"; }
-cap() { local left=$((560 - ($(date +%s) - T0))); [ $left -lt 1 ] && left=1; echo $(($1 < left ? $1 : left)); }
-nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,clocks.mem --format=csv,noheader \
-  > "$L/device_env.txt" 2>&1
+DEADLINE=560 source results/device_steps.sh
 export PYTHONPATH=benchmarks/gpu${PYTHONPATH:+:$PYTHONPATH}
 stamp start
 

@@ -300,14 +300,8 @@ Case seed_case(const kindex::catalog::Definition& def, const kindex::catalog::Wo
 
 Case generated_case(std::string name, kindex_dtype dtype, int hq, int hkv, int d, int ps, int batch, int64_t num_pages,
                     int64_t num_kv_indices, uint64_t seed, bool adversarial) {
-  Case c;
-  c.name = std::move(name);
-  c.dtype = dtype;
-  c.num_qo_heads = hq;
-  c.num_kv_heads = hkv;
-  c.head_dim = d;
-  c.page_size = ps;
-  c.num_pages = num_pages;
+  Case c{.name = std::move(name), .dtype = dtype, .num_qo_heads = hq, .num_kv_heads = hkv, .head_dim = d,
+         .page_size = ps, .num_pages = num_pages};
   kindex::catalog::PageTableOptions opt;
   opt.adversarial = adversarial;
   opt.allow_empty = adversarial;
@@ -410,30 +404,18 @@ TEST_F(Decode, ManyShortSequencesAcrossTableBatches) {
 // A 1M-token sequence (65536 full pages of 16) beside a 3-page one: no 32-bit overflow in token or element
 // offsets, and one sequence spread over every segment.
 TEST_F(Decode, MillionTokenSequence) {
-  Case c;
-  c.name = "1M tokens";
-  c.num_qo_heads = 8;
-  c.num_kv_heads = 1;
-  c.head_dim = 64;
-  c.page_size = 16;
-  c.num_pages = (1 << 16) + 100;
+  Case c{.name = "1M tokens", .num_qo_heads = 8, .num_kv_heads = 1, .head_dim = 64, .page_size = 16,
+         .num_pages = (1 << 16) + 100, .sm_scale = 0.125f};
   for (int64_t j = 0; j < (1 << 16) + 3; ++j) c.table.kv_indices.push_back(int32_t((j * 7919 + 13) % c.num_pages));
   c.table.kv_indptr = {0, 1 << 16, (1 << 16) + 3};
   c.table.kv_last_page_len = {16, 5};
-  c.sm_scale = 0.125f;
   EXPECT_EQ("", check_case(c, dev));
 }
 
 TEST_F(Decode, AllSequencesEmptyGiveZerosAndMinusInf) {
-  Case c;
-  c.name = "all empty";
-  c.num_qo_heads = 8;
-  c.num_kv_heads = 2;
-  c.page_size = 16;
-  c.num_pages = 10;
+  Case c{.name = "all empty", .num_qo_heads = 8, .num_kv_heads = 2, .page_size = 16, .num_pages = 10, .sm_scale = 0.1f};
   c.table.kv_indptr = {0, 0, 0, 0};
   c.table.kv_last_page_len = {1, 1, 1};
-  c.sm_scale = 0.1f;
   EXPECT_EQ("", check_case(c, dev));
 }
 

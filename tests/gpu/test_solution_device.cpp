@@ -52,19 +52,9 @@ def attend(q, k_cache, v_cache, kv_indptr, kv_indices, sm_scale):
 )py";
 
 std::string solution(const std::string& name, const std::string& body, bool dps = true) {
-  json doc = {{"name", name},
-              {"definition", "gqa_paged_decode_h32_kv4_d128_ps1"},
-              {"author", "kindex tests"},
-              {"spec",
-               {{"language", "python"},
-                {"target_hardware", {"NVIDIA_H200"}},
-                {"entry_point", "main.py::run"},
-                {"destination_passing_style", dps}}},
-              {"sources", {{{"path", "main.py"}, {"content", std::string(kTorchDecode) + body}}}}};
-  const auto dir = test::scratch_dir("device-solution-" + name);
-  const std::string path = (dir / (name + ".json")).string();
-  std::ofstream(path) << doc.dump(1);
-  return "solution:" + path;
+  const json doc = test::python_solution(name, "gqa_paged_decode_h32_kv4_d128_ps1", "NVIDIA_H200",
+                                         std::string(kTorchDecode) + body, dps);
+  return "solution:" + test::write_solution(doc, "device-solution-" + name);
 }
 
 }  // namespace

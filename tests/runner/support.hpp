@@ -9,6 +9,8 @@
 #include <utility>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "runner/runner.hpp"
 
 #include "support/paths.hpp"
@@ -20,6 +22,27 @@ inline std::filesystem::path scratch_dir(const std::string& name) {
   std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir);
   return dir;
+}
+
+// A FlashInfer-Bench solution in Python for `definition` (entry point main.py::run), main.py being `source`.
+inline nlohmann::json python_solution(const std::string& name, const std::string& definition,
+                                      const std::string& hardware, const std::string& source, bool dps) {
+  return {{"name", name},
+          {"definition", definition},
+          {"author", "kindex tests"},
+          {"spec",
+           {{"language", "python"},
+            {"target_hardware", {hardware}},
+            {"entry_point", "main.py::run"},
+            {"destination_passing_style", dps}}},
+          {"sources", {{{"path", "main.py"}, {"content", source}}}}};
+}
+
+// Writes a solution document into a fresh scratch folder `dir_name`; returns its path.
+inline std::string write_solution(const nlohmann::json& doc, const std::string& dir_name) {
+  const std::string path = (scratch_dir(dir_name) / (doc.value("name", "solution") + ".json")).string();
+  std::ofstream(path) << doc.dump(1);
+  return path;
 }
 
 // One round, one timed call, no warm-up, judged against the CPU reference: the quickest honest bench.

@@ -60,23 +60,10 @@ def run(q, k_cache, v_cache, kv_indptr, kv_indices, sm_scale, output, lse):
 
 json fib_solution(const std::string& name, const std::string& extra_source, bool dps = true,
                   const std::string& definition = "gqa_paged_decode_h32_kv4_d128_ps1") {
-  return {{"name", name},
-          {"definition", definition},
-          {"author", "kindex tests"},
-          {"spec",
-           {{"language", "python"},
-            {"target_hardware", {"cpu"}},
-            {"entry_point", "main.py::run"},
-            {"destination_passing_style", dps}}},
-          {"sources", {{{"path", "main.py"}, {"content", std::string(kDecodeSource) + extra_source}}}}};
+  return test::python_solution(name, definition, "cpu", std::string(kDecodeSource) + extra_source, dps);
 }
 
-std::string write_solution(const json& doc, const std::string& dir_name) {
-  auto dir = test::scratch_dir(dir_name);
-  const std::string path = (dir / (doc.value("name", "solution") + ".json")).string();
-  std::ofstream(path) << doc.dump(1);
-  return path;
-}
+using test::write_solution;
 
 struct Fixture {
   catalog::Problem problem = catalog::builtin_problem("gqa_paged_decode_h32_kv4_d128_ps1");

@@ -99,14 +99,20 @@ TEST_F(Traces, UnknownDefinitionIsAClearError) {
 
 std::string harness_traces() { return kindex::test::data_dir() + "/harness-traces"; }
 
+// Imports a FlashInfer-Bench trace file (its definitions bundled under tests/data), expects `runs` new runs, and
+// returns what `sql` reads then.
+Rows import_fib_and_query(Store& s, const std::string& file, size_t runs, std::string_view sql) {
+  ImportReport rep = import_files(s, {file}, with_definitions("/specs/flashinfer-trace/definitions"));
+  EXPECT_EQ(rep.inserted["benchmark_runs"], int64_t(runs));
+  return s.db().query(sql);
+}
+
 TEST_F(Traces, FlashInferBench012TraceFileNamedAnyhowImportsWithItsZonelessTimestamps) {
   auto s = Store::open(":memory:");
   // Named neither after its definition nor .jsonl (an upload, say): the format comes from the content.
   fs::copy_file(harness_traces() + "/fib_traces_gqa_paged_decode_h24_kv4_d128_ps64.jsonl", dir_ / "upload.json");
-  ImportOptions o = with_definitions("/specs/flashinfer-trace/definitions");
-  ImportReport rep = import_files(*s, {(dir_ / "upload.json").string()}, o);
-  EXPECT_EQ(rep.inserted["benchmark_runs"], 2);
-  auto rows = s->db().query(
+  auto rows = import_fib_and_query(
+      *s, (dir_ / "upload.json").string(), 2,
       "SELECT r.status, r.observed_at, r.primary_value, m.manifest FROM benchmark_runs r JOIN run_manifests m ON "
       "m.run_id = r.id ORDER BY r.observed_at");
   ASSERT_EQ(rows.size(), 2u);
@@ -139,10 +145,8 @@ TEST_F(Traces, H200HarnessLinesWithoutSolutionsFileOneImplementationPerSolution)
   // one workload, imported without --solutions as users do. Before, both digested to one implementation (the
   // solution name was only in the metadata) and FlashInfer's run was filed under kindex's solution.
   auto s = Store::open(":memory:");
-  ImportOptions o = with_definitions("/specs/flashinfer-trace/definitions");
-  ImportReport rep = import_files(*s, {harness_traces() + "/h200_fib_ps64.jsonl"}, o);
-  EXPECT_EQ(rep.inserted["benchmark_runs"], 2);
-  auto rows = s->db().query(
+  auto rows = import_fib_and_query(
+      *s, harness_traces() + "/h200_fib_ps64.jsonl", 2,
       "SELECT i.title, r.primary_value, r.comparison_key FROM benchmark_runs r JOIN implementations i ON i.id = "
       "r.implementation_id ORDER BY r.primary_value");
   ASSERT_EQ(rows.size(), 2u);

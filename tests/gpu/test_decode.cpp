@@ -191,13 +191,24 @@ struct DeviceCase {
   }
   std::string override_error;
 
-  void download(std::vector<uint16_t>& o, std::vector<float>& l) const {
-    o.resize(out_elems);
-    l.resize(lse_elems);
-    cudaMemcpy(o.data(), p.output, out_elems * 2, cudaMemcpyDeviceToHost);
-    cudaMemcpy(l.data(), p.lse, lse_elems * 4, cudaMemcpyDeviceToHost);
+  // The outputs' bits, read back.
+  struct Outputs {
+    std::vector<uint16_t> out;
+    std::vector<float> lse;
+  };
+  Outputs outputs() const {
+    Outputs o{std::vector<uint16_t>(out_elems), std::vector<float>(lse_elems)};
+    cudaMemcpy(o.out.data(), p.output, out_elems * 2, cudaMemcpyDeviceToHost);
+    cudaMemcpy(o.lse.data(), p.lse, lse_elems * 4, cudaMemcpyDeviceToHost);
+    return o;
+  }
+  // NaN in every output element, so a path that writes nothing cannot pass for one that wrote the same bits.
+  cudaError_t poison() {
+    if (cudaError_t e = cudaMemset(p.output, 0xff, out_elems * 2); e != cudaSuccess) return e;
+    return cudaMemset(p.lse, 0xff, lse_elems * 4);
   }
 };
+using Outputs = DeviceCase::Outputs;
 
 // As many segments as one wave holds: small cases split and merge.
 constexpr int64_t kMostSegments = 1 << 20;
@@ -223,9 +234,7 @@ std::string check_case(const Case& c, DeviceCase& dev) {
   if (st != KINDEX_STATUS_OK)
     return c.name + ": status " + kindex_status_name(st) + ": " + (dev.overrides ? dev.override_error : kindex_last_error());
   if (cudaError_t e = cudaDeviceSynchronize(); e != cudaSuccess) return c.name + ": " + cudaGetErrorString(e);
-  std::vector<uint16_t> got_o;
-  std::vector<float> got_l;
-  dev.download(got_o, got_l);
+  const auto [got_o, got_l] = dev.outputs();
 
   kindex_paged_decode_params hp = host_params(c);
   std::vector<uint16_t> ref_o(got_o.size());
@@ -425,33 +434,32 @@ Case split_case() {
 
 // Uploads split_case() and runs it once through the C ABI's one-call entry point: the bits the other paths (a second
 // run, a graph, plan + run, a fresh copy of the library) must reproduce. Returns "" or what failed.
-std::string first_split_run(DeviceCase& dev, std::vector<uint16_t>& o, std::vector<float>& l) {
+std::string first_split_run(DeviceCase& dev, Outputs& first) {
   const Case c = split_case();
   const HostInputs in = make_inputs(c);
   if (std::string e = dev.upload(c, in); !e.empty()) return e;
   if (dev.run() != KINDEX_STATUS_OK) return kindex_last_error();
   if (cudaError_t e = cudaDeviceSynchronize(); e != cudaSuccess) return cudaGetErrorString(e);
-  dev.download(o, l);
+  first = dev.outputs();
   return "";
 }
 
-void expect_same_bits(const std::vector<uint16_t>& o1, const std::vector<float>& l1, const std::vector<uint16_t>& o2,
-                      const std::vector<float>& l2, const std::string& what = "") {
-  EXPECT_EQ(0, std::memcmp(o1.data(), o2.data(), o1.size() * 2)) << what;
-  EXPECT_EQ(0, std::memcmp(l1.data(), l2.data(), l1.size() * 4)) << what;
+void expect_same_bits(const Outputs& a, const Outputs& b, const std::string& what = "") {
+  ASSERT_EQ(a.out.size(), b.out.size()) << what;
+  ASSERT_EQ(a.lse.size(), b.lse.size()) << what;
+  EXPECT_EQ(0, std::memcmp(a.out.data(), b.out.data(), a.out.size() * 2)) << what;
+  EXPECT_EQ(0, std::memcmp(a.lse.data(), b.lse.data(), a.lse.size() * 4)) << what;
 }
 
 TEST_F(Decode, BitIdenticalRunToRun) {
-  std::vector<uint16_t> o1, o2;
-  std::vector<float> l1, l2;
-  ASSERT_EQ("", first_split_run(dev, o1, l1));
+  Outputs first;
+  ASSERT_EQ("", first_split_run(dev, first));
   size_t ws = 0;
   ASSERT_EQ(KINDEX_STATUS_OK, kindex_paged_decode_workspace_size(&dev.p, &ws));
   EXPECT_GT(ws, 0u) << "the case should split over several segments";
   ASSERT_EQ(KINDEX_STATUS_OK, dev.run());
   CUDA_OK(cudaDeviceSynchronize());
-  dev.download(o2, l2);
-  expect_same_bits(o1, l1, o2, l2);
+  expect_same_bits(first, dev.outputs());
 }
 
 // The copy rule: plain copies from kPlainCopiesL2Multiple L2 sizes of K/V up, hinted below (both kernels run on the
@@ -507,9 +515,8 @@ TEST_F(Decode, ALongLoneRequestSpreadsOverTheChip) {
 // Plan once, run per layer: the runs read the plan, give the one-call result bit for bit, and a run whose workspace
 // holds no plan of these sizes writes NaN instead of reading a stale work list.
 TEST_F(Decode, PlanOnceRunsEveryLayer) {
-  std::vector<uint16_t> o1, o2;
-  std::vector<float> l1, l2;
-  ASSERT_EQ("", first_split_run(dev, o1, l1));
+  Outputs first;
+  ASSERT_EQ("", first_split_run(dev, first));
   size_t bytes = 0;
   ASSERT_EQ(KINDEX_STATUS_OK, kindex_paged_decode_workspace_size(&dev.p, &bytes));
   ASSERT_GT(bytes, 0u);
@@ -517,20 +524,18 @@ TEST_F(Decode, PlanOnceRunsEveryLayer) {
   CUDA_OK(cudaMemset(ws, 0, bytes));
   ASSERT_EQ(KINDEX_STATUS_OK, kindex_paged_decode_plan(&dev.p, ws, bytes, nullptr)) << kindex_last_error();
   for (int layer = 0; layer < 3; ++layer) {
-    CUDA_OK(cudaMemset(dev.p.output, 0xff, dev.out_elems * 2));
-    CUDA_OK(cudaMemset(dev.p.lse, 0xff, dev.lse_elems * 4));
+    CUDA_OK(dev.poison());
     ASSERT_EQ(KINDEX_STATUS_OK, kindex_paged_decode_run(&dev.p, ws, bytes, nullptr)) << kindex_last_error();
     CUDA_OK(cudaDeviceSynchronize());
-    dev.download(o2, l2);
-    expect_same_bits(o1, l1, o2, l2, "layer " + std::to_string(layer));
+    expect_same_bits(first, dev.outputs(), "layer " + std::to_string(layer));
   }
   CUDA_OK(cudaMemset(ws, 0, bytes));  // no plan
   ASSERT_EQ(KINDEX_STATUS_OK, kindex_paged_decode_run(&dev.p, ws, bytes, nullptr)) << kindex_last_error();
   CUDA_OK(cudaDeviceSynchronize());
-  dev.download(o2, l2);
-  for (float x : l2) ASSERT_TRUE(std::isnan(x));
+  const Outputs unplanned = dev.outputs();
+  for (float x : unplanned.lse) ASSERT_TRUE(std::isnan(x));
   const uint16_t nan_above = split_case().dtype == KINDEX_DTYPE_BF16 ? 0x7f80 : 0x7c00;
-  for (uint16_t x : o2) ASSERT_TRUE((x & 0x7fff) > nan_above);
+  for (uint16_t x : unplanned.out) ASSERT_TRUE((x & 0x7fff) > nan_above);
 }
 
 // A GPU with less shared memory per CTA than a Hopper (the A100's 163 KB) runs a 2-stage ring at head_dim 128 and
@@ -558,9 +563,8 @@ TEST_F(Decode, TwoStageRingOfSmallerSharedMemoryPasses) {
 // libkindex.so reads no environment: the knobs earlier versions took from KINDEX_DECODE_* (MERGE=2 skipped the
 // merge and returned wrong results) change nothing a fresh copy of the library returns.
 TEST_F(Decode, EnvironmentChangesNothingTheCAbiReturns) {
-  std::vector<uint16_t> o1, o2;
-  std::vector<float> l1, l2;
-  ASSERT_EQ("", first_split_run(dev, o1, l1));
+  Outputs first;
+  ASSERT_EQ("", first_split_run(dev, first));
 
   for (const char* knob : {"KINDEX_DECODE_MERGE=2", "KINDEX_DECODE_MIN_SEGMENT=16", "KINDEX_DECODE_STAGES=2",
                            "KINDEX_DECODE_SOLO=0", "KINDEX_DECODE_ROUND_ROBIN=0", "KINDEX_DECODE_PREFETCH=0",
@@ -576,27 +580,23 @@ TEST_F(Decode, EnvironmentChangesNothingTheCAbiReturns) {
   ASSERT_TRUE(size && decode);
   size_t bytes = 0;
   ASSERT_EQ(KINDEX_STATUS_OK, size(&dev.p, &bytes));
-  CUDA_OK(cudaMemset(dev.p.output, 0xff, dev.out_elems * 2));
-  CUDA_OK(cudaMemset(dev.p.lse, 0xff, dev.lse_elems * 4));
+  CUDA_OK(dev.poison());
   ASSERT_EQ(KINDEX_STATUS_OK, decode(&dev.p, bytes ? dev.ws.get(bytes) : nullptr, bytes, nullptr));
   CUDA_OK(cudaDeviceSynchronize());
-  dev.download(o2, l2);
-  expect_same_bits(o1, l1, o2, l2);
+  expect_same_bits(first, dev.outputs());
   dlclose(lib);
 }
 
 TEST_F(Decode, CudaGraphCaptureReplaysTheSameResult) {
-  std::vector<uint16_t> o1, o2;
-  std::vector<float> l1, l2;
-  ASSERT_EQ("", first_split_run(dev, o1, l1));
+  Outputs first;
+  ASSERT_EQ("", first_split_run(dev, first));
 
   cudaStream_t stream;
   CUDA_OK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
   size_t bytes = 0;
   ASSERT_EQ(KINDEX_STATUS_OK, kindex_paged_decode_workspace_size(&dev.p, &bytes));
   void* ws = dev.ws.get(bytes);
-  CUDA_OK(cudaMemset(dev.p.output, 0xff, dev.out_elems * 2));
-  CUDA_OK(cudaMemset(dev.p.lse, 0xff, dev.lse_elems * 4));
+  CUDA_OK(dev.poison());
   cudaGraph_t graph;
   CUDA_OK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal));
   const kindex_status st = kindex_paged_decode(&dev.p, ws, bytes, stream);
@@ -607,8 +607,7 @@ TEST_F(Decode, CudaGraphCaptureReplaysTheSameResult) {
   CUDA_OK(cudaGraphLaunch(exec, stream));
   CUDA_OK(cudaGraphLaunch(exec, stream));
   CUDA_OK(cudaStreamSynchronize(stream));
-  dev.download(o2, l2);
-  expect_same_bits(o1, l1, o2, l2);
+  expect_same_bits(first, dev.outputs());
   cudaGraphExecDestroy(exec);
   cudaGraphDestroy(graph);
   cudaStreamDestroy(stream);

@@ -23,7 +23,18 @@ constexpr std::string_view kFibDefinitions = "flashinfer-trace/definitions/";
 constexpr std::string_view kFibWorkloads = "flashinfer-trace/workloads/";
 constexpr std::string_view kSolAlias = "L2/003_grouped_query_attention_with_rope_backward";
 
-// The reference of the family, as upstream writes it for page_size 1 and for larger pages.
+// The reference of the family, as upstream writes it for page_size 1 and for larger pages; {OUTPUTS} stands for the
+// lines both share (the outputs' allocation and the group size).
+constexpr std::string_view kReferenceOutputs = R"PY(    device = q.device
+    output = torch.zeros(
+        (batch_size, num_qo_heads, head_dim), dtype=torch.bfloat16, device=device
+    )
+    lse = torch.full(
+        (batch_size, num_qo_heads), -float("inf"), dtype=torch.float32, device=device
+    )
+
+    gqa_ratio = num_qo_heads // num_kv_heads
+)PY";
 constexpr std::string_view kReferencePs1 = R"PY(import torch
 import math
 
@@ -43,15 +54,7 @@ def run(q, k_cache, v_cache, kv_indptr, kv_indices, sm_scale):
     assert kv_indptr.shape[0] == batch_size + 1
     assert kv_indices.shape[0] == kv_indptr[-1].item()
 
-    device = q.device
-    output = torch.zeros(
-        (batch_size, num_qo_heads, head_dim), dtype=torch.bfloat16, device=device
-    )
-    lse = torch.full(
-        (batch_size, num_qo_heads), -float("inf"), dtype=torch.float32, device=device
-    )
-
-    gqa_ratio = num_qo_heads // num_kv_heads
+{OUTPUTS}
     # page_size=1: squeeze page dim -> [num_pages, num_kv_heads, head_dim]
     k_flat = k_cache.squeeze(1).to(torch.float32)
     v_flat = v_cache.squeeze(1).to(torch.float32)
@@ -92,15 +95,7 @@ def run(q, k_cache, v_cache, kv_indptr, kv_indices, kv_last_page_len, sm_scale):
     assert head_dim == {D}
     assert page_size == {P}
 
-    device = q.device
-    output = torch.zeros(
-        (batch_size, num_qo_heads, head_dim), dtype=torch.bfloat16, device=device
-    )
-    lse = torch.full(
-        (batch_size, num_qo_heads), -float("inf"), dtype=torch.float32, device=device
-    )
-
-    gqa_ratio = num_qo_heads // num_kv_heads
+{OUTPUTS}
     k_cache_f32 = k_cache.to(torch.float32)
     v_cache_f32 = v_cache.to(torch.float32)
     q_f32 = q.to(torch.float32)
@@ -246,6 +241,7 @@ Definition decode_definition(const DecodeParams& p) {
   outputs["lse"] = tensor({"batch_size", "num_qo_heads"}, "float32", "The 2-based log-sum-exp of attention logits.");
 
   std::string reference(p.page_size == 1 ? kReferencePs1 : kReferencePaged);
+  reference = replace_all(reference, "{OUTPUTS}\n", std::string(kReferenceOutputs));
   reference = replace_all(reference, "{H}", std::to_string(p.num_qo_heads));
   reference = replace_all(reference, "{K}", std::to_string(p.num_kv_heads));
   reference = replace_all(reference, "{D}", std::to_string(p.head_dim));

@@ -41,6 +41,18 @@ __device__ __forceinline__ uint32_t pack(float lo, float hi) { return ptx::Mma<b
 __device__ __forceinline__ void mma(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
   ptx::Mma<bf16>::run(c, a, b0, b1);
 }
+// acc (N n-tiles of 8 columns) += a (16 x 16) * B, where load_b(bf, np) loads the B fragments of columns
+// 16 np .. 16 np + 15 (two n-tiles).
+template <int N, class LoadB>
+__device__ __forceinline__ void mma_row(float (&acc)[N][4], const uint32_t (&a)[4], LoadB load_b) {
+#pragma unroll
+  for (int np = 0; np < N / 2; ++np) {
+    uint32_t bf[4];
+    load_b(bf, np);
+    mma(acc[2 * np], a, bf[0], bf[1]);
+    mma(acc[2 * np + 1], a, bf[2], bf[3]);
+  }
+}
 __device__ __forceinline__ float2 unpack(uint32_t u) {
   __nv_bfloat162 v;
   memcpy(&v, &u, 4);
@@ -329,13 +341,9 @@ __device__ __forceinline__ void row_kernel_body(const AttentionArgs& p) {
       } else {
 #pragma unroll
         for (int kc = 0; kc < 8; ++kc) {
-#pragma unroll
-          for (int np = 0; np < 4; ++np) {
-            uint32_t bf[4];
+          mma_row(dp, dof[kc], [&](uint32_t(&bf)[4], int np) {
             ldmatrix_x4(bf, bn_addr(sv, np * 16, kc * 16, lane, 16));
-            mma(dp[2 * np], dof[kc], bf[0], bf[1]);
-            mma(dp[2 * np + 1], dof[kc], bf[2], bf[3]);
-          }
+          });
         }
       }
 #pragma unroll
@@ -392,13 +400,9 @@ __device__ __forceinline__ void row_kernel_body(const AttentionArgs& p) {
 #pragma unroll
           for (int e = 0; e < 4; ++e) ds_tile[kc][e] = dsf[e];
         } else {
-#pragma unroll
-          for (int np = 0; np < 8; ++np) {
-            uint32_t bf[4];
+          mma_row(dq, dsf, [&](uint32_t(&bf)[4], int np) {
             ldmatrix_x4_trans(bf, bk_addr(sk, kc * 16, np * 16, lane, 16));
-            mma(dq[2 * np], dsf, bf[0], bf[1]);
-            mma(dq[2 * np + 1], dsf, bf[2], bf[3]);
-          }
+          });
         }
       };
       if constexpr (L::kNeedDo) {
@@ -562,13 +566,9 @@ __device__ __forceinline__ void column_kernel_body(const AttentionArgs& p) {
       for (int kc = 0; kc < 4; ++kc) ldmatrix_x4_trans(yt[kc], at_addr(sy, warp * 16, kc * 16, lane, kKeys / 8));
 #pragma unroll
       for (int kc = 0; kc < 4; ++kc) {
-#pragma unroll
-        for (int np = 0; np < 8; ++np) {
-          uint32_t bf[4];
+        mma_row(acc, yt[kc], [&](uint32_t(&bf)[4], int np) {
           ldmatrix_x4_trans(bf, bk_addr(sx, kc * 16, np * 16, lane, 16));
-          mma(acc[2 * np], yt[kc], bf[0], bf[1]);
-          mma(acc[2 * np + 1], yt[kc], bf[2], bf[3]);
-        }
+        });
       }
     }
     __syncthreads();

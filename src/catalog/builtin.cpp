@@ -23,8 +23,16 @@ constexpr std::string_view kFibDefinitions = "flashinfer-trace/definitions/";
 constexpr std::string_view kFibWorkloads = "flashinfer-trace/workloads/";
 constexpr std::string_view kSolAlias = "L2/003_grouped_query_attention_with_rope_backward";
 
-// The reference of the family, as upstream writes it for page_size 1 and for larger pages; {OUTPUTS} stands for the
-// lines both share (the outputs' allocation and the group size).
+// The reference of the family, as upstream writes it for page_size 1 and for larger pages; {SHAPES} and {OUTPUTS}
+// stand for the lines both share (the sizes and their checks; the outputs' allocation and the group size).
+constexpr std::string_view kReferenceShapes = R"PY(    batch_size, num_qo_heads, head_dim = q.shape
+    _, page_size, num_kv_heads, _ = k_cache.shape
+
+    # Check constants
+    assert num_qo_heads == {H}
+    assert num_kv_heads == {K}
+    assert head_dim == {D}
+)PY";
 constexpr std::string_view kReferenceOutputs = R"PY(    device = q.device
     output = torch.zeros(
         (batch_size, num_qo_heads, head_dim), dtype=torch.bfloat16, device=device
@@ -41,13 +49,7 @@ import math
 
 @torch.no_grad()
 def run(q, k_cache, v_cache, kv_indptr, kv_indices, sm_scale):
-    batch_size, num_qo_heads, head_dim = q.shape
-    _, page_size, num_kv_heads, _ = k_cache.shape
-
-    # Check constants
-    assert num_qo_heads == {H}
-    assert num_kv_heads == {K}
-    assert head_dim == {D}
+{SHAPES}
     assert page_size == 1
 
     # Check constraints
@@ -86,13 +88,7 @@ import math
 
 @torch.no_grad()
 def run(q, k_cache, v_cache, kv_indptr, kv_indices, kv_last_page_len, sm_scale):
-    batch_size, num_qo_heads, head_dim = q.shape
-    _, page_size, num_kv_heads, _ = k_cache.shape
-
-    # Check constants
-    assert num_qo_heads == {H}
-    assert num_kv_heads == {K}
-    assert head_dim == {D}
+{SHAPES}
     assert page_size == {P}
 
 {OUTPUTS}
@@ -241,6 +237,7 @@ Definition decode_definition(const DecodeParams& p) {
   outputs["lse"] = tensor({"batch_size", "num_qo_heads"}, "float32", "The 2-based log-sum-exp of attention logits.");
 
   std::string reference(p.page_size == 1 ? kReferencePs1 : kReferencePaged);
+  reference = replace_all(reference, "{SHAPES}\n", std::string(kReferenceShapes));
   reference = replace_all(reference, "{OUTPUTS}\n", std::string(kReferenceOutputs));
   reference = replace_all(reference, "{H}", std::to_string(p.num_qo_heads));
   reference = replace_all(reference, "{K}", std::to_string(p.num_kv_heads));

@@ -660,3 +660,26 @@ def test_resume_rows_keeps_what_keep_accepts_and_notes_the_earlier_run(tmp_path,
     assert kept == [{"k": 1, "ok": True}] and doc["cases"] == kept
     assert doc["resumed"] == [{"cases": 9}, {"date_utc": "D", "command": "C", "cases": 1}]
     assert "was run with seed 1, this run 2" in capsys.readouterr().out
+
+
+def test_fit_decode_cost_recovers_the_constants_of_a_model_made_sweep(tmp_path, capsys):
+    import fit_decode_cost as fdc
+    chip, truth = 3.0e6, (1.2e5, 0.5, 2.0, 5.0)  # bytes/us; cta, piece, merge, fixed
+    rows = []
+    for batch, heads, tokens in ((1, 1, 32768), (1, 8, 2048), (4, 8, 8192), (64, 8, 8192), (256, 8, 16384)):
+        case = ("c", batch, heads, tokens * heads * 128 * 4, {})
+        variants = {f"s{s}": {"num_segments": s, "median_us": fdc.model_us(case, chip, *truth, s)}
+                    for s in (1, 2, 4, 8, 16, 33, 66, 132)}
+        rows.append({"definition": f"synthetic_h32_kv{heads}_d128", "label": f"b{batch}_kv{heads}_n{tokens}",
+                     "batch_size": batch, "kv_tokens": tokens, "variants": variants})
+    path = tmp_path / "sweep.json"
+    path.write_text(json.dumps({"workloads": rows}))
+    assert fdc.main([str(path), "--chip-tb-per-s", "3.0", "--json", str(tmp_path / "fit.json")]) == 0
+    fit = json.loads((tmp_path / "fit.json").read_text())
+    assert fit["geomean_pick_over_fastest"] == pytest.approx(1.0, abs=1e-3)
+    assert fit["fit"]["squared_relative_error"] < 1e-6
+    assert fit["fit"]["merge_us"] == pytest.approx(truth[2], rel=0.05)
+    assert fit["fit"]["cta_bytes_per_us"] == pytest.approx(truth[0], rel=0.2)
+    assert "kCtaBytesPerUs" in capsys.readouterr().out
+    (tmp_path / "empty.json").write_text(json.dumps({"workloads": []}))
+    assert fdc.main([str(tmp_path / "empty.json")]) == 1

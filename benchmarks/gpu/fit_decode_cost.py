@@ -1,0 +1,153 @@
+#!/usr/bin/env python3
+"""Fits the decode cost model's constants (src/kernels/decode/paged_decode.cpp: kCtaBytesPerUs, kPieceUs, kMergeUs)
+to a segment-count sweep: bench_decode's JSON (results/decode/run_device.sh sweep) of synthetic cases, each timed at
+forced segment counts (variants s1, s2, ...). The model, as choose_segments evaluates it for S segments:
+
+    t(S) = kv_bytes / min(chip, S * kv_heads * cta) + piece * floor((batch + 2 S - 2) / S) + merge * (S > 1) + fixed
+
+`fixed` (launch and the first load's latency) is the same for every S, so it does not move the choice; it is fitted
+so that the other three are not bent to absorb it. chip is the device's streaming rate (--chip-tb-per-s, default the
+best rate any case reached). Prints the constants, then per case the segment count the fitted model picks, the
+fastest measured one, and what the model's pick costs against the fastest (the number that matters).
+
+  python3 benchmarks/gpu/fit_decode_cost.py sweep.json [more.json ...] [--chip-tb-per-s 3.0] [--json out.json]
+"""
+import argparse
+import json
+import math
+import pathlib
+import re
+import sys
+
+
+def cases(docs):
+    """[(label, batch, kv_heads, kv_bytes, {segments: median_us})] from bench_decode documents."""
+    out = []
+    for doc in docs:
+        for row in doc.get("workloads", []):
+            m = re.search(r"_kv(\d+)_d(\d+)", row.get("definition", ""))
+            if not m:
+                continue
+            kv_heads, head_dim = int(m[1]), int(m[2])
+            kv_bytes = row["kv_tokens"] * kv_heads * head_dim * 2 * 2
+            times = {}
+            for name, v in row.get("variants", {}).items():
+                if re.fullmatch(r"s[1-9]\d*", name) and not v.get("run_only"):
+                    times[int(v["num_segments"])] = min(times.get(int(v["num_segments"]), math.inf), v["median_us"])
+            if len(times) >= 2:
+                out.append((row["label"], int(row["batch_size"]), kv_heads, kv_bytes, times))
+    return out
+
+
+def model_us(c, chip, cta, piece, merge, fixed, s):
+    _, batch, heads, kv_bytes, _ = c
+    return kv_bytes / min(chip, s * heads * cta) + piece * ((batch + 2 * s - 2) // s) + (merge if s > 1 else 0) + fixed
+
+
+def solve3(m, v):
+    """x with m x = v (3 x 3, Cramer's rule); None when m is singular."""
+    def det(a):
+        return (a[0][0] * (a[1][1] * a[2][2] - a[1][2] * a[2][1]) - a[0][1] * (a[1][0] * a[2][2] - a[1][2] * a[2][0])
+                + a[0][2] * (a[1][0] * a[2][1] - a[1][1] * a[2][0]))
+    d = det(m)
+    if abs(d) < 1e-300:
+        return None
+    return [det([[v[r] if c == k else m[r][c] for c in range(3)] for r in range(3)]) / d for k in range(3)]
+
+
+def fit_linear(cs, chip, cta):
+    """For one cta: (piece, merge, fixed) >= 0 minimising the squared relative error (linear least squares), and that
+    error. Negative solutions are clamped to 0 and the others refitted."""
+    points = [(c, s, t) for c in cs for s, t in c[4].items()]
+    active = [0, 1, 2]
+    while True:
+        rows = []
+        for c, s, t in points:
+            stream = c[3] / min(chip, s * c[2] * cta)
+            feats = [((c[1] + 2 * s - 2) // s), 1.0 if s > 1 else 0.0, 1.0]
+            rows.append(([feats[i] / t for i in active], (t - stream) / t))
+        m = [[sum(r[0][i] * r[0][j] for r in rows) for j in range(len(active))] for i in range(len(active))]
+        v = [sum(r[0][i] * r[1] for r in rows) for i in range(len(active))]
+        while len(m) < 3:  # pad to 3 x 3 with identity rows for the clamped unknowns
+            k = len(m)
+            for row in m:
+                row.append(0.0)
+            m.append([0.0] * k + [1.0])
+            v.append(0.0)
+        x = solve3(m, v) or [0.0, 0.0, 0.0]
+        params = [0.0, 0.0, 0.0]
+        for i, k in enumerate(active):
+            params[k] = x[i]
+        negative = [k for k in active if params[k] < 0]
+        if not negative:
+            break
+        active = [k for k in active if k not in negative]
+        if not active:
+            params = [0.0, 0.0, 0.0]
+            break
+    err = sum((model_us(c, chip, cta, *params, s) / t - 1) ** 2 for c, s, t in points)
+    return tuple(params), err
+
+
+def fit(cs, chip):
+    """cta by a log-grid search refined by golden section; the rest by linear least squares for each cta."""
+    def err(log_cta):
+        return fit_linear(cs, chip, math.exp(log_cta))[1]
+
+    grid = [math.log(1e4) + k * math.log(2) / 4 for k in range(0, 30)]  # 10 GB/s .. ~1.8 TB/s per CTA
+    k = min(range(len(grid)), key=lambda i: err(grid[i]))
+    lo, hi = grid[max(0, k - 1)], grid[min(len(grid) - 1, k + 1)]
+    g = (math.sqrt(5) - 1) / 2
+    for _ in range(60):
+        a, b = hi - g * (hi - lo), lo + g * (hi - lo)
+        if err(a) < err(b):
+            hi = b
+        else:
+            lo = a
+    cta = math.exp((lo + hi) / 2)
+    (piece, merge, fixed), e = fit_linear(cs, chip, cta)
+    return (cta, piece, merge, fixed), e
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("sweeps", nargs="+", help="bench_decode --json files of a sweep")
+    ap.add_argument("--chip-tb-per-s", type=float, help="the device's streaming rate (default: best case reached)")
+    ap.add_argument("--json", help="write the fit and the per-case table here")
+    args = ap.parse_args(argv)
+    docs = [json.loads(pathlib.Path(p).read_text()) for p in args.sweeps]
+    cs = cases(docs)
+    if not cs:
+        print("error: no synthetic case with two or more forced segment counts in the input", file=sys.stderr)
+        return 1
+    chip = (args.chip_tb_per_s * 1e6 if args.chip_tb_per_s
+            else max(c[3] / t for c in cs for t in c[4].values()))
+    (cta, piece, merge, fixed), loss = fit(cs, chip)
+    rows = []
+    for c in cs:
+        label, _, _, _, times = c
+        pick = min(times, key=lambda s: model_us(c, chip, cta, piece, merge, fixed, s))
+        fastest = min(times, key=times.get)
+        rows.append({"label": label, "model_segments": pick, "fastest_segments": fastest,
+                     "model_pick_us": times[pick], "fastest_us": times[fastest],
+                     "pick_over_fastest": times[pick] / times[fastest]})
+    geo = math.exp(sum(math.log(r["pick_over_fastest"]) for r in rows) / len(rows))
+    print(f"chip {chip / 1e6:.3f} TB/s; fitted: kCtaBytesPerUs = {cta:.4g}, kPieceUs = {piece:.3g}, "
+          f"kMergeUs = {merge:.3g} (fixed {fixed:.3g} us); squared relative error {loss:.4g} over "
+          f"{sum(len(c[4]) for c in cs)} points")
+    print(f"{'case':44} {'model S':>8} {'best S':>7} {'model us':>9} {'best us':>8} {'ratio':>6}")
+    for r in rows:
+        print(f"{r['label']:44} {r['model_segments']:8} {r['fastest_segments']:7} {r['model_pick_us']:9.2f} "
+              f"{r['fastest_us']:8.2f} {r['pick_over_fastest']:6.3f}")
+    print(f"geomean of the model's pick over the fastest measured: {geo:.4f}")
+    if args.json:
+        pathlib.Path(args.json).write_text(json.dumps(
+            {"inputs": args.sweeps, "chip_bytes_per_us": chip,
+             "fit": {"cta_bytes_per_us": cta, "piece_us": piece, "merge_us": merge, "fixed_us": fixed,
+                     "squared_relative_error": loss},
+             "cases": rows, "geomean_pick_over_fastest": geo}, indent=1) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

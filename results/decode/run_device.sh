@@ -2,7 +2,7 @@
 # What the decode results in this folder are produced with, on the lent H200 (run from the repository root; binaries
 # built here by `scripts/device-build.sh decode test_gpu bench_decode kindex_shared` and carried in
 # .devcarry/decode/{bin,lib}; logs and JSON written to $OUT).
-#   results/decode/run_device.sh [tests] [tests_ptx] [sanitize] [bench] [sweep] [bench_ptx] [ab] [peers] [ncu]
+#   results/decode/run_device.sh [tests] [tests_all] [tests_ptx] [sanitize] [bench] [sweep] [bench_ptx] [ab] [peers] [ncu]
 # sweep:     bench_decode on model-shaped synthetic cases (SWEEP_CASES, B:N:PS:HQ:HKV:D) at forced segment counts
 #            (SWEEP_VARIANTS): the data the cost model's constants are read from.
 # ncu:       NCU_WORKLOADS (default ps1#0 ps1#36 ps64#0), NCU_SECTIONS (default: speed of light, launch, occupancy,
@@ -27,6 +27,9 @@ for step in "$@"; do
     tests)
       timeout ${TESTS_TIMEOUT:-300} $bin/test_gpu --gtest_filter='Decode.*' 2>&1 | tee "$out/tests.log" |
         grep -E '^\[ *(OK|FAILED|SKIPPED|PASSED) *\]|Failure|Expected|Which is' ;;
+    tests_all)  # every GPU test (the backward's at one round of fresh inputs)
+      KINDEX_BACKWARD_ROUNDS=1 timeout ${TESTS_TIMEOUT:-300} $bin/test_gpu 2>&1 | tee "$out/tests_all.log" |
+        grep -E '^\[ *(FAILED|PASSED|SKIPPED) *\]|Failure|Expected|Which is|tests ran' ;;
     tests_ptx)
       CUDA_FORCE_PTX_JIT=1 timeout 400 .devcarry/decode-ptx/bin/test_gpu --gtest_filter='Decode.*' 2>&1 |
         tee "$out/tests_ptx.log" | grep -E '^\[ *(FAILED|PASSED) *\]|Failure' ;;

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The v6 device call (2026-12-07), from the repository root: the GPU decode tests, the segment-count sweep,
+# The v6 device call (2026-12-07), from the repository root: every GPU test, the segment-count sweep,
 # compute-sanitizer, then the model-shaped suite and the seeds against the peers (last: it resumes in a later call).
 # Binaries: scripts/device-build.sh decode test_gpu bench_decode kindex_shared (KINDEX_CUDA_ARCHS=90a), packed as
 # .devcarry/bins.tar.xz; datasets exported by `kindex catalog export [--dataset definitions/model_suite] --out
@@ -14,7 +14,7 @@ stage() { tar cJf "$final/$1.tar.xz" -C "$2" .; }
 for s in ${STAGES:-tests sweep sanitize suite}; do
   w=/tmp/v6-$s; mkdir -p $w
   case $s in
-    tests) OUT=$w TESTS_TIMEOUT=${TESTS_TIMEOUT:-200} bash results/decode/run_device.sh tests 2>&1 | tail -25 ;;
+    tests) OUT=$w TESTS_TIMEOUT=${TESTS_TIMEOUT:-200} bash results/decode/run_device.sh tests_all 2>&1 | tail -25 ;;
     sweep) OUT=$w timeout ${SWEEP_TIMEOUT:-120} bash results/decode/run_device.sh sweep 2>&1 | tail -14 ;;
     sanitize)
       for tool in memcheck racecheck; do

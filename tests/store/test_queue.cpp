@@ -10,27 +10,14 @@
 
 #include "core/error.hpp"
 #include "store/fixtures.hpp"
-#include "store/postgres_server.hpp"
+#include "store/postgres_suite.hpp"
 #include "store/queue.hpp"
 
 namespace kindex::store {
 namespace {
 
-class Queue : public ::testing::Test {
+class Queue : public test::PostgresSuite {
  protected:
-  static void SetUpTestSuite() {
-#ifdef KINDEX_HAVE_POSTGRES
-    server_ = std::make_unique<test::PostgresServer>();
-#endif
-  }
-  static void TearDownTestSuite() { server_.reset(); }
-  void SetUp() override {
-#ifndef KINDEX_HAVE_POSTGRES
-    GTEST_SKIP() << "built without PostgreSQL support (KINDEX_POSTGRES=OFF)";
-#endif
-  }
-  // A fresh database per test.
-  std::string database(const std::string& name) { return server_->create_database(name); }
   static std::vector<QueuedRun> runs(int n) {
     std::vector<QueuedRun> out;
     for (int i = 0; i < n; ++i)
@@ -38,9 +25,7 @@ class Queue : public ::testing::Test {
     return out;
   }
   static int64_t count(Store& s, const std::string& sql) { return s.db().query(sql)[0].integer(0); }
-  static std::unique_ptr<test::PostgresServer> server_;
 };
-std::unique_ptr<test::PostgresServer> Queue::server_;
 
 void sleep_s(double s) { std::this_thread::sleep_for(std::chrono::duration<double>(s)); }
 

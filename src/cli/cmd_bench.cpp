@@ -6,6 +6,7 @@
 #include <iostream>
 #include <memory>
 
+#include "runner/gpus.hpp"
 #include "runner/session.hpp"
 #include "runner/execute/solution.hpp"
 #include "catalog/builtin.hpp"

@@ -29,12 +29,9 @@ int run_session(const SessionOptions& options, std::ostream& out, std::ostream& 
 
 // Whether this machine has a usable GPU, asked in a child process so the caller never initialises CUDA.
 bool probe_gpu();
-// How many GPUs this process would see (CUDA_VISIBLE_DEVICES applies), asked the same way; 0 without.
+// How many GPUs this process would see (CUDA_VISIBLE_DEVICES applies), asked the same way; 0 without
+// (gpus.hpp checks --gpus against it).
 int probe_gpu_count();
-// --gpus: "all" (every GPU this process sees) or a comma list of ordinals ("0,2"), checked against
-// `available` GPUs. Throws kindex::Error naming --gpus and the value for a GPU that does not exist, a repeated one,
-// or anything else.
-std::vector<int> gpu_ordinals(const std::string& spec, int available);
 
 // The main job: the three seed problems (gqa_paged_decode_h32_kv4_d128_ps1, gqa_paged_decode_h24_kv4_d128_ps64,
 // SOL L2/003). With a GPU: kindex's kernels on every bundled workload, judged against and timed beside the GPU

@@ -15,15 +15,6 @@
 namespace kindex::runner {
 namespace {
 
-// What does not depend on when or where a run happened: everything but its times.
-nlohmann::json content(const RunResult& r) {
-  nlohmann::json j = r.to_json();
-  for (const char* timed : {"timing", "reference_timing", "wall_s", "observed_at", "phases_s", "speedup_factor",
-                            "headroom_ratio", "kindex_floor_ratio", "plan_host_s"})
-    j.erase(timed);
-  return j;
-}
-
 TEST(Spread, ThreeWorkersGiveTheResultsOfOneInTheSameOrder) {
   const catalog::Problem ps1 = catalog::builtin_problem("gqa_paged_decode_h32_kv4_d128_ps1");
   const catalog::Problem h16 = catalog::builtin_problem("gqa_paged_decode_h16_kv2_d128_ps1");
@@ -46,7 +37,7 @@ TEST(Spread, ThreeWorkersGiveTheResultsOfOneInTheSameOrder) {
   ASSERT_EQ(three.results.size(), one.results.size());
   for (size_t i = 0; i < one.results.size(); ++i) {
     SCOPED_TRACE(i);
-    EXPECT_EQ(content(three.results[i]), content(one.results[i]));
+    EXPECT_EQ(test::run_content(three.results[i]), test::run_content(one.results[i]));
     EXPECT_EQ(three.results[i].implementation_info.name, one.results[i].implementation_info.name);
   }
   EXPECT_EQ(one.results[0].status, RunStatus::passed);

@@ -32,6 +32,8 @@ void add_all_commands(CLI::App& app, Registry& registry) {
   add_serve_command(app, registry);
   add_bench_command(app, registry);
   add_rerun_command(app, registry);
+  add_queue_command(app, registry);
+  add_worker_command(app, registry);
 }
 
 int run_default(const Registry& registry) { return bench_main_job(registry); }
@@ -46,8 +48,7 @@ namespace {
 
 // The SQLite file behind a URI; empty for PostgreSQL and in-memory stores.
 std::string sqlite_path(const std::string& uri) {
-  if (uri.rfind("postgresql://", 0) == 0 || uri.rfind("postgres://", 0) == 0 || uri.find("dbname=") != std::string::npos)
-    return "";
+  if (store::is_postgres_uri(uri)) return "";
   std::string path = uri.rfind("sqlite:", 0) == 0 ? uri.substr(7) : uri;
   return path == ":memory:" ? "" : path;
 }

@@ -5,6 +5,7 @@
 
 namespace CLI { class App; }
 namespace kindex::store { class Store; }
+namespace kindex::runner { struct SessionOptions; }
 
 namespace kindex::cli {
 
@@ -34,6 +35,12 @@ void add_export_command(CLI::App& app, Registry& registry);
 void add_serve_command(CLI::App& app, Registry& registry);
 void add_bench_command(CLI::App& app, Registry& registry);         // cmd_bench.cpp
 void add_rerun_command(CLI::App& app, Registry& registry);         // cmd_rerun.cpp
+void add_queue_command(CLI::App& app, Registry& registry);         // cmd_queue.cpp: queue add, queue status
+void add_worker_command(CLI::App& app, Registry& registry);        // cmd_worker.cpp
+// The options that shape a bench's runs (--problem, --workloads, --impl, --peer, --reference, --trials,
+// --timing-trials, --iterations, --warmup, --seed, --timeout, --events), shared by `bench` and `queue add`
+// (cmd_bench.cpp).
+void add_run_options(CLI::App* cmd, runner::SessionOptions& s, bool& events);
 int bench_main_job(const Registry& registry);  // cmd_bench.cpp: run_default's work
 // `kindex` with no subcommand: the main job (bench the bundled problems; CPU path without a GPU).
 int run_default(const Registry& registry);

@@ -14,9 +14,15 @@ namespace device {
 
 bool built_with_cuda() { return true; }
 
-bool available() {
-  int count = 0;
-  return cudaGetDeviceCount(&count) == cudaSuccess && count > 0;
+bool available() { return count() > 0; }
+
+int count() {
+  int n = 0;
+  if (cudaGetDeviceCount(&n) != cudaSuccess) {
+    cudaGetLastError();
+    return 0;
+  }
+  return n;
 }
 
 void check(int code, const char* what) {
@@ -125,6 +131,7 @@ void ipc_close(void* ptr) { check(cudaIpcCloseMemHandle(ptr), "cudaIpcCloseMemHa
 
 bool built_with_cuda() { return false; }
 bool available() { return false; }
+int count() { return 0; }
 [[noreturn]] static void no_cuda(const char* what) {
   throw RunFailure(RunStatus::runtime_error, std::string(what) + ": kindex was built without CUDA");
 }

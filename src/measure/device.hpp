@@ -17,6 +17,8 @@ namespace device {
 bool built_with_cuda();
 // A CUDA device is present and usable (initialises CUDA in this process).
 bool available();
+// How many CUDA devices this process sees (initialises CUDA); 0 without CUDA or a GPU.
+int count();
 // Throws RunFailure classified by the CUDA error code when `code` (a cudaError_t) is not success.
 void check(int code, const char* what);
 void synchronize(void* stream);

@@ -263,10 +263,10 @@ RerunOutcome run_rerun(const RerunPlan& plan, const RerunOptions& options, std::
   const auto labels = plan.labels();
   RerunOutcome outcome{plan, run_bench(items, bench, [&](const RunResult& r, const Environment& env) {
                          RunResult linked = r;
-                         linked.labels = labels;
+                         linked.labels.insert(labels.begin(), labels.end());  // beside the run's own (its GPU)
                          writer.add(linked, env);
                        })};
-  for (auto& r : outcome.report.results) r.labels = labels;
+  for (auto& r : outcome.report.results) r.labels.insert(labels.begin(), labels.end());
   writer.finish(outcome.report);
   if (auto missing = outcome.report.not_available.find(plan.implementation); missing != outcome.report.not_available.end())
     throw Error(kWhere, "implementation", plan.implementation,

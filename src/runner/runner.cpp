@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <map>
 #include <memory>
 #include <optional>
@@ -27,6 +28,10 @@ namespace kindex::runner {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+
+// A run's manifest labels (outside its digest) naming the GPU it ran on: its UUID, and with --gpus its ordinal.
+constexpr const char* kGpuUuidLabel = "gpu_uuid";
+constexpr const char* kGpuIndexLabel = "gpu_index";
 
 double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
@@ -106,12 +111,9 @@ class Bench {
   void start_set_ups();
   void run_jobs();
   BenchReport finish();
+  const BenchReport& report() const { return report_; }
 
  private:
-  struct Job {
-    size_t item;
-    std::string impl;
-  };
   // A lane's worker: "" for the implementations that run in the worker process itself (kindex, the references,
   // external libraries), and one per solution or peer, which describes it, prepares its runs while the other
   // lanes' runs are measured, then runs them. Runs happen one at a time whatever their lane.
@@ -164,24 +166,12 @@ class Bench {
 };
 
 // The jobs: per work item, the implementations in the order given, then each peer that is the item's harness
-// baseline (and not also named as an implementation).
+// baseline (and not also named as an implementation). Also the list of specs the workers' requests index.
 void Bench::plan_jobs() {
-  if (options_.implementations.empty()) throw Error("kindex bench", "--impl", "", "no implementation given");
-  if (options_.reference != "auto" && options_.reference != "cpu-reference" && options_.reference != "gpu-reference")
-    throw Error("kindex bench", "--reference", options_.reference, "must be auto, cpu-reference or gpu-reference");
+  jobs_ = runner::plan_jobs(items_, options_);
   specs_ = options_.implementations;
-  for (const auto& peer : options_.peers) {
-    if (!is_peer(peer)) throw Error("kindex bench", "--peer", peer, "not a peer (" + peer_names_text() + ")");
+  for (const auto& peer : options_.peers)
     if (std::find(specs_.begin(), specs_.end(), peer) == specs_.end()) specs_.push_back(peer);
-  }
-  const auto& impls = options_.implementations;
-  for (size_t i = 0; i < items_.size(); ++i) {
-    for (const auto& impl : impls) jobs_.push_back({i, impl});
-    for (const auto& peer : options_.peers)
-      if (std::find(impls.begin(), impls.end(), peer) == impls.end() &&
-          peer_is_baseline_for(peer, *items_[i].definition))
-        jobs_.push_back({i, peer});
-  }
 }
 
 // Serves, in the current process (the body of a worker): "hello" (the environment and the in-process
@@ -517,6 +507,8 @@ void Bench::run_job(size_t j) {
   if (!shared_reference && r.status == RunStatus::passed && !r.reference_timing.trials_ns.empty() &&
       r.timing_reference != r.implementation)
     shared_references_[job.item] = {r.timing_reference, r.implementation, r.reference_timing};
+  if (report_.environment.has_gpu && !report_.environment.gpu_uuid.empty())
+    r.labels[kGpuUuidLabel] = report_.environment.gpu_uuid;  // which of the host's GPUs (outside the digests)
   const auto recording = Clock::now();
   derive(r, item, report_.environment, report_.measured_rates, options_.baseline);
   if (on_result_) on_result_(r, report_.environment);
@@ -535,12 +527,235 @@ BenchReport Bench::finish() {
   return std::move(report_);
 }
 
+// --gpus: one runner process per GPU, forked before CUDA is touched and pinned to its GPU, runs a Bench over the
+// work items dealt to it and streams what it has: a "hello" line (its GPU's environment and measured rates), a
+// "result" line per run as it ends, and the reply (its report's set-ups and peers not available, or the Error
+// that stopped it). This process feeds the results to on_result as they come and lists them in the jobs' order.
+class Spread {
+ public:
+  using OnResult = std::function<void(const RunResult&, const Environment&)>;
+  Spread(const std::vector<WorkItem>& items, const BenchOptions& options, const OnResult& on_result)
+      : items_(items), options_(options), on_result_(on_result) {}
+  BenchReport run();
+
+ private:
+  struct Device {
+    int gpu = 0;
+    std::vector<size_t> items;  // indices into items_, in order
+    std::unique_ptr<Worker> worker;
+    bool active = false;
+    Environment environment;
+    std::optional<MeasuredRates> measured;
+  };
+  std::string serve(const Device& d);
+  void take(Device& d, const std::string& line);
+  void lost(Device& d, const std::string& how);
+  void add_result(Device& d, RunResult r, const std::string& implementation_info);
+
+  const std::vector<WorkItem>& items_;
+  const BenchOptions& options_;
+  const OnResult& on_result_;
+  std::vector<Job> jobs_;
+  std::vector<Device> devices_;
+  std::vector<bool> done_jobs_;
+  std::vector<std::pair<size_t, RunResult>> done_;
+  BenchReport report_;
+};
+
+// CUDA_VISIBLE_DEVICES pinning a process to ordinal `gpu` of the GPUs this one sees: the gpu-th entry of this
+// process's own CUDA_VISIBLE_DEVICES when it sets one (the ordinals count the GPUs it shows), else the ordinal.
+std::string visible_device(int gpu) {
+  const char* shown = std::getenv("CUDA_VISIBLE_DEVICES");
+  if (!shown || !*shown) return std::to_string(gpu);
+  std::istringstream in(shown);
+  std::string part;
+  for (int k = 0; std::getline(in, part, ','); ++k)
+    if (k == gpu) return part;
+  return std::to_string(gpu);
+}
+
+// In the device's runner process: pinned, it runs the Bench of its items.
+std::string Spread::serve(const Device& d) {
+  ::setenv("CUDA_VISIBLE_DEVICES", visible_device(d.gpu).c_str(), 1);
+  std::vector<WorkItem> mine;
+  for (size_t i : d.items) mine.push_back(items_[i]);
+  BenchOptions options = options_;
+  options.gpus.clear();
+  options.progress = false;
+  const auto dump = [](const nlohmann::json& j) {
+    return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  };
+  try {
+    const OnResult emit = [&](const RunResult& r, const Environment&) {
+      Worker::emit(dump({{"result", r.to_json()}, {"implementation", r.implementation_info.to_json()}}));
+    };
+    Bench bench(mine, options, emit);
+    bench.plan_jobs();
+    bench.describe_implementations();
+    nlohmann::json hello = {{"environment", bench.report().environment.to_json()}};
+    if (const auto& m = bench.report().measured_rates)
+      hello["measured"] = {{"copy_bytes_per_s", m->copy_bytes_per_s},
+                           {"tensor_flops_per_s", m->tensor_flops_per_s},
+                           {"provenance", m->provenance}};
+    Worker::emit(dump({{"hello", hello}}));
+    bench.drop_unavailable();
+    bench.start_set_ups();
+    bench.run_jobs();
+    const BenchReport report = bench.finish();
+    nlohmann::json end = {{"start_s", report.start_s}, {"not_available", report.not_available},
+                          {"set_up", nlohmann::json::object()}};
+    for (const auto& [spec, s] : report.set_up) end["set_up"][spec] = s.to_json();
+    return dump({{"report", end}});
+  } catch (const Error& e) {
+    return dump({{"error", {{"where", e.where()}, {"field", e.field()}, {"value", e.value()}, {"problem", e.problem()}}}});
+  }
+}
+
+// A result of device `d`: its job is the first of its device's not yet done with the same workload and
+// implementation; labelled with the GPU and derived as Bench::run_job does, with that GPU's environment.
+void Spread::add_result(Device& d, RunResult r, const std::string& implementation_info) {
+  r.implementation_info = ImplementationInfo::from_json(nlohmann::json::parse(implementation_info));
+  for (size_t j = 0; j < jobs_.size(); ++j) {
+    const WorkItem& item = items_[jobs_[j].item];
+    if (done_jobs_[j] || jobs_[j].impl != r.implementation || item.definition->name != r.definition ||
+        item.workload->uuid != r.workload_uuid ||
+        std::find(d.items.begin(), d.items.end(), jobs_[j].item) == d.items.end())
+      continue;
+    done_jobs_[j] = true;
+    if (d.environment.has_gpu) r.labels[kGpuIndexLabel] = std::to_string(d.gpu);
+    derive(r, item, d.environment, d.measured, options_.baseline);
+    if (on_result_) on_result_(r, d.environment);
+    done_.emplace_back(j, std::move(r));
+    return;
+  }
+  throw std::runtime_error("the runner of GPU " + std::to_string(d.gpu) + " sent a result of no job of its own (" +
+                           r.definition + " " + r.workload_uuid + " " + r.implementation + ")");
+}
+
+void Spread::take(Device& d, const std::string& line) {
+  const nlohmann::json j = nlohmann::json::parse(line);
+  if (j.contains("hello")) {
+    d.environment = Environment::from_json(j["hello"]["environment"]);
+    if (j["hello"].contains("measured")) {
+      const auto& m = j["hello"]["measured"];
+      d.measured = MeasuredRates{m["copy_bytes_per_s"].get<double>(), m["tensor_flops_per_s"].get<double>(),
+                                 m["provenance"].get<std::string>()};
+    }
+  } else if (j.contains("result")) {
+    add_result(d, RunResult::from_json(j["result"]), j["implementation"].dump());
+  } else if (j.contains("error")) {
+    const auto& e = j["error"];
+    throw Error(e.value("where", ""), e.value("field", ""), e.value("value", ""), e.value("problem", ""));
+  } else {
+    d.active = false;
+    const auto& end = j.at("report");
+    report_.start_s = std::max(report_.start_s, end.value("start_s", 0.0));
+    for (const auto& [spec, why] : end["not_available"].items()) report_.not_available[spec] = why.get<std::string>();
+    for (const auto& [spec, sj] : end["set_up"].items()) {  // one implementation's set-ups on every GPU, summed
+      const SetUpRecord part = SetUpRecord::from_json(sj);
+      auto [it, first] = report_.set_up.emplace(spec, part);
+      if (first) continue;
+      SetUpRecord& s = it->second;
+      s.wall_s = std::max(s.wall_s, part.wall_s);
+      s.workloads += part.workloads, s.planned += part.planned, s.warm_up_processes += part.warm_up_processes;
+      s.compile_cache_hits += part.compile_cache_hits, s.compile_cache_misses += part.compile_cache_misses;
+      if (part.status != "prepared") s.status = part.status, s.message = part.message;
+    }
+  }
+}
+
+// A device's runner died: its runs not yet done end as the crash they are.
+void Spread::lost(Device& d, const std::string& how) {
+  d.active = false;
+  for (size_t j = 0; j < jobs_.size(); ++j) {
+    if (done_jobs_[j] || std::find(d.items.begin(), d.items.end(), jobs_[j].item) == d.items.end()) continue;
+    done_jobs_[j] = true;
+    RunResult r = new_run_result(items_[jobs_[j].item], jobs_[j].impl);
+    r.implementation_info.name = jobs_[j].impl;
+    r.status = RunStatus::runtime_error;
+    r.message = "the runner process of GPU " + std::to_string(d.gpu) + " died (" + how + ")";
+    if (on_result_) on_result_(r, d.environment);
+    done_.emplace_back(j, std::move(r));
+  }
+}
+
+BenchReport Spread::run() {
+  jobs_ = plan_jobs(items_, options_);
+  done_jobs_.assign(jobs_.size(), false);
+  SigpipeIgnored sigpipe;
+  devices_.resize(options_.gpus.size());
+  for (size_t k = 0; k < devices_.size(); ++k) devices_[k].gpu = options_.gpus[k];
+  for (size_t i = 0; i < items_.size(); ++i) devices_[i % devices_.size()].items.push_back(i);
+  for (auto& d : devices_) {
+    if (d.items.empty()) continue;
+    d.worker = std::make_unique<Worker>([this, &d](const std::string&, bool* exit_after) {
+      *exit_after = true;
+      return serve(d);
+    });
+    d.active = d.worker->send("bench");
+    if (!d.active) lost(d, d.worker->stop());
+  }
+  Progress progress(options_.progress, jobs_.size());
+  while (std::any_of(devices_.begin(), devices_.end(), [](const Device& d) { return d.active; })) {
+    for (auto& d : devices_) {
+      if (!d.active) continue;
+      std::string line;
+      const auto reply = d.worker->receive(0.02, &line);
+      if (reply == Worker::Reply::line) {
+        try {
+          take(d, line);
+        } catch (...) {  // a bad argument (an Error), or a line that is not one: the other runners end too
+          for (auto& other : devices_)
+            if (other.worker) other.worker->stop(true);
+          throw;
+        }
+        progress.update(done_.size(), std::to_string(devices_.size()) + " GPUs");
+      } else if (reply == Worker::Reply::died) {
+        lost(d, d.worker->stop());
+      }
+    }
+  }
+  progress.finish();
+  for (auto& d : devices_) {
+    if (d.worker) d.worker->stop();
+    if (!d.items.empty()) report_.gpus.push_back(d.environment);
+  }
+  for (const auto& d : devices_)
+    if (!d.items.empty()) {
+      report_.environment = d.environment;
+      report_.measured_rates = d.measured;
+      break;
+    }
+  std::stable_sort(done_.begin(), done_.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+  for (auto& [j, r] : done_) report_.results.push_back(std::move(r));
+  return std::move(report_);
+}
+
 }  // namespace
+
+std::vector<Job> plan_jobs(const std::vector<WorkItem>& items, const BenchOptions& options) {
+  if (options.implementations.empty()) throw Error("kindex bench", "--impl", "", "no implementation given");
+  if (options.reference != "auto" && options.reference != "cpu-reference" && options.reference != "gpu-reference")
+    throw Error("kindex bench", "--reference", options.reference, "must be auto, cpu-reference or gpu-reference");
+  for (const auto& peer : options.peers)
+    if (!is_peer(peer)) throw Error("kindex bench", "--peer", peer, "not a peer (" + peer_names_text() + ")");
+  std::vector<Job> jobs;
+  const auto& impls = options.implementations;
+  for (size_t i = 0; i < items.size(); ++i) {
+    for (const auto& impl : impls) jobs.push_back({i, impl});
+    for (const auto& peer : options.peers)
+      if (std::find(impls.begin(), impls.end(), peer) == impls.end() &&
+          peer_is_baseline_for(peer, *items[i].definition))
+        jobs.push_back({i, peer});
+  }
+  return jobs;
+}
 
 // The bench as named steps: which jobs, what the implementations are (and the environment), which cannot run here,
 // the solutions' and peers' set-ups started in their own workers, the runs one at a time, the report.
 BenchReport run_bench(const std::vector<WorkItem>& items, const BenchOptions& options,
                       const std::function<void(const RunResult&, const Environment&)>& on_result) {
+  if (!options.gpus.empty()) return Spread(items, options, on_result).run();
   Bench bench(items, options, on_result);
   bench.plan_jobs();
   bench.describe_implementations();

@@ -42,6 +42,12 @@ struct BenchOptions {
   // Python: more processes, each with fewer of Inductor's compile threads, finish a cold set-up sooner).
   int set_up_processes = 0;
   std::optional<BaselineTimes> baseline;  // L2/003 T_b measured on this machine (--baseline), else the published
+  // The GPUs to spread the bench over (--gpus; their host ordinals): one runner process per GPU, pinned to it
+  // (CUDA_VISIBLE_DEVICES, which its workers and Python processes inherit), runs the work items dealt to it in turn
+  // (item i to GPU i mod n, so a workload's runs share one device and its timing reference, as on one GPU) exactly
+  // as a bench of those items would. Empty: one runner, not pinned. The ordinals are not checked here
+  // (gpu_ordinals does); on a machine without a GPU they are logical workers, which is how the dealing is tested.
+  std::vector<int> gpus;
 };
 
 // One (definition, workload) to run, with its definition.
@@ -56,8 +62,20 @@ std::vector<const catalog::Workload*> select_workloads(const catalog::Problem& p
 // A bundled problem name or a definition file / dataset directory. Throws kindex::Error naming --problem.
 std::vector<catalog::Problem> resolve_problems(const std::string& spec);
 
+// One run of a bench: a work item (its index) and an implementation spec.
+struct Job {
+  size_t item = 0;
+  std::string impl;
+};
+// The bench's runs in their order (part of the contract, docs/runner.md): per work item, the implementations as
+// given, then each peer that is the item's harness baseline (and not also named as an implementation). Checks the
+// options first: throws kindex::Error naming --impl, --reference or --peer.
+std::vector<Job> plan_jobs(const std::vector<WorkItem>& items, const BenchOptions& options);
+
 // Runs every implementation on every work item. `on_result` (optional) sees each result as it completes, with
-// the run's environment.
+// the run's environment (with BenchOptions::gpus, the environment of the GPU it ran on; it may be called with the
+// results of several GPUs in the order they end, never at once). The report lists the results in the jobs' order
+// whatever the GPUs.
 BenchReport run_bench(const std::vector<WorkItem>& items, const BenchOptions& options,
                       const std::function<void(const RunResult&, const Environment&)>& on_result = {});
 

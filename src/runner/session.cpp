@@ -3,6 +3,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <iostream>
 
 #include "runner/measurement.hpp"
@@ -20,16 +21,18 @@ const std::vector<std::string>& seed_problems() {
   return names;
 }
 
-bool probe_gpu() {
-  if (!device::built_with_cuda()) return false;
+bool probe_gpu() { return probe_gpu_count() > 0; }
+
+int probe_gpu_count() {
+  if (!device::built_with_cuda()) return 0;
   std::cout.flush();
   std::cerr.flush();
   pid_t pid = fork();
-  if (pid < 0) return false;
-  if (pid == 0) _exit(device::available() ? 0 : 1);
+  if (pid < 0) return 0;
+  if (pid == 0) _exit(std::min(device::count(), 255));
   int status = 0;
   waitpid(pid, &status, 0);
-  return WIFEXITED(status) && WEXITSTATUS(status) == 0;
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 0;
 }
 
 SessionOptions main_job_options(bool gpu) {
@@ -52,14 +55,27 @@ SessionOptions main_job_options(bool gpu) {
   return s;
 }
 
-int run_session(const SessionOptions& options, std::ostream& out, std::ostream& err) {
+std::vector<WorkItem> select_items(const SessionOptions& options, std::vector<catalog::Problem>& problems,
+                                   std::vector<std::string>* problem_specs) {
   if (options.problems.empty()) throw Error("kindex bench", "--problem", "", "give at least one problem");
-  std::vector<catalog::Problem> problems;
+  std::vector<std::string> specs;  // per problem
   for (const auto& spec : options.problems)
-    for (auto& p : resolve_problems(spec)) problems.push_back(std::move(p));
+    for (auto& p : resolve_problems(spec)) {
+      problems.push_back(std::move(p));
+      specs.push_back(spec);
+    }
   std::vector<WorkItem> items;
-  for (const auto& p : problems)
-    for (const auto* w : select_workloads(p, options.workloads)) items.push_back({&p.definition, w});
+  for (size_t i = 0; i < problems.size(); ++i)
+    for (const auto* w : select_workloads(problems[i], options.workloads)) {
+      items.push_back({&problems[i].definition, w});
+      if (problem_specs) problem_specs->push_back(specs[i]);
+    }
+  return items;
+}
+
+int run_session(const SessionOptions& options, std::ostream& out, std::ostream& err) {
+  std::vector<catalog::Problem> problems;
+  const std::vector<WorkItem> items = select_items(options, problems);
   if (items.empty()) {
     err << "kindex bench: no workloads selected (--workloads " << options.workloads << ")\n";
     return 0;

@@ -18,11 +18,20 @@ struct SessionOptions {
   bool json = false;  // machine-readable report on `out` instead of the table
 };
 
+// The problems `options` names and the work items selected in them (pointing into `problems`, which must stay
+// unchanged while they are used); `problem_specs` (optional) gets each item's --problem argument. Throws
+// kindex::Error naming --problem or --workloads.
+std::vector<WorkItem> select_items(const SessionOptions& options, std::vector<catalog::Problem>& problems,
+                                   std::vector<std::string>* problem_specs = nullptr);
+
 // Runs the session; returns 0 when every run passed, 1 when any did not. Bad arguments throw kindex::Error.
 int run_session(const SessionOptions& options, std::ostream& out, std::ostream& err);
 
 // Whether this machine has a usable GPU, asked in a child process so the caller never initialises CUDA.
 bool probe_gpu();
+// How many GPUs this process would see (CUDA_VISIBLE_DEVICES applies), asked the same way; 0 without
+// (gpus.hpp checks --gpus against it).
+int probe_gpu_count();
 
 // The main job: the three seed problems (gqa_paged_decode_h32_kv4_d128_ps1, gqa_paged_decode_h24_kv4_d128_ps64,
 // SOL L2/003). With a GPU: kindex's kernels on every bundled workload, judged against and timed beside the GPU

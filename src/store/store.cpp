@@ -23,8 +23,12 @@ std::string id_from_digest(const std::string& digest) {
          hex.substr(20, 12);
 }
 
+bool is_postgres_uri(const std::string& uri) {
+  return uri.rfind("postgresql://", 0) == 0 || uri.rfind("postgres://", 0) == 0 || uri.find("dbname=") != std::string::npos;
+}
+
 std::unique_ptr<Store> Store::open(const std::string& uri) {
-  if (uri.rfind("postgresql://", 0) == 0 || uri.rfind("postgres://", 0) == 0 || uri.find("dbname=") != std::string::npos) {
+  if (is_postgres_uri(uri)) {
     return std::make_unique<Store>(open_postgres(uri));
   }
   std::string path = uri.rfind("sqlite:", 0) == 0 ? uri.substr(7) : uri;

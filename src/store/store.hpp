@@ -119,6 +119,9 @@ class Store {
   std::unique_ptr<Memo> memo_;
 };
 
+// Whether a store URI names a PostgreSQL server ("postgresql://...", "postgres://..." or a "dbname=..." string).
+bool is_postgres_uri(const std::string& uri);
+
 // A stable UUID-shaped id derived from a digest ("sha256:abcd..." -> "abcd....-...."), for rows kindex creates.
 std::string id_from_digest(const std::string& digest);
 

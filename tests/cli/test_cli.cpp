@@ -17,6 +17,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "cli/support.hpp"
 #include "runner/support.hpp"
 #include "store/query.hpp"
 #include "store/store.hpp"
@@ -25,25 +26,10 @@
 
 namespace {
 
-struct Outcome {
-  int code = -1;
-  std::string output;  // stdout and stderr together
-};
-
-std::string kindex_binary() { return kindex::test::binary_dir() + "/bin/kindex"; }
-
-// A shell command's exit code and standard output.
-Outcome run_shell(const std::string& cmd) {
-  Outcome o;
-  FILE* p = popen(cmd.c_str(), "r");
-  if (!p) return o;
-  std::array<char, 4096> buf{};
-  size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) o.output.append(buf.data(), n);
-  int status = pclose(p);
-  o.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return o;
-}
+using kindex::test::kindex_binary;
+using kindex::test::Outcome;
+using kindex::test::run_shell;
+using kindex::test::WorkDir;
 
 Outcome run(const std::string& args, bool merge_stderr = true) {
   return run_shell(kindex_binary() + " " + args + (merge_stderr ? " 2>&1" : " 2>/dev/null"));
@@ -57,27 +43,6 @@ class BenchCli : public ::testing::Test {
 };
 
 const std::string kProblem = "--problem gqa_paged_decode_h32_kv4_d128_ps1 --out '' --store none ";
-
-// A fresh empty working directory, removed afterwards.
-struct WorkDir {
-  std::filesystem::path path;
-  WorkDir() {
-    path = std::filesystem::temp_directory_path() / ("kindex-cli-" + std::to_string(::getpid()) + "-" + std::to_string(counter()++));
-    std::filesystem::remove_all(path);
-    std::filesystem::create_directories(path);
-  }
-  ~WorkDir() { std::filesystem::remove_all(path); }
-  static int& counter() {
-    static int n = 0;
-    return n;
-  }
-  // `kindex ARGS` run in this directory (stdout and stderr together unless stdout_only), KINDEX_STORE unset
-  // unless `env` sets it.
-  Outcome run(const std::string& args, const std::string& env = "", bool stdout_only = false) const {
-    return run_shell("cd '" + path.string() + "' && env -u KINDEX_STORE " + env + " " + kindex_binary() + " " + args +
-                     (stdout_only ? " 2>/dev/null" : " 2>&1"));
-  }
-};
 
 // `kindex serve ...` started in `dir`; the port it printed; stopped (SIGTERM) on destruction.
 class ServeProcess {

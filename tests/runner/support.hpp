@@ -58,6 +58,17 @@ inline void describe_h200(runner::Environment& e) {
   e.libraries = {{"cublaslt", "13.0.2"}};
 }
 
+// A run's result without what depends on when or where it ran (its times, the ratios and scores derived from them,
+// the floors of rates measured at the start, its GPU labels): what two benches of the same runs must agree on
+// (--gpus against one runner).
+inline nlohmann::json run_content(const runner::RunResult& r) {
+  nlohmann::json j = r.to_json();
+  for (const char* timed : {"timing", "reference_timing", "wall_s", "observed_at", "phases_s", "speedup_factor",
+                            "headroom_ratio", "kindex_floor_ratio", "sol_score", "floors", "plan_host_s", "labels"})
+    j.erase(timed);
+  return j;
+}
+
 inline runner::BenchOptions quick_options(std::vector<std::string> impls, int iterations = 1) {
   runner::BenchOptions o;
   o.implementations = std::move(impls);

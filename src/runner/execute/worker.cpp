@@ -38,6 +38,12 @@ std::set<int>& parent_ends() {
   return *fds;
 }
 
+// In a forked worker: its reply pipe, for emit(); -1 in the runner.
+int& reply_fd() {
+  static int fd = -1;
+  return fd;
+}
+
 std::vector<std::function<void()>>& exit_hooks() {
   static auto* hooks = new std::vector<std::function<void()>>;
   return *hooks;
@@ -68,6 +74,8 @@ pid_t fork_joined(int& read_end, int& write_end) {
     signal(SIGPIPE, SIG_DFL);
     for (int fd : parent_ends()) ::close(fd);
     parent_ends().clear();
+    // A worker forked by a worker: the reply pipe of its parent is not its own (the runner sees its parent die).
+    if (reply_fd() >= 0) ::close(reply_fd()), reply_fd() = -1;
     exit_hooks().clear();
     ::close(down[1]);
     ::close(up[0]);
@@ -91,6 +99,7 @@ Worker::Worker(const Serve& serve) {
   int in = -1, out = -1;
   pid_ = fork_joined(in, out);
   if (pid_ == 0) {
+    reply_fd() = out;
     std::string buffer, line;
     char chunk[256];
     while (true) {
@@ -145,6 +154,8 @@ Worker::Worker(const std::vector<std::string>& argv, const std::string& stderr_p
 }
 
 void Worker::at_exit(std::function<void()> hook) { exit_hooks().push_back(std::move(hook)); }
+
+bool Worker::emit(const std::string& line) { return reply_fd() >= 0 && write_all(reply_fd(), line + "\n"); }
 
 void Worker::close_input() { close_parent_end(to_); }
 

@@ -38,6 +38,9 @@ class Worker {
   // In a forked worker: `hook` runs when its input closes, before it exits (it ends the processes it started, so
   // that they end cleanly and their time is counted as the worker's). Not on a kill.
   static void at_exit(std::function<void()> hook);
+  // In a forked worker, inside serve(): sends `line` to the runner ahead of the reply (a worker that streams what
+  // it has done, read with receive()). False outside a worker or when the runner is gone.
+  static bool emit(const std::string& line);
 
  private:
   pid_t pid_ = -1;

@@ -52,11 +52,24 @@ std::string host_compiler() {
 }
 
 #ifdef KINDEX_HAVE_CUDA
+// "GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx", as nvidia-smi and NVML spell a GPU's UUID.
+std::string uuid_text(const unsigned char* b) {
+  std::string out = "GPU-";
+  char hex[3];
+  for (int i = 0; i < 16; ++i) {
+    if (i == 4 || i == 6 || i == 8 || i == 10) out += '-';
+    std::snprintf(hex, sizeof hex, "%02x", b[i]);
+    out += hex;
+  }
+  return out;
+}
+
 // The few NVML entry points used, declared here (nvml.h is not part of the toolkit's default headers).
 using NvmlDevice = void*;
 struct Nvml {
   int (*init)() = nullptr;
   int (*handle_by_index)(unsigned, NvmlDevice*) = nullptr;
+  int (*handle_by_uuid)(const char*, NvmlDevice*) = nullptr;
   int (*clock_info)(NvmlDevice, int, unsigned*) = nullptr;
   int (*max_clock_info)(NvmlDevice, int, unsigned*) = nullptr;
   int (*driver_version)(char*, unsigned) = nullptr;
@@ -81,6 +94,7 @@ bool capture_nvml(Environment& e) {
   };
   load(n.init, "nvmlInit_v2");
   load(n.handle_by_index, "nvmlDeviceGetHandleByIndex_v2");
+  load(n.handle_by_uuid, "nvmlDeviceGetHandleByUUID");
   load(n.clock_info, "nvmlDeviceGetClockInfo");
   load(n.max_clock_info, "nvmlDeviceGetMaxClockInfo");
   load(n.driver_version, "nvmlSystemGetDriverVersion");
@@ -89,10 +103,13 @@ bool capture_nvml(Environment& e) {
   load(n.power_limit, "nvmlDeviceGetPowerManagementLimit");
   load(n.event_reasons, "nvmlDeviceGetCurrentClocksEventReasons", "nvmlDeviceGetCurrentClocksThrottleReasons");
   if (!n.init || !n.handle_by_index || n.init() != 0) return false;
-  int cuda_device = 0;
-  cudaGetDevice(&cuda_device);
+  // By UUID: NVML numbers the host's GPUs, CUDA only those CUDA_VISIBLE_DEVICES shows (a worker pinned to one).
   NvmlDevice dev = nullptr;
-  if (n.handle_by_index(unsigned(cuda_device), &dev) != 0) return false;
+  if (e.gpu_uuid.empty() || !n.handle_by_uuid || n.handle_by_uuid(e.gpu_uuid.c_str(), &dev) != 0) {
+    int cuda_device = 0;
+    cudaGetDevice(&cuda_device);
+    if (n.handle_by_index(unsigned(cuda_device), &dev) != 0) return false;
+  }
   unsigned v = 0;
   if (n.clock_info && n.clock_info(dev, kNvmlClockSm, &v) == 0) e.sm_clock_mhz = int(v);
   if (n.clock_info && n.clock_info(dev, kNvmlClockMem, &v) == 0) e.memory_clock_mhz = int(v);
@@ -113,10 +130,12 @@ bool capture_nvml(Environment& e) {
 
 // nvidia-smi as the second source of clocks and the driver version.
 bool capture_nvidia_smi(Environment& e) {
-  FILE* p = popen(
-      "nvidia-smi --query-gpu=clocks.sm,clocks.max.sm,clocks.mem,clocks.max.mem,driver_version "
-      "--format=csv,noheader,nounits 2>/dev/null",
-      "r");
+  const std::string which = e.gpu_uuid.empty() ? "" : " -i " + e.gpu_uuid;  // this process's GPU (see capture_nvml)
+  FILE* p = popen(("nvidia-smi" + which +
+                   " --query-gpu=clocks.sm,clocks.max.sm,clocks.mem,clocks.max.mem,driver_version "
+                   "--format=csv,noheader,nounits 2>/dev/null")
+                      .c_str(),
+                  "r");
   if (!p) return false;
   std::array<char, 256> buf{};
   std::string line = fgets(buf.data(), int(buf.size()), p) ? buf.data() : "";
@@ -154,6 +173,7 @@ void capture_gpu(Environment& e) {
   e.sm_count = prop.multiProcessorCount;
   e.memory_bytes = int64_t(prop.totalGlobalMem);
   e.l2_bytes = prop.l2CacheSize;
+  e.gpu_uuid = uuid_text(reinterpret_cast<const unsigned char*>(prop.uuid.bytes));
   int v = 0;
   if (cudaDriverGetVersion(&v) == cudaSuccess) e.cuda_driver_version = version_string(v);
   if (cudaRuntimeGetVersion(&v) == cudaSuccess) e.cuda_runtime_version = version_string(v);
@@ -197,6 +217,7 @@ Environment capture_environment() {
 nlohmann::json Environment::to_json() const {
   nlohmann::json j = {{"has_gpu", has_gpu},
                       {"gpu_name", gpu_name},
+                      {"gpu_uuid", gpu_uuid},
                       {"architecture", architecture},
                       {"sm_count", sm_count},
                       {"memory_bytes", memory_bytes},
@@ -230,6 +251,7 @@ Environment Environment::from_json(const nlohmann::json& j) {
   Environment e;
   e.has_gpu = j.value("has_gpu", false);
   e.gpu_name = j.value("gpu_name", "");
+  e.gpu_uuid = j.value("gpu_uuid", "");
   e.architecture = j.value("architecture", "");
   e.sm_count = j.value("sm_count", 0);
   e.memory_bytes = j.value("memory_bytes", int64_t(0));

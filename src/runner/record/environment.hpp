@@ -16,6 +16,7 @@ struct Environment {
   bool has_gpu = false;
   // GPU
   std::string gpu_name;      // "NVIDIA H200"
+  std::string gpu_uuid;      // "GPU-…" (which of a host's GPUs; outside the ExecutionEnvironment, which is per model)
   std::string architecture;  // "sm_90"
   int sm_count = 0;
   int64_t memory_bytes = 0;

@@ -7,6 +7,7 @@
 
 #include "runner/runner.hpp"
 #include "evidence/manifest.hpp"
+#include "store/store.hpp"
 
 namespace kindex::runner {
 
@@ -28,5 +29,8 @@ FileDigest file_digest(const std::string& path);
 // `samples_in_files`: the run manifest points at samples/<hex>.json under --out, else at the store's copy.
 RunRecords run_records(const RunResult& r, const WorkItem& item, const Environment& environment,
                        bool samples_in_files);
+// The run as the store records it (store::Store::record_run): its records, samples, floor and interval. Written by
+// the store sink, and by `kindex worker` in the transaction that also closes its queued run (sink_store.cpp).
+store::OwnRun own_run(const RunResult& r, const WorkItem& item, const Environment& environment, bool samples_in_files);
 
 }  // namespace kindex::runner

@@ -221,6 +221,7 @@ json BenchReport::to_json() const {
                            {"tensor_flops_per_s", measured_rates->tensor_flops_per_s},
                            {"provenance", measured_rates->provenance}};
   for (const auto& r : results) j["results"].push_back(r.to_json());
+  for (const auto& g : gpus) j["gpus"].push_back(g.to_json());
   if (!not_available.empty()) j["not_available"] = not_available;
   for (const auto& [spec, s] : set_up) j["set_up"][spec] = s.to_json();
   return j;

@@ -127,6 +127,9 @@ struct SetUpRecord {
 
 struct BenchReport {
   Environment environment;
+  // BenchOptions::gpus: the environment of each GPU the bench was spread over, in that order (`environment` is
+  // the first one's); each run's manifests carry its own GPU's, and its labels the GPU's ordinal and UUID.
+  std::vector<Environment> gpus;
   double start_s = 0;  // the runner's start before the first run: worker, environment, calibration, peer probes
   std::optional<MeasuredRates> measured_rates;
   std::vector<RunResult> results;

@@ -15,22 +15,7 @@ class StoreSink final : public RunSink {
   StoreSink(const std::string& uri, bool samples_in_files, OutputSummary& summary)
       : uri_(uri), samples_in_files_(samples_in_files), summary_(summary) {}
   void add(const RunResult& r, const WorkItem& item, const Environment& environment) override {
-    const RunRecords rec = run_records(r, item, environment, samples_in_files_);
-    store::OwnRun own;
-    own.operation = rec.operation.document;
-    own.workload = rec.workload.document;
-    own.implementation = rec.implementation.document;
-    own.protocol = rec.protocol.document;
-    own.environment = rec.environment.document;
-    own.run = rec.run.document;
-    own.definition_name = item.definition->name;
-    own.samples_ns = rec.samples;
-    own.real_gpu = environment.has_gpu && r.timed_on_device;
-    if (r.kindex_floor) own.kindex_floor_ns = r.kindex_floor->floor_s * 1e9;
-    if (r.timing.summary) {
-      own.interval_low_ns = r.timing.summary->pooled.ci95_low;
-      own.interval_high_ns = r.timing.summary->pooled.ci95_high;
-    }
+    const store::OwnRun own = own_run(r, item, environment, samples_in_files_);
     if (!db_) {  // opened at the first run
       std::string path = uri_.rfind("sqlite:", 0) == 0 ? uri_.substr(7) : uri_;
       const bool is_file = uri_.find("://") == std::string::npos && path != ":memory:";
@@ -53,6 +38,26 @@ class StoreSink final : public RunSink {
 };
 
 }  // namespace
+
+store::OwnRun own_run(const RunResult& r, const WorkItem& item, const Environment& environment, bool samples_in_files) {
+  const RunRecords rec = run_records(r, item, environment, samples_in_files);
+  store::OwnRun own;
+  own.operation = rec.operation.document;
+  own.workload = rec.workload.document;
+  own.implementation = rec.implementation.document;
+  own.protocol = rec.protocol.document;
+  own.environment = rec.environment.document;
+  own.run = rec.run.document;
+  own.definition_name = item.definition->name;
+  own.samples_ns = rec.samples;
+  own.real_gpu = environment.has_gpu && r.timed_on_device;
+  if (r.kindex_floor) own.kindex_floor_ns = r.kindex_floor->floor_s * 1e9;
+  if (r.timing.summary) {
+    own.interval_low_ns = r.timing.summary->pooled.ci95_low;
+    own.interval_high_ns = r.timing.summary->pooled.ci95_high;
+  }
+  return own;
+}
 
 std::unique_ptr<RunSink> make_store_sink(const std::string& uri, bool samples_in_files, OutputSummary& summary) {
   return std::make_unique<StoreSink>(uri, samples_in_files, summary);

@@ -32,6 +32,10 @@ void add_all_commands(CLI::App& app, Registry& registry) {
   add_serve_command(app, registry);
   add_bench_command(app, registry);
   add_rerun_command(app, registry);
+  add_keygen_command(app, registry);
+  add_attest_command(app, registry);
+  add_follow_command(app, registry);
+  add_feed_command(app, registry);
 }
 
 int run_default(const Registry& registry) { return bench_main_job(registry); }

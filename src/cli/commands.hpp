@@ -34,6 +34,10 @@ void add_export_command(CLI::App& app, Registry& registry);
 void add_serve_command(CLI::App& app, Registry& registry);
 void add_bench_command(CLI::App& app, Registry& registry);         // cmd_bench.cpp
 void add_rerun_command(CLI::App& app, Registry& registry);         // cmd_rerun.cpp
+void add_keygen_command(CLI::App& app, Registry& registry);        // cmd_keygen.cpp
+void add_attest_command(CLI::App& app, Registry& registry);        // cmd_attest.cpp
+void add_follow_command(CLI::App& app, Registry& registry);        // cmd_follow.cpp: follow and unfollow
+void add_feed_command(CLI::App& app, Registry& registry);          // cmd_follow.cpp
 int bench_main_job(const Registry& registry);  // cmd_bench.cpp: run_default's work
 // `kindex` with no subcommand: the main job (bench the bundled problems; CPU path without a GPU).
 int run_default(const Registry& registry);

@@ -4,7 +4,6 @@
 // `kindex attest trust KEY.pub...`: trusts signers' public keys in the store. A thin layer over store/attestations.
 #include <CLI/CLI.hpp>
 
-#include <fstream>
 #include <iostream>
 #include <memory>
 #include <set>
@@ -29,13 +28,8 @@ int verify(const Common& common, const std::vector<std::string>& files, const st
   json report = json::array();
   bool all = true;
   for (const auto& file : files) {
-    std::ifstream in(file, std::ios::binary);
-    if (!in) throw Error("kindex attest verify", "file", file, "cannot open");
-    std::string line;
-    for (size_t n = 1; std::getline(in, line); ++n) {
-      if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
-      const std::string where = file + ":" + std::to_string(n);
-      json item = {{"file", file}, {"line", n}};
+    evidence::for_each_line(file, "attestations", [&](const std::string& line, const std::string& where) {
+      json item = {{"where", where}};
       try {
         const evidence::Attestation a = evidence::parse_attestation(line, where);
         const store::AttestationCheck check = store::check_attestation(*store, a, trusted);
@@ -45,13 +39,13 @@ int verify(const Common& common, const std::vector<std::string>& files, const st
       }
       all = all && item["status"] == "verified";
       report.push_back(item);
-    }
+    });
   }
   if (common.json_output) {
     std::cout << report.dump(2) << "\n";
   } else {
     for (const auto& item : report) {
-      std::cout << item["file"].get<std::string>() << ":" << item["line"] << ": ";
+      std::cout << item["where"].get<std::string>() << ": ";
       if (item["status"] == "verified") {
         const json& s = item["statement"];
         std::cout << "verified: " << (s["verdict"] == "replicated" ? "replicated" : "not replicated") << " by "

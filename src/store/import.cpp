@@ -883,33 +883,19 @@ ImportReport import_traces(Store& store, const std::string& path, const ImportOp
 
 ImportReport import_own_records(Store& store, const std::string& path) {
   ImportReport rep;
-  std::ifstream in(path);
-  if (!in) throw Error(path, "path", path, "cannot open kindex run records");
-  std::string line;
-  size_t n = 0;
-  while (std::getline(in, line)) {
-    ++n;
-    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
-    std::string where = path + ":" + std::to_string(n);
+  evidence::for_each_line(path, "kindex run records", [&](const std::string& line, const std::string& where) {
     RecordResult res = store.record_run(own_run_from_json(evidence::parse_json_strict(line, where), where));
     count(rep, "benchmark_runs", res.inserted);
     rep.record_events += res.new_record ? 1 : 0;
-  }
+  });
   return rep;
 }
 
 ImportReport import_attestations(Store& store, const std::string& path) {
   ImportReport rep;
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw Error(path, "path", path, "cannot open attestations");
-  std::string line;
-  size_t n = 0;
-  while (std::getline(in, line)) {
-    ++n;
-    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
-    const std::string where = path + ":" + std::to_string(n);
+  evidence::for_each_line(path, "attestations", [&](const std::string& line, const std::string& where) {
     count(rep, "run_attestations", keep_attestation(store, evidence::parse_attestation(line, where), where));
-  }
+  });
   return rep;
 }
 

@@ -62,6 +62,13 @@ nlohmann::json stable(nlohmann::json j) {
   return j;
 }
 
+// A run of the example chain as its source reported it: the original the reruns re-measure.
+RecordResult record_reported(Store& store) {
+  OwnRun reported = test::example_run(9000, 1);
+  reported.origin = "manifest";
+  return store.record_run(reported);
+}
+
 TEST_F(Backends, SliceImportGivesTheSameAnswers) {
   auto s = stores("slice");
   ASSERT_EQ(s.size(), 2u);
@@ -108,9 +115,7 @@ TEST_F(Backends, RerunsLinkAndDeriveEvidenceAlike) {
   std::vector<nlohmann::json> answers;
   for (auto& store : s) {
     SCOPED_TRACE(store->backend());
-    OwnRun reported = test::example_run(9000, 1);
-    reported.origin = "manifest";
-    const RecordResult original = store->record_run(reported);
+    const RecordResult original = record_reported(*store);
     store->record_run(test::rerun_of(original.run_digest, 2, "NVIDIA H200", true));
     store->record_run(test::rerun_of(original.run_digest, 3, "NVIDIA H100 80GB HBM3", true));
     OwnRun other = test::rerun_of(original.run_digest, 4, "NVIDIA H200", true);
@@ -212,9 +217,7 @@ TEST_F(Backends, AttestationsAreCheckedAgainstTheStoreAlike) {
   std::vector<nlohmann::json> answers;
   for (auto& store : s) {
     SCOPED_TRACE(store->backend());
-    OwnRun reported = test::example_run(9000, 1);
-    reported.origin = "manifest";
-    const RecordResult original = store->record_run(reported);
+    const RecordResult original = record_reported(*store);
     const RecordResult other = store->record_run(test::example_run(9050, 5));
     const RecordResult rerun = store->record_run(test::rerun_of(original.run_digest, 2, "NVIDIA H200", true));
     const RecordResult failed =

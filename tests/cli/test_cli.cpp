@@ -590,6 +590,14 @@ TEST_F(RerunCli, SignedRerunIsVerifiedAndEveryAlterationOrUnknownIsReported) {
   EXPECT_EQ(stranger.code, 1) << stranger.output;
   EXPECT_NE(stranger.output.find("NOT VERIFIED (unknown_key)"), std::string::npos) << stranger.output;
   EXPECT_EQ(dir.run("attest verify a.json --store s2.db --trust me.key.pub").code, 0);
+  {
+    // Its page there says so, and never "replicated by".
+    auto s2 = kindex::store::Store::open((dir.path / "s2.db").string());
+    const std::string there = kindex::web::run_page(kindex::store::run_view(*s2, run));
+    EXPECT_NE(there.find("data-status=\"unknown_key\""), std::string::npos) << there;
+    EXPECT_NE(there.find(": not verified (unknown_key: the key " + key_id), std::string::npos) << there;
+    EXPECT_EQ(there.find("replicated by"), std::string::npos) << there;
+  }
 
   // The run page: the rerun table, "replicated by <key id> on <where>" linking the document, which the API serves.
   const nlohmann::json view = kindex::store::run_view(*s, run);

@@ -238,6 +238,12 @@ TEST_F(Backends, AttestationsAreCheckedAgainstTheStoreAlike) {
     EXPECT_EQ(claims["environment"]["gpu"], "NVIDIA H200");
     EXPECT_EQ(claims["basis"]["status"], "passed");
     EXPECT_EQ(attestation_claims(*store, failed.run_id)["verdict"], "not_replicated");
+    OwnRun another = test::rerun_of(original.run_digest, 4, "NVIDIA H200", true);  // --impl: another implementation
+    another.run["metadata"]["labels"][kSameImplementationLabel] = "false";
+    const nlohmann::json of_another = attestation_claims(*store, store->record_run(another).run_id);
+    EXPECT_EQ(of_another["verdict"], "not_replicated");
+    EXPECT_EQ(of_another["basis"]["status"], "passed");
+    EXPECT_EQ(of_another["basis"]["sameImplementation"], false);
     EXPECT_THROW(attestation_claims(*store, original.run_id), Error);  // re-measured no run
 
     const evidence::Attestation good = sign(rerun.run_id, key);

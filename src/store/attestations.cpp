@@ -1,7 +1,5 @@
 #include "store/attestations.hpp"
 
-#include <algorithm>
-
 #include "core/error.hpp"
 #include "evidence/manifest.hpp"
 #include "store/query_internal.hpp"

@@ -4,10 +4,8 @@
 #include <cctype>
 
 #include "core/error.hpp"
-#include "evidence/digest.hpp"
 #include "evidence/manifest.hpp"
 #include "store/query_internal.hpp"
-#include "store/rows.hpp"
 
 namespace kindex::store {
 

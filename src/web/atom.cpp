@@ -1,5 +1,7 @@
 #include "web/atom.hpp"
 
+#include <cctype>
+
 #include "evidence/jcs.hpp"
 #include "evidence/manifest.hpp"
 #include "web/pages.hpp"
@@ -20,6 +22,22 @@ std::string xml(const std::string& text) {
     clean += !utf8 && c >= 0x80 ? '?' : static_cast<char>(c);
   }
   return html_escape(clean);
+}
+
+// A path as an IRI: bytes other than unreserved ones and the path's own separators percent-encoded (a GPU's name in
+// /feeds/gpu/NVIDIA H200.xml has a space).
+std::string iri(const std::string& path) {
+  static const char* hex = "0123456789ABCDEF";
+  std::string out;
+  for (unsigned char c : path) {
+    if (std::isalnum(c) || c == '-' || c == '.' || c == '_' || c == '~' || c == '/' || c == ':' || c == '?' ||
+        c == '=' || c == '&') {
+      out += static_cast<char>(c);
+    } else {
+      out += {'%', hex[c >> 4], hex[c & 15]};
+    }
+  }
+  return out;
 }
 
 std::string measured(const json& run) {
@@ -59,13 +77,13 @@ std::string atom_feed(const json& feed, const std::string& base, const std::stri
   const json& events = feed["events"];
   const std::string updated = events.empty() ? evidence::utc_timestamp_now() : text(events[0]["at"]);
   std::string out = "<?xml version=\"1.0\" encoding=\"utf-8\"?>\n<feed xmlns=\"http://www.w3.org/2005/Atom\">\n";
-  out += "<id>urn:kindex:feed:" + xml(self) + "</id>\n<title>" + xml(title) + "</title>\n<updated>" + xml(updated) +
+  out += "<id>urn:kindex:feed:" + xml(iri(self)) + "</id>\n<title>" + xml(title) + "</title>\n<updated>" + xml(updated) +
          "</updated>\n<author><name>kindex</name></author>\n<generator>kindex</generator>\n<link rel=\"self\" href=\"" +
-         xml(base + self) + "\"/>\n<link rel=\"alternate\" href=\"" + xml(base + "/") + "\"/>\n";
+         xml(base + iri(self)) + "\"/>\n<link rel=\"alternate\" href=\"" + xml(base + "/") + "\"/>\n";
   for (const auto& e : events) {
     const std::string headline = feed_event_title(e);
     out += "<entry>\n<id>urn:kindex:" + xml(text(e["id"])) + "</id>\n<title>" + xml(headline) + "</title>\n<updated>" +
-           xml(text(e["at"])) + "</updated>\n<link rel=\"alternate\" href=\"" + xml(base + text(e["href"])) +
+           xml(text(e["at"])) + "</updated>\n<link rel=\"alternate\" href=\"" + xml(base + iri(text(e["href"]))) +
            "\"/>\n<category term=\"" + xml(text(e["kind"])) + "\"/>\n<summary>" +
            xml(headline + " · cohort " + text(e["cohort"])) + "</summary>\n</entry>\n";
   }

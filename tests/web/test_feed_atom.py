@@ -90,11 +90,12 @@ def test_served_feeds_parse_with_absolute_links(store):
             port = int(found.group(1)) if found else None
         assert port, "kindex serve printed no address"
         base = f"http://127.0.0.1:{port}"
-        for path in ["/feed.xml", "/feeds/model/llama-3-1-8b.xml", "/feeds/gpu/B200.xml"]:
+        for path in ["/feed.xml", "/feeds/model/llama-3-1-8b.xml", "/feeds/gpu/NVIDIA%20B200.xml"]:
             with urllib.request.urlopen(base + path, timeout=30) as reply:
                 assert reply.headers["Content-Type"].startswith("application/atom+xml")
                 parsed = check_atom(reply.read())
-            assert parsed.feed.links[0].href.startswith(base), parsed.feed.links
+            self_links = [link.href for link in parsed.feed.links if link.rel == "self"]
+            assert self_links == [base + path], parsed.feed.links
             assert all(e.link.startswith(base + "/") for e in parsed.entries)
     finally:
         server.terminate()

@@ -21,9 +21,10 @@ if ((${#missing[@]})); then
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi
 # The Python package's test runner and build backend (python/tests under ctest: pytest, and `pip install .` with
-# scikit-build-core), and numpy for the decode suite's CPU tests (benchmarks/gpu/test_decode_suite_cpu.py), from
-# PyPI, for the python3 that CMake finds first on PATH.
-if ! python3 -c "import pytest, scikit_build_core, numpy" 2>/dev/null; then
+# scikit-build-core), numpy for the decode suite's CPU tests (benchmarks/gpu/test_decode_suite_cpu.py) and
+# feedparser, the feed reader the Atom feed's test parses it with (tests/web/test_feed_atom.py), from PyPI, for the
+# python3 that CMake finds first on PATH.
+if ! python3 -c "import pytest, scikit_build_core, numpy, feedparser" 2>/dev/null; then
   python3 -m pip install -q --disable-pip-version-check --root-user-action=ignore "pytest>=7" \
-    "scikit-build-core>=0.10" numpy
+    "scikit-build-core>=0.10" numpy "feedparser>=6"
 fi

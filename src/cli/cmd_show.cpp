@@ -90,6 +90,13 @@ void add_show_command(CLI::App& app, Registry& registry) {
                                                                    measured(r["rerunOf"])
                                                              : r["rerunOf"]["runDigest"].get<std::string>() + " (not in this store)")
                     << "\n";
+        // Signed attestations naming this run, as the store checked them (store/attestations.hpp).
+        for (const auto& a : r["attestations"])
+          std::cout << "  attestation " << a["id"].get<std::string>().substr(7, 12) << " by "
+                    << a.value("keyId", json("?")).get<std::string>() << ": "
+                    << (a["status"] == "verified" ? a.value("verdict", json("")).get<std::string>()
+                                                  : "not verified (" + a["status"].get<std::string>() + ")")
+                    << "\n";
         std::cout << "  " << r["citation"].get<std::string>() << "\n";
       }
       return 0;

@@ -34,6 +34,10 @@ void add_all_commands(CLI::App& app, Registry& registry) {
   add_rerun_command(app, registry);
   add_queue_command(app, registry);
   add_worker_command(app, registry);
+  add_keygen_command(app, registry);
+  add_attest_command(app, registry);
+  add_follow_command(app, registry);
+  add_feed_command(app, registry);
 }
 
 int run_default(const Registry& registry) { return bench_main_job(registry); }

@@ -41,6 +41,10 @@ void add_worker_command(CLI::App& app, Registry& registry);        // cmd_worker
 // --timing-trials, --iterations, --warmup, --seed, --timeout, --events), shared by `bench` and `queue add`
 // (cmd_bench.cpp).
 void add_run_options(CLI::App* cmd, runner::SessionOptions& s, bool& events);
+void add_keygen_command(CLI::App& app, Registry& registry);        // cmd_keygen.cpp
+void add_attest_command(CLI::App& app, Registry& registry);        // cmd_attest.cpp
+void add_follow_command(CLI::App& app, Registry& registry);        // cmd_follow.cpp: follow and unfollow
+void add_feed_command(CLI::App& app, Registry& registry);          // cmd_follow.cpp
 int bench_main_job(const Registry& registry);  // cmd_bench.cpp: run_default's work
 // `kindex` with no subcommand: the main job (bench the bundled problems; CPU path without a GPU).
 int run_default(const Registry& registry);

@@ -298,6 +298,18 @@ std::string read_file_bytes(const std::string& path) {
   return std::move(buffer).str();
 }
 
+void for_each_line(const std::string& path, const std::string& what,
+                   const std::function<void(const std::string& line, const std::string& where)>& each) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw Error(path, "path", path, "cannot open " + what);
+  std::string line;
+  for (size_t n = 1; std::getline(in, line); ++n) {
+    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+    each(line, path + ":" + std::to_string(n));
+  }
+  if (in.bad()) throw Error(path, "path", path, "cannot read " + what);
+}
+
 nlohmann::json read_manifest_file(const std::string& path) {
   const std::string text = read_file_bytes(path);
   const bool json_name = path.size() >= 5 && path.compare(path.size() - 5, 5, ".json") == 0;

@@ -4,6 +4,7 @@
 // KernelIndex's YAML 1.2 core schema does (null/~, true/false, integers, floats; everything else, including
 // timestamps such as 2026-08-01T12:00:00Z and yes/no, stays a string). Nesting is limited to kMaxDepth.
 // Errors are kindex::Error naming the source.
+#include <functional>
 #include <string>
 #include <string_view>
 
@@ -21,5 +22,10 @@ nlohmann::json read_manifest_file(const std::string& path);
 
 // The whole file as bytes; kindex::Error naming the path when it cannot be read.
 std::string read_file_bytes(const std::string& path);
+
+// Calls `each` with every line of a JSON-lines file that is not blank, and where it stands ("PATH:N");
+// kindex::Error naming the path (and `what` the file holds) when it cannot be read.
+void for_each_line(const std::string& path, const std::string& what,
+                   const std::function<void(const std::string& line, const std::string& where)>& each);
 
 }  // namespace kindex::evidence

@@ -16,6 +16,7 @@
 #include "evidence/manifest.hpp"
 #include "evidence/reader.hpp"
 #include "problem_manifest/problem_manifest.hpp"
+#include "store/attestations.hpp"
 #include "store/rows.hpp"
 #include "store/schema.hpp"
 
@@ -882,27 +883,28 @@ ImportReport import_traces(Store& store, const std::string& path, const ImportOp
 
 ImportReport import_own_records(Store& store, const std::string& path) {
   ImportReport rep;
-  std::ifstream in(path);
-  if (!in) throw Error(path, "path", path, "cannot open kindex run records");
-  std::string line;
-  size_t n = 0;
-  while (std::getline(in, line)) {
-    ++n;
-    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
-    std::string where = path + ":" + std::to_string(n);
+  evidence::for_each_line(path, "kindex run records", [&](const std::string& line, const std::string& where) {
     RecordResult res = store.record_run(own_run_from_json(evidence::parse_json_strict(line, where), where));
     count(rep, "benchmark_runs", res.inserted);
     rep.record_events += res.new_record ? 1 : 0;
-  }
+  });
+  return rep;
+}
+
+ImportReport import_attestations(Store& store, const std::string& path) {
+  ImportReport rep;
+  evidence::for_each_line(path, "attestations", [&](const std::string& line, const std::string& where) {
+    count(rep, "run_attestations", keep_attestation(store, evidence::parse_attestation(line, where), where));
+  });
   return rep;
 }
 
 namespace {
 
-enum class Format { export_rows, manifest, traces, own_records };
+enum class Format { export_rows, manifest, traces, own_records, attestations };
 
 // The format of a file from its content, never its name: a zstd frame is an export; otherwise the first JSON-object
-// lines say which line format it is ({"table","row"}, {"kindexRun"}, {"definition", ...} trace lines, a one-line
+// lines say which line format it is ({"table","row"}, {"kindexRun"}, {"kindexAttestation"}, {"definition", ...} trace lines, a one-line
 // manifest); a file that is one JSON document or YAML is a manifest. A damaged first line does not hide the
 // format of the lines after it (their reader then reports the bad line with its number).
 Format detect_format(const std::string& path) {
@@ -927,10 +929,12 @@ Format detect_format(const std::string& path) {
     if (!j.is_object()) continue;  // a damaged line, or the first line of a multi-line JSON document
     if (j.contains("table") && j.contains("row")) return Format::export_rows;
     if (j.contains("kindexRun")) return Format::own_records;
+    if (j.contains("kindexAttestation")) return Format::attestations;
     if (j.contains("definition") && (j.contains("workload") || j.contains("evaluation"))) return Format::traces;
     if (j.contains("apiVersion")) return Format::manifest;
     throw Error(path, "format", line.substr(start, 60),
-                "not a KernelIndex export, manifest, FlashInfer-Bench/SOL-ExecBench trace or kindex run record");
+                "not a KernelIndex export, manifest, FlashInfer-Bench/SOL-ExecBench trace, kindex run record or "
+                "attestation");
   }
   return Format::manifest;  // one JSON document over several lines (its reader reports any damage)
 }
@@ -947,6 +951,7 @@ ImportReport import_files(Store& store, const std::vector<std::string>& paths, c
       switch (detect_format(p)) {
         case Format::export_rows: merge(total, import_export(store, p, options)); break;
         case Format::own_records: merge(total, import_own_records(store, p)); break;
+        case Format::attestations: merge(total, import_attestations(store, p)); break;
         case Format::traces: merge(total, import_traces(store, p, options)); break;
         case Format::manifest: manifests.push_back(p); break;
       }

@@ -6,6 +6,8 @@
 //     present becomes a run
 //   - FlashInfer-Bench / SOL-ExecBench traces (JSONL) with their definitions (and FIB solutions)
 //   - kindex's own bench records (JSONL of OwnRun, see store.hpp)
+//   - signed rerun attestations (JSONL of evidence/attestation.hpp documents; a signature that does not verify
+//     refuses the import)
 #include <nlohmann/json.hpp>
 
 #include <map>
@@ -42,5 +44,6 @@ ImportReport import_export(Store& store, const std::string& path, const ImportOp
 ImportReport import_manifests(Store& store, const std::vector<std::string>& paths);
 ImportReport import_traces(Store& store, const std::string& path, const ImportOptions& options);
 ImportReport import_own_records(Store& store, const std::string& path);
+ImportReport import_attestations(Store& store, const std::string& path);
 
 }  // namespace kindex::store

@@ -10,6 +10,7 @@
 
 #include "core/error.hpp"
 #include "evidence/manifest.hpp"
+#include "store/attestations.hpp"
 #include "store/rows.hpp"
 #include "store/schema.hpp"
 #include "store/query_internal.hpp"
@@ -22,7 +23,8 @@ using namespace query_internal;
 namespace {
 
 // Reruns and the runs they reproduce (run_reruns), as {"original": run, "rerun": run, "sameImplementation"}
-// (false: the rerun ran another implementation, given with --impl); each run is
+// (false: the rerun ran another implementation, given with --impl) and ratioToOriginal (the rerun's latency over the
+// original's, null without both); each run is
 // {id, runDigest, status, latencyNs, statistic, gpu, observedAt, implementation, workloadId}, the original only its
 // runDigest when it is not in this store. `condition` is over the rerun `x` and the original `o`.
 json rerun_links(Store& store, const std::string& condition, const std::vector<Value>& params) {
@@ -47,7 +49,14 @@ json rerun_links(Store& store, const std::string& condition, const std::vector<V
            params)) {
     json original = r.is_null(9) ? json{{"runDigest", r.text(10)}, {"inStore", false}} : side(r, 9);
     if (!r.is_null(9)) original["inStore"] = true;
-    out.push_back({{"original", original}, {"rerun", side(r, 0)}, {"sameImplementation", r.integer(18) != 0}});
+    const json rerun = side(r, 0);
+    // The rerun's latency over the original's (each its own statistic, on its own machine).
+    const json ratio = rerun["latencyNs"].is_number() && original.value("latencyNs", json()).is_number() &&
+                               original["latencyNs"].get<double>() > 0
+                           ? json(rerun["latencyNs"].get<double>() / original["latencyNs"].get<double>())
+                           : json();
+    out.push_back({{"original", original}, {"rerun", rerun}, {"sameImplementation", r.integer(18) != 0},
+                   {"ratioToOriginal", ratio}});
   }
   return out;
 }
@@ -178,7 +187,9 @@ json run_view(Store& store, const std::string& key) {
           {"rerunOf", [&] {
              json of = rerun_links(store, "x.id = ?", {id});
              return of.empty() ? json() : of[0]["original"];
-           }()}};
+           }()},
+          // Signed attestations of its reruns, or of this run as a rerun, each checked (store/attestations.hpp).
+          {"attestations", attestations_of(store, run["runDigest"].get<std::string>())}};
 }
 
 json compare(Store& store, const std::string& a, const std::string& b) {

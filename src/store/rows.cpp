@@ -42,6 +42,8 @@ const std::map<std::string, std::vector<std::string>>& all_tables() {
       {"run_samples", {"runId", "idx", "valueNs"}},
       {"record_events",
        {"id", "comparisonKey", "runId", "previousRunId", "policyVersion", "cause", "at", "createdAt"}},
+      {"run_attestations", {"id", "rerunDigest", "originalRunDigest", "keyId", "document", "createdAt"}},
+      {"attestation_keys", {"keyId", "publicKey", "name", "createdAt"}},
       {"artifacts", {"id", "contentDigest", "kind", "mediaType", "sizeBytes", "storage", "uri", "license", "createdAt"}},
   };
   return tables;

@@ -66,6 +66,21 @@ CREATE TABLE IF NOT EXISTS run_reruns (
   run_id TEXT PRIMARY KEY REFERENCES benchmark_runs(id), reproduces_run_digest TEXT NOT NULL,
   same_implementation BIGINT NOT NULL);
 CREATE INDEX IF NOT EXISTS ix_reruns_original ON run_reruns(reproduces_run_digest);
+-- Signed rerun attestations (evidence/attestation.hpp, store/attestations.hpp): the document as signed, filed by the
+-- digests its statement names so that either run may arrive later. Kept only when its signature verifies; whether
+-- it is shown as verified (trusted key, statement matching the store) is decided when read.
+CREATE TABLE IF NOT EXISTS run_attestations (
+  id TEXT PRIMARY KEY, rerun_digest TEXT NOT NULL, original_run_digest TEXT NOT NULL, key_id TEXT NOT NULL,
+  document TEXT NOT NULL, created_at TEXT);
+CREATE INDEX IF NOT EXISTS ix_attestations_original ON run_attestations(original_run_digest);
+CREATE INDEX IF NOT EXISTS ix_attestations_rerun ON run_attestations(rerun_digest);
+-- The signers this store trusts (`kindex attest trust`, or the key `kindex rerun --sign` signed with here).
+CREATE TABLE IF NOT EXISTS attestation_keys (
+  key_id TEXT PRIMARY KEY, public_key TEXT NOT NULL, name TEXT, created_at TEXT);
+-- What this store's user follows (store/feed.hpp): an operation id, a comparisonKey, GPU text, a model name or a
+-- project id, with the text it was given as.
+CREATE TABLE IF NOT EXISTS follows (
+  kind TEXT NOT NULL, target TEXT NOT NULL, label TEXT NOT NULL, created_at TEXT, PRIMARY KEY (kind, target));
 -- Content-addressed evidence objects (kernel sources, logs) as the export lists them: digest and location, no body.
 CREATE TABLE IF NOT EXISTS artifacts (
   id TEXT PRIMARY KEY, content_digest TEXT NOT NULL UNIQUE, kind TEXT NOT NULL, media_type TEXT NOT NULL,

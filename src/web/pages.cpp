@@ -67,7 +67,7 @@ th{background:#eef1f5}td.num{text-align:right;font-variant-numeric:tabular-nums}
 dl{display:grid;grid-template-columns:max-content auto;gap:2px 16px}dt{color:#5a6570}dd{margin:0}
 pre{background:#f3f4f6;padding:8px;overflow:auto;font-size:12px;max-height:480px}
 .badge{display:inline-block;padding:0 6px;border-radius:4px;background:#e3e8ef;font-size:12px}
-.verified,.replicated{background:#c9f0d3}.reproducible{background:#fff1c2}
+.verified,.replicated{background:#c9f0d3}.reproducible{background:#fff1c2}.unverified{color:#a4262c}
 )CSS";
 
 std::string page(const std::string& title, const std::string& body) {
@@ -126,6 +126,62 @@ std::string rerun_sentence(const json& link) {
          ": <a href=\"/runs/" + url(rerun.value("id", "")) + "\">" + measured(rerun) + "</a> (kindex rerun, " +
          e(rerun.value("observedAt", std::string()).substr(0, 10)) + ")</span>";
   return out;
+}
+
+// The date of an instant ("2026-12-07"); empty for none.
+std::string day(const json& instant) { return instant.is_string() ? e(instant.get<std::string>().substr(0, 10)) : ""; }
+
+// What one attestation (store::run_view's "attestations") says, as the run page shows it: "replicated by <key id> on
+// <GPU>" linking the signed document only when the store verified it; otherwise what is wrong with it.
+std::string attestation_claim(const json& a) {
+  const std::string key = "<a class=\"attestation\" href=\"" + e(a.value("href", "")) + "\">" +
+                          e(a.value("keyId", json("an unreadable attestation"))) + "</a>";
+  const std::string where = a.value("gpu", json()).is_string() ? " on " + e(a["gpu"]) : std::string();
+  if (a.value("status", "") == "verified")
+    return a.value("verdict", "") == "replicated" ? "replicated by " + key + where
+                                                  : "not replicated, attested by " + key + where;
+  const json& problems = a.value("problems", json::array());
+  return "<span class=\"unverified\" data-status=\"" + e(a.value("status", "")) + "\">" + key + where +
+         ": not verified (" + e(a.value("status", "")) +
+         (problems.empty() ? std::string() : ": " + e(problems[0])) + ")</span>";
+}
+
+// The run page's table of a run's reruns and attestations (who, where, when, ratio to the original): one row per
+// rerun with the attestations of it, then the attestations of reruns this store does not hold.
+std::string reruns_table(const json& v) {
+  const json& attestations = v.value("attestations", json::array());
+  const std::string self = v["run"].value("runDigest", "");
+  std::string rows;
+  std::set<std::string> shown;
+  auto claims_of = [&](const std::string& rerun_digest) {
+    std::string who;
+    for (const auto& a : attestations) {
+      if (a.value("rerunDigest", "") != rerun_digest || a.value("originalRunDigest", "") != self) continue;
+      who += (who.empty() ? "" : "<br>") + attestation_claim(a);
+      shown.insert(a.value("id", ""));
+    }
+    return who.empty() ? std::string("<span class=\"muted\">unsigned</span>") : who;
+  };
+  for (const auto& link : v.value("reruns", json::array())) {
+    const json& r = link["rerun"];
+    rows += "<tr><td>" + run_link(r, r.value("id", "").substr(0, 8)) +
+            (link.value("sameImplementation", true) ? std::string() : " <span class=\"muted\">with " + e(r["implementation"]) + " instead</span>") +
+            "</td><td>" + claims_of(r.value("runDigest", "")) + "</td><td>" + e(r["gpu"]) + "</td><td>" +
+            day(r["observedAt"]) + "</td><td>" + e(r["status"]) +
+            "</td><td class=\"num\">" + latency(r["latencyNs"]) + "</td><td class=\"num\">" +
+            (link["ratioToOriginal"].is_number() ? html_escape(times(link["ratioToOriginal"])) : "—") + "</td></tr>";
+  }
+  for (const auto& a : attestations) {
+    if (shown.count(a.value("id", "")) || a.value("originalRunDigest", "") != self) continue;
+    const json rerun_id = a.value("rerunId", json());
+    rows += "<tr><td>" + (rerun_id.is_string() ? run_link(json{{"id", rerun_id}}, rerun_id.get<std::string>().substr(0, 8))
+                                               : "<code>" + e(a.value("rerunDigest", json())) + "</code> (not in this store)") +
+            "</td><td>" + attestation_claim(a) + "</td><td>" + e(a.value("gpu", json())) + "</td><td>" +
+            day(a.value("signedAt", json())) + "</td><td></td><td></td><td></td></tr>";
+  }
+  if (rows.empty()) return "";
+  return "<table id=\"rerun-table\"><tr><th>Rerun</th><th>Who</th><th>Where</th><th>When</th><th>Status</th>"
+         "<th>Latency</th><th>Ratio to the original</th></tr>" + rows + "</table>";
 }
 
 }  // namespace
@@ -376,9 +432,13 @@ std::string run_page(const json& v) {
   body += "<p>" + badge(r["evidence"]) + " evidence" +
           (r["origin"] == "kindex" ? (r["realGpu"].get<bool>() ? " · measured by kindex on a GPU with raw samples" : " · measured by kindex (CPU path)")
                                    : " · reported by " + e(r["source"])) + "</p></div>";
-  if (!v.value("reruns", json::array()).empty() || v.value("rerunOf", json()).is_object()) {
-    body += "<div class=\"box\" id=\"reruns\"><h2>Reruns</h2><ul>";
+  if (!v.value("reruns", json::array()).empty() || v.value("rerunOf", json()).is_object() ||
+      !v.value("attestations", json::array()).empty()) {
+    body += "<div class=\"box\" id=\"reruns\"><h2>Reruns</h2>" + reruns_table(v) + "<ul>";
     for (const auto& link : v["reruns"]) body += "<li>" + rerun_sentence(link) + "</li>";
+    for (const auto& a : v.value("attestations", json::array()))
+      if (a.value("rerunDigest", "") == v["run"].value("runDigest", ""))
+        body += "<li>This rerun is attested: " + attestation_claim(a) + "</li>";
     if (v["rerunOf"].is_object())
       body += "<li>This run re-measured " +
               (v["rerunOf"].value("inStore", false)

@@ -29,8 +29,11 @@
 
 #include "core/error.hpp"
 #include "evidence/digest.hpp"
+#include "store/attestations.hpp"
+#include "store/feed.hpp"
 #include "store/import.hpp"
 #include "store/query.hpp"
+#include "web/atom.hpp"
 #include "web/pages.hpp"
 
 namespace kindex::web {
@@ -306,6 +309,27 @@ bool has_body(const httplib::Request& req) {
   if (req.has_header("Transfer-Encoding")) return true;
   std::string length = req.get_header_value("Content-Length");
   return !length.empty() && length.find_first_not_of('0') != std::string::npos;
+}
+
+// ?since=DATE&limit=N of the feed routes.
+store::FeedQuery feed_query(const httplib::Request& req) {
+  store::FeedQuery q;
+  q.since = param(req, "since", 99);
+  const std::string limit = param(req, "limit", 99);
+  if (!limit.empty()) {
+    if (limit.size() > 5 || limit.find_first_not_of("0123456789") != std::string::npos || std::stoi(limit) < 1)
+      throw Error("request", "limit", shown(limit), "expected a count from 1 to 99999");
+    q.limit = static_cast<size_t>(std::stoi(limit));
+  }
+  return q;
+}
+
+// The address a client reached this server at (its Host header, when it is a plain host[:port]), for the absolute
+// links an Atom feed carries; empty (relative links) otherwise.
+std::string base_url(const httplib::Request& req) {
+  const std::string host = req.get_header_value("Host");
+  static const std::regex plain(R"(^[A-Za-z0-9.\-]{1,253}(:[0-9]{1,5})?$|^\[[0-9A-Fa-f:.]{2,45}\](:[0-9]{1,5})?$)");
+  return std::regex_match(host, plain) ? "http://" + host : "";
 }
 
 // /operations/NAME/leaderboard?device=H200&author=...&baseline=SLUG
@@ -786,6 +810,27 @@ void IndexServer::routes() {
       {R"(/api/runs/([^/]+))",
        [](IndexServer& x, const Request& req, Response& res) {
          send_json(res, store::run_view(x.store_, param(req, "run")));
+       }},
+      {"/api/feed",
+       [](IndexServer& x, const Request& req, Response& res) { send_json(res, store::feed(x.store_, feed_query(req))); }},
+      {"/feed.xml",
+       [](IndexServer& x, const Request& req, Response& res) {
+         res.set_content(atom_feed(store::feed(x.store_, feed_query(req)), base_url(req), "/feed.xml", "kindex: followed"),
+                         "application/atom+xml; charset=utf-8");
+       }},
+      {R"(/feeds/(operation|cohort|gpu|model|project)/([^/]+)\.xml)",
+       [](IndexServer& x, const Request& req, Response& res) {
+         store::FeedQuery q = feed_query(req);
+         q.only = store::resolve_follow(x.store_, param(req, "kind"), param(req, "value", 2));
+         res.set_content(atom_feed(store::feed(x.store_, q), base_url(req), req.path,
+                                   "kindex: " + q.only->kind + " " + q.only->label),
+                         "application/atom+xml; charset=utf-8");
+       }},
+      {R"(/api/attestations/([^/]+))",
+       [](IndexServer& x, const Request& req, Response& res) {
+         // The document as signed (one JSON line), for `kindex attest verify` elsewhere.
+         res.set_content(store::attestation_document(x.store_, param(req, "attestation")) + "\n",
+                         "application/json; charset=utf-8");
        }},
       {R"(/api/operations/([^/]+)/leaderboard)",
        [](IndexServer& x, const Request& req, Response& res) {

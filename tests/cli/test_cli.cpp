@@ -465,3 +465,125 @@ TEST_F(RerunCli, ClearErrorsForAMissingRunAnUnmappableImplementationAndAProblemT
   // Nothing was recorded by the refused reruns.
   EXPECT_EQ(s->db().query("SELECT COUNT(*) FROM run_reruns")[0].integer(0), 0);
 }
+
+namespace {
+
+std::string read_text(const std::filesystem::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+}  // namespace
+
+// `kindex keygen`, `kindex rerun --sign` of a run of the CPU reference (a real implementation, rerun here on the CPU
+// path), `kindex attest verify` of what it wrote, of that file altered, in a store without the runs and with an
+// unknown key; the attestation travels by import and shows on the run page and under the API.
+TEST_F(RerunCli, SignedRerunIsVerifiedAndEveryAlterationOrUnknownIsReported) {
+  Outcome keygen = dir.run("keygen me.key");
+  ASSERT_EQ(keygen.code, 0) << keygen.output;
+  std::smatch id;
+  ASSERT_TRUE(std::regex_search(keygen.output, id, std::regex("key (ed25519:[0-9a-f]{16})"))) << keygen.output;
+  const std::string key_id = id[1];
+  EXPECT_EQ(std::filesystem::status(dir.path / "me.key").permissions() & std::filesystem::perms::group_all,
+            std::filesystem::perms::none);
+  Outcome again = dir.run("keygen me.key");
+  EXPECT_EQ(again.code, 2) << again.output;
+  EXPECT_NE(again.output.find("file = me.key: already exists"), std::string::npos) << again.output;
+
+  Outcome bench = dir.run("bench --problem gqa_paged_decode_h32_kv4_d128_ps1 --workloads 0 --impl cpu-reference "
+                          "--reference cpu-reference --trials 1 --iterations 2 --warmup 0 --store s.db --out ''");
+  ASSERT_EQ(bench.code, 0) << bench.output;
+  auto s = kindex::store::Store::open((dir.path / "s.db").string());
+  const auto own = s->db().query("SELECT id FROM benchmark_runs WHERE origin = 'kindex'");
+  ASSERT_EQ(own.size(), 1u);
+  const std::string run = own[0].text(0);
+
+  Outcome bad_key = dir.run("rerun " + run + kSmall + " --sign me.key.pub");
+  EXPECT_EQ(bad_key.code, 2) << bad_key.output;
+  EXPECT_NE(bad_key.output.find("me.key.pub: key = -----BEGIN PUBLIC KEY-----: not a PEM private key"),
+            std::string::npos)
+      << bad_key.output;
+  EXPECT_EQ(s->db().query("SELECT COUNT(*) FROM run_reruns")[0].integer(0), 0);  // refused before measuring
+
+  Outcome rerun = dir.run("rerun " + run + kSmall + " --sign me.key --attestation a.json");
+  ASSERT_EQ(rerun.code, 0) << rerun.output;
+  EXPECT_NE(rerun.output.find("attestation a.json: replicated, signed by " + key_id + " on "), std::string::npos)
+      << rerun.output;
+  const std::string line = read_text(dir.path / "a.json");
+  ASSERT_EQ(std::count(line.begin(), line.end(), '\n'), 1) << line;
+
+  Outcome verified = dir.run("attest verify a.json --store s.db");
+  EXPECT_EQ(verified.code, 0) << verified.output;
+  EXPECT_NE(verified.output.find("a.json:1: verified: replicated by " + key_id + " on "), std::string::npos)
+      << verified.output;
+
+  // Each part altered: the verdict, the rerun's digest (a replay onto another run), the signer's key id.
+  const nlohmann::json doc = nlohmann::json::parse(line);
+  const std::vector<std::pair<std::string, nlohmann::json::json_pointer>> alterations = {
+      {"not_replicated", nlohmann::json::json_pointer("/statement/verdict")},
+      {"sha256:" + std::string(64, '0'), nlohmann::json::json_pointer("/statement/originalRunDigest")},
+      {"ed25519:0000000000000000", nlohmann::json::json_pointer("/statement/keyId")}};
+  for (const auto& [value, where] : alterations) {
+    nlohmann::json altered = doc;
+    altered[where] = value;
+    { std::ofstream((dir.path / "t.json").string()) << altered.dump() << "\n"; }
+    Outcome o = dir.run("attest verify t.json --store s.db");
+    EXPECT_EQ(o.code, 1) << where.to_string() << ": " << o.output;
+    EXPECT_NE(o.output.find("t.json:1: NOT VERIFIED (bad_signature)"), std::string::npos) << o.output;
+    // An import refuses it, and the store is as it was.
+    Outcome refused = dir.run("import --store s.db t.json");
+    EXPECT_EQ(refused.code, 2) << refused.output;
+    EXPECT_NE(refused.output.find("t.json:1: signature"), std::string::npos) << refused.output;
+    EXPECT_EQ(s->db().query("SELECT COUNT(*) FROM run_attestations")[0].integer(0), 1);
+  }
+
+  // Another store: the attestation imports, but its runs are not there and its signer is not trusted there.
+  Outcome imported = dir.run("import --store copy.db a.json");
+  ASSERT_EQ(imported.code, 0) << imported.output;
+  Outcome elsewhere = dir.run("attest verify a.json --store copy.db");
+  EXPECT_EQ(elsewhere.code, 1) << elsewhere.output;
+  EXPECT_NE(elsewhere.output.find("NOT VERIFIED (rerun_missing)"), std::string::npos) << elsewhere.output;
+  EXPECT_NE(elsewhere.output.find("the key " + key_id + " is not one this store trusts"), std::string::npos)
+      << elsewhere.output;
+  // A key trusted for the check, and a store that trusts another key only.
+  ASSERT_EQ(dir.run("keygen other.key").code, 0);
+  ASSERT_EQ(dir.run("import --store s2.db a.json").code, 0);
+  ASSERT_EQ(dir.run("export --store s.db runs.jsonl").code, 0);
+  ASSERT_EQ(dir.run("import --store s2.db runs.jsonl").code, 0);
+  ASSERT_EQ(dir.run("attest trust other.key.pub --store s2.db").code, 0);
+  Outcome stranger = dir.run("attest verify a.json --store s2.db");
+  EXPECT_EQ(stranger.code, 1) << stranger.output;
+  EXPECT_NE(stranger.output.find("NOT VERIFIED (unknown_key)"), std::string::npos) << stranger.output;
+  EXPECT_EQ(dir.run("attest verify a.json --store s2.db --trust me.key.pub").code, 0);
+  {
+    // Its page there says so, and never "replicated by".
+    auto s2 = kindex::store::Store::open((dir.path / "s2.db").string());
+    const std::string there = kindex::web::run_page(kindex::store::run_view(*s2, run));
+    EXPECT_NE(there.find("data-status=\"unknown_key\""), std::string::npos) << there;
+    EXPECT_NE(there.find(": not verified (unknown_key: the key " + key_id), std::string::npos) << there;
+    EXPECT_EQ(there.find("replicated by"), std::string::npos) << there;
+  }
+
+  // The run page: the rerun table, "replicated by <key id> on <where>" linking the document, which the API serves.
+  const nlohmann::json view = kindex::store::run_view(*s, run);
+  ASSERT_EQ(view["attestations"].size(), 1u) << view.dump(2);
+  EXPECT_EQ(view["attestations"][0]["status"], "verified");
+  const std::string href = view["attestations"][0]["href"];
+  const std::string page = kindex::web::run_page(view);
+  EXPECT_NE(page.find("<table id=\"rerun-table\">"), std::string::npos) << page;
+  EXPECT_NE(page.find("replicated by <a class=\"attestation\" href=\"" + href + "\">" + key_id + "</a> on "),
+            std::string::npos)
+      << page;
+  EXPECT_EQ(view["reruns"].size(), 1u);
+  EXPECT_TRUE(view["reruns"][0]["ratioToOriginal"].is_number());
+  ServeProcess serve(dir.path, "--store s.db --port 0");
+  ASSERT_GT(serve.port(), 0) << serve.output();
+  httplib::Client c("127.0.0.1", serve.port());
+  auto served = c.Get(href.c_str());
+  ASSERT_TRUE(served);
+  EXPECT_EQ(served->status, 200);
+  EXPECT_EQ(served->body, line);
+  auto missing = c.Get("/api/attestations/sha256:0000");
+  ASSERT_TRUE(missing);
+  EXPECT_EQ(missing->status, 404);
+}

@@ -5,9 +5,15 @@
 
 #include <filesystem>
 #include <fstream>
+#include <functional>
+#include <map>
+#include <set>
 #include <memory>
 
 #include "core/error.hpp"
+#include "evidence/attestation.hpp"
+#include "store/attestations.hpp"
+#include "store/feed.hpp"
 #include "store/fixtures.hpp"
 #include "store/import.hpp"
 #include "store/postgres_server.hpp"
@@ -56,6 +62,13 @@ nlohmann::json stable(nlohmann::json j) {
   return j;
 }
 
+// A run of the example chain as its source reported it: the original the reruns re-measure.
+RecordResult record_reported(Store& store) {
+  OwnRun reported = test::example_run(9000, 1);
+  reported.origin = "manifest";
+  return store.record_run(reported);
+}
+
 TEST_F(Backends, SliceImportGivesTheSameAnswers) {
   auto s = stores("slice");
   ASSERT_EQ(s.size(), 2u);
@@ -102,9 +115,7 @@ TEST_F(Backends, RerunsLinkAndDeriveEvidenceAlike) {
   std::vector<nlohmann::json> answers;
   for (auto& store : s) {
     SCOPED_TRACE(store->backend());
-    OwnRun reported = test::example_run(9000, 1);
-    reported.origin = "manifest";
-    const RecordResult original = store->record_run(reported);
+    const RecordResult original = record_reported(*store);
     store->record_run(test::rerun_of(original.run_digest, 2, "NVIDIA H200", true));
     store->record_run(test::rerun_of(original.run_digest, 3, "NVIDIA H100 80GB HBM3", true));
     OwnRun other = test::rerun_of(original.run_digest, 4, "NVIDIA H200", true);
@@ -116,6 +127,169 @@ TEST_F(Backends, RerunsLinkAndDeriveEvidenceAlike) {
     answers.push_back(stable({{"run", v},
                               {"workload", workload_view(*store, v["workloadId"].get<std::string>())},
                               {"operation", operation_view(*store, "example_rmsnorm")}}));
+  }
+  ASSERT_EQ(answers.size(), 2u);
+  EXPECT_EQ(answers[0], answers[1]);
+}
+
+// Follows and the feed (store/feed.hpp) on both backends: each kind of follow selects its events, newest first; a
+// record that moves names its old and new holder and their ratio; a rerun its original.
+TEST_F(Backends, FollowsAndTheFeedAlike) {
+  auto s = stores("feed");
+  std::vector<nlohmann::json> answers;
+  for (auto& store : s) {
+    SCOPED_TRACE(store->backend());
+    const RecordResult original = store->record_run(test::example_run(9000, 1));
+    const RecordResult faster = store->record_run(test::example_run(8000, 2));
+    const RecordResult rerun = store->record_run(test::rerun_of(original.run_digest, 3, "NVIDIA H200", true));
+    auto events = [&](const FeedQuery& q = {}) { return feed(*store, q)["events"]; };
+    auto kinds = [](const nlohmann::json& list) {
+      std::multiset<std::string> out;
+      for (const auto& e : list) out.insert(e["kind"].get<std::string>());
+      return out;
+    };
+    EXPECT_TRUE(events().empty());  // nothing followed
+
+    EXPECT_TRUE(add_follow(*store, resolve_follow(*store, "operation", "example_rmsnorm")));
+    EXPECT_FALSE(add_follow(*store, resolve_follow(*store, "operation", "example_rmsnorm")));
+    const nlohmann::json all = events();
+    EXPECT_EQ(kinds(all), (std::multiset<std::string>{"new_run", "new_run", "rerun", "new_record", "new_record",
+                                                      "record_change"}));
+    for (size_t i = 1; i < all.size(); ++i) EXPECT_GE(all[i - 1]["at"], all[i]["at"]) << "not newest first";
+    for (const auto& e : all) {
+      if (e["kind"] == "record_change") {
+        EXPECT_EQ(e["previous"]["id"], original.run_id);
+        EXPECT_EQ(e["run"]["id"], faster.run_id);
+        EXPECT_DOUBLE_EQ(e["ratio"].get<double>(), 8000.0 / 9000.0);
+        EXPECT_EQ(e["cause"], "new_run");
+      } else if (e["kind"] == "rerun") {
+        EXPECT_EQ(e["run"]["id"], rerun.run_id);
+        EXPECT_EQ(e["previous"]["id"], original.run_id);
+        EXPECT_DOUBLE_EQ(e["ratio"].get<double>(), 9103.0 / 9000.0);
+        EXPECT_EQ(e["gpu"], "NVIDIA H200");
+      }
+    }
+
+    // One GPU: the rerun and the record of its own cohort.
+    EXPECT_TRUE(remove_follow(*store, "operation", "example_rmsnorm"));
+    EXPECT_FALSE(remove_follow(*store, "operation", "example_rmsnorm"));
+    EXPECT_TRUE(add_follow(*store, resolve_follow(*store, "gpu", "H200")));
+    EXPECT_EQ(kinds(events()), (std::multiset<std::string>{"rerun", "new_record"}));
+    // One cohort, given without the store's follows.
+    FeedQuery cohort;
+    cohort.only = resolve_follow(*store, "cohort", faster.comparison_key);
+    EXPECT_EQ(kinds(events(cohort)), (std::multiset<std::string>{"new_run", "new_run", "new_record", "record_change"}));
+    FeedQuery project;
+    project.only = resolve_follow(*store, "project", "kindex");
+    EXPECT_EQ(events(project).size(), all.size());
+    // --since: a date, a date-time; nothing yet in the future.
+    project.since = "2000-01-01";
+    EXPECT_EQ(events(project).size(), all.size());
+    project.since = "2999-01-01T00:00:00Z";
+    EXPECT_TRUE(events(project).empty());
+    project.since = "last week";
+    EXPECT_THROW(events(project), Error);
+    project.limit = 2;
+    project.since = "";
+    EXPECT_EQ(events(project).size(), 2u);
+
+    EXPECT_THROW(resolve_follow(*store, "planet", "mars"), Error);
+    EXPECT_THROW(resolve_follow(*store, "operation", "no-such-operation"), Error);
+    EXPECT_THROW(resolve_follow(*store, "cohort", "sha256:" + std::string(64, '0')), Error);
+    EXPECT_THROW(resolve_follow(*store, "project", "nobody"), Error);
+    EXPECT_EQ(follows(*store).size(), 1u);
+
+    // In one order for the comparison (events of one instant may be listed in either order).
+    nlohmann::json sorted = all;
+    std::sort(sorted.begin(), sorted.end(), [](const nlohmann::json& a, const nlohmann::json& b) { return a["id"] < b["id"]; });
+    answers.push_back(stable(sorted));
+  }
+  ASSERT_EQ(answers.size(), 2u);
+  EXPECT_EQ(answers[0], answers[1]);
+}
+
+// Signed attestations of reruns (store/attestations.hpp) on both backends: what a rerun attests to is read from the
+// store; only a signed statement equal to it, by a trusted key, is verified, and each other case says why.
+TEST_F(Backends, AttestationsAreCheckedAgainstTheStoreAlike) {
+  auto s = stores("attestations");
+  const auto key = evidence::SigningKey::from_pem(evidence::generate_key_pair().private_pem, "key");
+  const auto stranger = evidence::SigningKey::from_pem(evidence::generate_key_pair().private_pem, "stranger");
+  std::vector<nlohmann::json> answers;
+  for (auto& store : s) {
+    SCOPED_TRACE(store->backend());
+    const RecordResult original = record_reported(*store);
+    const RecordResult other = store->record_run(test::example_run(9050, 5));
+    const RecordResult rerun = store->record_run(test::rerun_of(original.run_digest, 2, "NVIDIA H200", true));
+    const RecordResult failed =
+        store->record_run(test::rerun_of(original.run_digest, 3, "NVIDIA H200", true, "incorrect_numerical"));
+    auto sign = [&](const std::string& run, const evidence::SigningKey& k,
+                    const std::function<void(nlohmann::json&)>& change = {}) {
+      nlohmann::json st = attestation_claims(*store, run);
+      st["signedAt"] = "2026-12-07T05:00:00.000Z";
+      if (change) change(st);
+      return evidence::sign_attestation(st, k);
+    };
+    auto status = [&](const evidence::Attestation& a) { return check_attestation(*store, a).status; };
+
+    const nlohmann::json claims = attestation_claims(*store, rerun.run_id);
+    EXPECT_EQ(claims["verdict"], "replicated");
+    EXPECT_EQ(claims["originalRunDigest"], original.run_digest);
+    EXPECT_EQ(claims["rerunDigest"], rerun.run_digest);
+    EXPECT_EQ(claims["environment"]["gpu"], "NVIDIA H200");
+    EXPECT_EQ(claims["basis"]["status"], "passed");
+    EXPECT_EQ(attestation_claims(*store, failed.run_id)["verdict"], "not_replicated");
+    OwnRun another = test::rerun_of(original.run_digest, 4, "NVIDIA H200", true);  // --impl: another implementation
+    another.run["metadata"]["labels"][kSameImplementationLabel] = "false";
+    const nlohmann::json of_another = attestation_claims(*store, store->record_run(another).run_id);
+    EXPECT_EQ(of_another["verdict"], "not_replicated");
+    EXPECT_EQ(of_another["basis"]["status"], "passed");
+    EXPECT_EQ(of_another["basis"]["sameImplementation"], false);
+    EXPECT_THROW(attestation_claims(*store, original.run_id), Error);  // re-measured no run
+
+    const evidence::Attestation good = sign(rerun.run_id, key);
+    EXPECT_TRUE(keep_attestation(*store, good, "test"));
+    EXPECT_FALSE(keep_attestation(*store, good, "test"));  // idempotent
+    EXPECT_EQ(status(good), "unknown_key");
+    EXPECT_EQ(check_attestation(*store, good, {key.public_key_hex()}).status, "verified");
+    EXPECT_TRUE(trust_key(*store, key.public_key_hex(), "key.pub"));
+    EXPECT_EQ(status(good), "verified");
+
+    // Replayed onto another run, signed anew by the trusted key: the store says the rerun re-measured `original`.
+    const auto replay = sign(rerun.run_id, key, [&](nlohmann::json& st) { st["originalRunDigest"] = other.run_digest; });
+    EXPECT_EQ(status(replay), "mismatch");
+    EXPECT_NE(check_attestation(*store, replay).problems.at(0).find("statement.originalRunDigest"), std::string::npos);
+    // A verdict or an environment the store does not hold.
+    EXPECT_EQ(status(sign(failed.run_id, key, [](nlohmann::json& st) { st["verdict"] = "replicated"; })), "mismatch");
+    EXPECT_EQ(status(sign(rerun.run_id, key, [](nlohmann::json& st) { st["environment"]["gpu"] = "NVIDIA B200"; })),
+              "mismatch");
+    EXPECT_EQ(status(sign(rerun.run_id, key, [](nlohmann::json& st) { st["rerunDigest"] = "sha256:" + std::string(64, 'e'); })),
+              "rerun_missing");
+    const evidence::Attestation strangers = sign(rerun.run_id, stranger);
+    EXPECT_EQ(status(strangers), "unknown_key");
+
+    // Altered after signing: never kept, the store as it was; reported as such.
+    evidence::Attestation tampered = good;
+    tampered.statement["environment"]["gpu"] = "NVIDIA B200";
+    const auto before = store->db().query("SELECT COUNT(*) FROM run_attestations")[0].integer(0);
+    EXPECT_THROW(keep_attestation(*store, tampered, "test"), Error);
+    EXPECT_EQ(store->db().query("SELECT COUNT(*) FROM run_attestations")[0].integer(0), before);
+    EXPECT_EQ(status(tampered), "bad_signature");
+
+    // Kept with the runs they name, each shown with its status: only one is verified.
+    EXPECT_TRUE(keep_attestation(*store, replay, "test"));
+    EXPECT_TRUE(keep_attestation(*store, strangers, "test"));
+    const nlohmann::json v = run_view(*store, original.run_id);
+    ASSERT_EQ(v["attestations"].size(), 2u) << v["attestations"].dump(2);  // the replay names `other`
+    std::map<std::string, std::string> statuses;
+    for (const auto& a : v["attestations"]) statuses[a["keyId"]] = a["status"];
+    EXPECT_EQ(statuses[key.key_id()], "verified");
+    EXPECT_EQ(statuses[stranger.key_id()], "unknown_key");
+    EXPECT_EQ(v["attestations"][0]["rerunId"], rerun.run_id);
+    const nlohmann::json o = run_view(*store, other.run_id);
+    ASSERT_EQ(o["attestations"].size(), 1u);
+    EXPECT_EQ(o["attestations"][0]["status"], "mismatch");
+    EXPECT_EQ(attestation_document(*store, good.digest()), good.line());
+    answers.push_back(stable({{"original", v["attestations"]}, {"other", o["attestations"]}}));
   }
   ASSERT_EQ(answers.size(), 2u);
   EXPECT_EQ(answers[0], answers[1]);

@@ -25,6 +25,7 @@
 #include <thread>
 
 #include "core/error.hpp"
+#include "store/feed.hpp"
 #include "store/import.hpp"
 #include "store/query.hpp"
 #include "support/paths.hpp"
@@ -710,6 +711,44 @@ TEST_F(Web, HomePageSearchesAsYouTypeAndWithoutTheScript) {
   std::string dom = dump_dom(base() + "/?q=ps64");
   EXPECT_NE(dom.find("id=\"operations\""), std::string::npos);
   EXPECT_EQ(count(dom, "<a href=\"/operations/"), count(page->body, "<a href=\"/operations/"));
+}
+
+}  // namespace
+}  // namespace kindex::web
+
+namespace kindex::web {
+namespace {
+
+// The feed routes: one thing's Atom feed holds the same entries, in the same order, as /api/feed for it; a bad count,
+// an unknown kind or an operation the store lacks is answered, never a crash. (Atom validity: test_feed_atom.py.)
+TEST_F(Web, FeedRoutesAnswerOneThingAndRefuseBadRequests) {
+  httplib::Client c("127.0.0.1", port_);
+  auto atom = c.Get("/feeds/model/llama-3-1-8b.xml?limit=50");
+  ASSERT_TRUE(atom);
+  ASSERT_EQ(atom->status, 200) << atom->body;
+  EXPECT_EQ(atom->get_header_value("Content-Type"), "application/atom+xml; charset=utf-8");
+  store::FeedQuery q;
+  q.limit = 50;
+  q.only = store::resolve_follow(*store_, "model", "llama-3-1-8b");
+  const json expected = store::feed(*store_, q);
+  ASSERT_FALSE(expected["events"].empty());
+  size_t at = 0;
+  for (const auto& e : expected["events"]) {
+    at = atom->body.find("<id>urn:kindex:" + e["id"].get<std::string>() + "</id>", at);
+    ASSERT_NE(at, std::string::npos) << e["id"] << " missing or out of order";
+  }
+  EXPECT_NE(atom->body.find("<link rel=\"self\" href=\"http://127.0.0.1:" + std::to_string(port_) +
+                            "/feeds/model/llama-3-1-8b.xml\"/>"),
+            std::string::npos);
+  EXPECT_EQ(c.Get("/feed.xml?limit=0")->status, 400);
+  EXPECT_EQ(c.Get("/feed.xml?since=yesterday")->status, 400);
+  EXPECT_EQ(c.Get("/feeds/planet/mars.xml")->status, 404);
+  EXPECT_EQ(c.Get("/feeds/operation/no-such-op.xml")->status, 404);
+  // A Host header that is not a plain host gives relative links, never text of its own in the document.
+  std::string raw = server_->serve_bytes("GET /feed.xml HTTP/1.1\r\nHost: a\"><x y=\"\r\n\r\n");
+  EXPECT_EQ(raw.rfind("HTTP/1.1 200", 0), 0u) << raw;
+  EXPECT_EQ(raw.find("<x y="), std::string::npos) << raw;
+  EXPECT_NE(raw.find("<link rel=\"self\" href=\"/feed.xml\"/>"), std::string::npos) << raw;
 }
 
 }  // namespace

@@ -45,8 +45,9 @@ struct LeaderboardQuery {
 // FlashInfer-Bench's leaderboard for one operation: per implementation across all its workloads, the average
 // speedup over the baseline (baseline latency / its latency, averaged over every cohort - workload, GPU,
 // protocol, environment - where both have a passed run), the pass rate of its runs, and the distribution of its
-// best latency per workload and GPU. The baseline is the one asked for, else the implementation with passed
-// runs in the most cohorts. Filters apply to runs (device) and implementations (author).
+// best latency per workload and GPU. The baseline is the one asked for, else the implementation whose role is
+// baseline (label role: baseline, or an author named "baseline") with passed runs in the most cohorts; with none,
+// no speedup is given (KernelIndex's rule). Filters apply to runs (device) and implementations (author).
 nlohmann::json leaderboard(Store& store, const LeaderboardQuery& query);
 
 // Current records and their append-only history, per cohort (optionally of one operation).

@@ -198,8 +198,9 @@ json compute_cohort_view(Store& store, const std::string& ck, const json& op, co
                         {"implementation", opt_text(e, 4)}});
   }
   json record_status;
-  if (!members.empty()) {
-    const Ranked& holder = members.front();
+  if (const Ranked* held = record_holder(members)) {
+    // The record holder (the earliest of equal values), not the first listed: `kindex records` names the same run.
+    const Ranked& holder = *held;
     std::string since = holder.observed_at;
     for (const auto& ev : timeline) {
       if (ev["runId"] == holder.id) since = ev["at"];

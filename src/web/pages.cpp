@@ -547,7 +547,8 @@ std::string leaderboard_page(const json& v) {
   body += "</select> <button>Apply</button></form>";
   const json& b = v["baseline"];
   body += "<p id=\"baseline\">" +
-          (b.is_null() ? std::string("No baseline: no implementation has a passed run.")
+          (b.is_null() ? std::string("No speedup shown: no implementation of this operation has the baseline role "
+                                     "(choose one as the baseline above to compare against it).")
                        : "Speedup over <b>" + e(b["title"]) + "</b> (" + e(b["chosenBy"]) +
                              "): its latency divided by each implementation's, averaged over every workload, GPU and "
                              "protocol where both have a passed run.") +

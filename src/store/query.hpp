@@ -6,6 +6,7 @@
 
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 
 #include "store/store.hpp"
@@ -54,6 +55,33 @@ nlohmann::json leaderboard(Store& store, const LeaderboardQuery& query);
 nlohmann::json records(Store& store, const std::string& operation = "");
 // Two runs side by side with the facets that differ and the latency ratio.
 nlohmann::json compare(Store& store, const std::string& run_a, const std::string& run_b);
+
+// Serving evidence (query_serving.cpp). The stored models with the GPUs they were served on (runs,
+// configurations, workloads each) and the serving tables' row counts.
+nlohmann::json serving_overview(Store& store);
+// One model (slug, name, id or a unique part of its slug or name) on the GPUs `gpu` names (the accelerator model
+// spelled exactly in any case, else every one containing it; all when empty): each current run (not retracted or
+// superseded) with its output tokens/s (whole system and per accelerator) and p99 latency (`latency` "ttft" or
+// "tpot"; measured, or else the workload's SLO a valid run met, marked as a bound); the Pareto front of all runs and
+// of each configuration's (higher tokens/s per accelerator at lower latency); runs without the latency or the
+// throughput listed apart.
+nlohmann::json serving_view(Store& store, const std::string& model, const std::string& gpu = "",
+                            const std::string& latency = "ttft");
+// One serving run by id, 8+ character prefix or runDigest: its facts, measurements and the manifests it names.
+nlohmann::json serving_run_view(Store& store, const std::string& run);
+struct ServingResolveQuery {
+  std::string model;                     // as serving_view
+  std::string gpu;                       // as serving_view
+  std::map<std::string, double> slo_ms;  // p99 limits: "ttft" / "tpot" (or ttft_ms, tpot_ms) -> ms
+  std::set<std::string> strict;          // the slo_ms keys whose limit is "<" (else "<=")
+  std::string workload;                  // optional: only runs of this serving workload (slug or id)
+  int64_t max_accelerators = 0;          // optional: only systems of at most this many accelerators (0: any)
+  int limit = 10;                        // configurations listed
+};
+// For this model and GPU, the configurations whose valid runs meet the SLO (every limit, by a measured p99 or by
+// the workload's SLO bound), best first: highest output tokens/s per accelerator. Each configuration once, with its
+// best run; what was left out and why is counted.
+nlohmann::json resolve_serving(Store& store, const ServingResolveQuery& query);
 
 // "num_pages = 425 · batch_size = 1 · ... · bf16" for a workload manifest (variable axes first as stored).
 std::string workload_label(const nlohmann::json& workload_manifest);

@@ -80,6 +80,27 @@ TEST_F(Backends, SliceImportGivesTheSameAnswers) {
   }
 }
 
+TEST_F(Backends, ServingSliceGivesTheSameAnswers) {
+  const std::string serving = kindex::test::data_dir() + "/kernelindex/export-slice-serving.jsonl.zst";
+  std::vector<nlohmann::json> answers;
+  for (auto& store : stores("serving")) {
+    SCOPED_TRACE(store->backend());
+    EXPECT_EQ(import_files(*store, {serving}).inserted["serving_runs"], 145);
+    EXPECT_EQ(import_files(*store, {serving}).total_inserted(), 0);
+    EXPECT_EQ(import_files(*store, {kindex::test::data_dir() + "/kernelindex/examples"}).inserted["serving_runs"], 1);
+    const nlohmann::json view = serving_view(*store, "mlperf-llama2-70b", "B200");
+    answers.push_back({{"counts", store->counts()},
+                       {"overview", serving_overview(*store)},
+                       {"view", view},
+                       {"tpot", serving_view(*store, "mlperf-llama2-70b", "h200", "tpot")},
+                       {"resolve", resolve_serving(*store, {"llama2-70b", "B200", {{"ttft", 2000}}})},
+                       {"run", serving_run_view(*store, view["front"][0].get<std::string>())}});
+  }
+  ASSERT_EQ(answers.size(), 2u);
+  for (const char* part : {"counts", "overview", "view", "tpot", "resolve", "run"})
+    EXPECT_EQ(stable(answers[0][part]), stable(answers[1][part])) << part << " differs between SQLite and PostgreSQL";
+}
+
 TEST_F(Backends, RecordsAndRetractionsBehaveAlike) {
   auto s = stores("records");
   std::vector<nlohmann::json> answers;

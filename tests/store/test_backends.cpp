@@ -154,7 +154,7 @@ TEST_F(Backends, FailedImportsLeaveEitherStoreAsItWas) {
     std::ifstream in(kindex::test::data_dir() + "/kernelindex/export-every-table.jsonl");
     lines.assign(std::istreambuf_iterator<char>(in), {});
   }
-  // The every-table fixture with its last row (an artifact) cut short at a content digest that is not sha256.
+  // The every-table fixture cut short in its last artifact row, at a content digest that is not sha256.
   const auto bad = std::filesystem::temp_directory_path() / ("kindex-backends-bad-" + std::to_string(::getpid()) + ".jsonl");
   std::ofstream(bad) << lines.substr(0, lines.rfind("sha256:", lines.rfind("contentDigest"))) << "md5:0\"}}\n";
   const auto bad_trace = std::filesystem::temp_directory_path() / ("kindex-backends-trace-" + std::to_string(::getpid()));

@@ -27,6 +27,7 @@ void add_all_commands(CLI::App& app, Registry& registry) {
   add_show_command(app, registry);
   add_records_command(app, registry);
   add_leaderboard_command(app, registry);
+  add_serving_command(app, registry);
   add_compare_command(app, registry);
   add_export_command(app, registry);
   add_serve_command(app, registry);

@@ -1,6 +1,8 @@
 // The read models' shared pieces (query_internal.hpp).
 #include "store/query.hpp"
 
+#include <cctype>
+
 #include <algorithm>
 #include <memory>
 #include <cmath>
@@ -103,6 +105,11 @@ std::string find_id(Store& store, const std::string& table, const std::string& d
   if (rows.empty()) throw Error("index", what, key, "no such " + what);
   if (rows.size() > 1) throw Error("index", what, key, "ambiguous prefix: give more characters");
   return rows[0].text(0);
+}
+
+std::string lowercase(std::string s) {
+  for (auto& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return s;
 }
 
 std::string format_number(const json& v) {

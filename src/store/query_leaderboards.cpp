@@ -21,10 +21,6 @@ using namespace query_internal;
 
 namespace {
 
-std::string lowercase(std::string s) {
-  for (auto& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return s;
-}
 bool contains_folded(const std::string& text, const std::string& needle) {
   return needle.empty() || lowercase(text).find(lowercase(needle)) != std::string::npos;
 }

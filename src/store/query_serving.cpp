@@ -17,11 +17,6 @@ using namespace query_internal;
 
 namespace {
 
-std::string lowercase(std::string s) {
-  for (auto& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return s;
-}
-
 constexpr const char* kThroughputMetric = "output_token_throughput_tps";
 constexpr const char* kLatencyStatistic = "p99";
 
@@ -95,7 +90,7 @@ Point point_of(const Row& r, const std::map<std::string, std::vector<json>>& mea
                {"observedAt", opt_text(r, 3)},
                {"scenario", opt_text(r, 4)},
                {"gpu", opt_text(r, 5)},
-               {"accelerators", opt(r, 6)},
+               {"accelerators", r.is_null(6) ? json() : json(r.integer(6))},
                {"qualityPolicy", opt_text(r, 7)},
                {"configurationId", r.text(8)},
                {"configuration", configuration_label(r)},

@@ -31,6 +31,7 @@ void add_all_commands(CLI::App& app, Registry& registry) {
   add_compare_command(app, registry);
   add_export_command(app, registry);
   add_serve_command(app, registry);
+  add_mcp_command(app, registry);
   add_bench_command(app, registry);
   add_rerun_command(app, registry);
 }

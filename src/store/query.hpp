@@ -83,6 +83,26 @@ struct ServingResolveQuery {
 // best run; what was left out and why is counted.
 nlohmann::json resolve_serving(Store& store, const ServingResolveQuery& query);
 
+// Listings across the store (query_lists.cpp), as KernelIndex's MCP tools give them.
+struct RunsQuery {
+  std::string operation;  // optional: operation name, slug, alias or id
+  std::string hardware;   // optional: part of the GPU's name (case-insensitive)
+  std::string source;     // optional: source slug (flashinfer-bench, sol-execbench, ...)
+  std::string status;     // optional: run status (passed, incorrect_numerical, ...)
+  std::string since;      // optional: observed at or after this ISO-8601 instant
+  std::string cursor;     // optional: a previous page's nextCursor
+  int limit = 50;         // 1 to 200
+};
+// Benchmark runs, newest observation first, a page at a time ({runs, nextCursor}: null on the last page).
+nlohmann::json list_runs(Store& store, const RunsQuery& query);
+// Record events after `since` (default: the trailing 30 days), newest first, grouped by UTC day; a new record is
+// a "record_break".
+nlohmann::json list_changes(Store& store, const std::string& since = "");
+// Per GPU: kernel runs, serving runs and the operation families measured on it (counts, not a ranking).
+nlohmann::json list_hardware(Store& store);
+// Serving model revisions with their run counts, and the operations' "model:" tags with operation counts.
+nlohmann::json list_models(Store& store);
+
 // "num_pages = 425 · batch_size = 1 · ... · bf16" for a workload manifest (variable axes first as stored).
 std::string workload_label(const nlohmann::json& workload_manifest);
 

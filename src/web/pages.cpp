@@ -42,7 +42,10 @@ std::string url(const std::string& s) {
     if (std::isalnum(c) || c == '-' || c == '_' || c == '.' || c == '~' || c == ':') {
       out += static_cast<char>(c);
     } else {
-      out += fmt("%%%02X", c);
+      static const char kHex[] = "0123456789ABCDEF";  // not fmt: it formats a double, and %X takes an unsigned
+      out += '%';
+      out += kHex[c >> 4];
+      out += kHex[c & 15];
     }
   }
   return out;

@@ -267,6 +267,9 @@ TEST_F(Web, ServingPagesShowTheParetoFrontInChromium) {
   const std::string front_table = dom.substr(dom.find("id=\"front\""), dom.find("id=\"points\"") - dom.find("id=\"front\""));
   EXPECT_EQ(count(front_table, "<tr class=\"serving-run\""), static_cast<int>(view["front"].size()));
   EXPECT_NE(element_text(dom, "plotted").find("per accelerator"), std::string::npos);
+  // The overview links each model and GPU, the GPU's name percent-encoded.
+  auto overview_page = httplib::Client("127.0.0.1", port_).Get("/serving");
+  EXPECT_NE(overview_page->body.find("href=\"/serving/models/mlperf-llama2-70b?gpu=NVIDIA%20H200-SXM-141GB\""), std::string::npos);
   httplib::Client c("127.0.0.1", port_);
   auto svg = c.Get(("/plots/serving/models/mlperf-llama2-70b.svg" + query).c_str());
   ASSERT_EQ(svg->status, 200);

@@ -1,7 +1,8 @@
 // libFuzzer target for `kindex serve`'s request path: the input is raw HTTP bytes (one or more requests) given to
 // IndexServer::serve_bytes, which runs the same parsing, guards, routes, queries and pages as a connection. The
-// server has an import token (the seed corpus holds an authorised import) and a 64 KB body limit. Whatever the
-// bytes, it must answer with HTTP responses or nothing, and never crash, hang or read out of bounds.
+// store holds the kernel and serving export slices; the server has an import token (the seed corpus holds an
+// authorised import) and a 64 KB body limit. Whatever the bytes, it must answer with HTTP responses or nothing,
+// and never crash, hang or read out of bounds.
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -17,7 +18,7 @@ namespace {
 kindex::web::IndexServer& server() {
   static std::unique_ptr<kindex::store::Store> store = [] {
     auto s = kindex::store::Store::open(":memory:");
-    kindex::store::import_files(*s, {KINDEX_FUZZ_SLICE});
+    kindex::store::import_files(*s, {KINDEX_FUZZ_SLICE, KINDEX_FUZZ_SERVING_SLICE});
     return s;
   }();
   static kindex::web::IndexServer server(*store, [] {

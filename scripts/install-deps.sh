@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Installs every build and test dependency of kindex: Debian's packages, and three PyPI packages for the Python tests.
+# Installs every build and test dependency of kindex: Debian's packages, and four PyPI packages for the Python tests.
 # The CUDA toolkit (nvcc) is optional: without it the CPU parts build and run.
 set -euo pipefail
 packages=(
@@ -21,10 +21,11 @@ if ((${#missing[@]})); then
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi
 # The Python package's test runner and build backend (python/tests under ctest: pytest, and `pip install .` with
-# scikit-build-core), numpy for the decode suite's CPU tests (benchmarks/gpu/test_decode_suite_cpu.py) and
-# feedparser, the feed reader the Atom feed's test parses it with (tests/web/test_feed_atom.py), from PyPI, for the
-# python3 that CMake finds first on PATH.
-if ! python3 -c "import pytest, scikit_build_core, numpy, feedparser" 2>/dev/null; then
+# scikit-build-core), numpy for the decode suite's CPU tests (benchmarks/gpu/test_decode_suite_cpu.py), feedparser,
+# the feed reader the Atom feed's test parses it with (tests/web/test_feed_atom.py), and the official MCP Python SDK,
+# the client of `kindex mcp`'s tests (tests/mcp/test_mcp_sdk.py), from PyPI, for the python3 that CMake finds first on
+# PATH.
+if ! python3 -c "import pytest, scikit_build_core, numpy, feedparser, mcp" 2>/dev/null; then
   python3 -m pip install -q --disable-pip-version-check --root-user-action=ignore "pytest>=7" \
-    "scikit-build-core>=0.10" numpy "feedparser>=6"
+    "scikit-build-core>=0.10" numpy "feedparser>=6" "mcp>=1.10"
 fi

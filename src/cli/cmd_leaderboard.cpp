@@ -18,8 +18,11 @@ using nlohmann::json;
 namespace {
 
 void print_leaderboard(const json& r) {
-  std::cout << r["operation"]["name"].get<std::string>() << ": speedup over "
-            << (r["baseline"].is_null() ? std::string("(no baseline)") : r["baseline"]["title"].get<std::string>())
+  std::cout << r["operation"]["name"].get<std::string>() << ": "
+            << (r["baseline"].is_null()
+                    ? std::string("no speedup: no implementation has the baseline role (--baseline picks one)")
+                    : "speedup over " + r["baseline"]["title"].get<std::string>() + " (" +
+                          r["baseline"]["chosenBy"].get<std::string>() + ")")
             << "\n";
   for (const auto& en : r["entries"]) {
     std::ostringstream speedup;

@@ -27,9 +27,11 @@ void add_all_commands(CLI::App& app, Registry& registry) {
   add_show_command(app, registry);
   add_records_command(app, registry);
   add_leaderboard_command(app, registry);
+  add_serving_command(app, registry);
   add_compare_command(app, registry);
   add_export_command(app, registry);
   add_serve_command(app, registry);
+  add_mcp_command(app, registry);
   add_bench_command(app, registry);
   add_rerun_command(app, registry);
   add_queue_command(app, registry);

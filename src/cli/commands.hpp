@@ -30,6 +30,8 @@ void add_resolve_command(CLI::App& app, Registry& registry);
 void add_show_command(CLI::App& app, Registry& registry);
 void add_records_command(CLI::App& app, Registry& registry);
 void add_leaderboard_command(CLI::App& app, Registry& registry);
+void add_serving_command(CLI::App& app, Registry& registry);
+void add_mcp_command(CLI::App& app, Registry& registry);
 void add_compare_command(CLI::App& app, Registry& registry);
 void add_export_command(CLI::App& app, Registry& registry);
 void add_serve_command(CLI::App& app, Registry& registry);

@@ -154,7 +154,99 @@ class Verifier {
                                   (stored.empty() ? "<missing>" : stored) + ", computed " + computed);
     }
   }
+
+  // Compares each column a row states with the value its manifest gives (a column not stated is not checked: an
+  // importer fills it from the manifest).
+  void compare_facts(const std::string& table, const nlohmann::json& row,
+                     const std::vector<std::pair<std::string, json>>& facts) {
+    for (const auto& [column, computed] : facts) {
+      if (!row.contains(column)) continue;
+      const json& stated = row[column];
+      auto& check = report.columns[table + "." + column];
+      if (same_fact(column, stated, computed)) {
+        ++check.matched;
+      } else {
+        ++check.mismatched;
+        report.mismatches.push_back(table + " " + string_field(row, "id") + " " + column + ": stated " + stated.dump() +
+                                    ", its manifest gives " + computed.dump());
+      }
+    }
+  }
+
+  // Every measurement row of `table` against the measurements its run's manifest states.
+  void compare_measurements(const std::string& table, const std::vector<json>& rows,
+                            const std::map<std::string, std::vector<RunMeasurement>>& by_run) {
+    for (const auto& row : rows) {
+      const std::string id = string_field(row, "id");
+      const auto it = by_run.find(string_field(row, "runId"));
+      const RunMeasurement* expected = nullptr;
+      if (it != by_run.end()) {
+        for (const auto& m : it->second)
+          if (m.metric == string_field(row, "metric") && m.statistic == string_field(row, "statistic")) expected = &m;
+      }
+      const auto check = [&](const char* column, const json& computed) {
+        auto& c = report.columns[table + "." + column];
+        const json stated = row.contains(column) ? row[column] : json();
+        if (expected && same_fact(column, stated, computed)) {
+          ++c.matched;
+        } else {
+          ++c.mismatched;
+          report.mismatches.push_back(table + " " + id + " " + column + ": stated " + stated.dump() + ", " +
+                                      (expected ? "run manifest gives " + computed.dump()
+                                                : std::string("the run manifest has no such measurement")));
+        }
+      };
+      check("value", expected ? json(expected->value) : json());
+      check("unit", expected ? json(expected->unit) : json());
+      check("sampleCount", expected && expected->sample_count ? json(*expected->sample_count) : json());
+    }
+  }
 };
+
+// Serving evidence: each table's manifest digest, the columns each row restates from its manifest, the digests a
+// configuration and a run name against the rows they are filed under, and every serving measurement.
+void verify_serving(Verifier& v, const ExportData& data) {
+  std::map<std::string, std::map<std::string, std::string>> digests;  // table -> row id -> recomputed digest
+  std::map<std::string, std::vector<RunMeasurement>> measurements;     // serving run id -> its manifest's
+  // The digest `manifest_key` a row of `table_of_row` names, against the row of `table` its `id_key` files it under.
+  const auto named = [&](const char* table_of_row, const nlohmann::json& row, const char* manifest_key, const char* table,
+                         const char* id_key) {
+    const auto ptr = nlohmann::json::json_pointer(std::string("/manifest/spec/") + manifest_key);
+    const std::string stated = row.contains(ptr) && row.at(ptr).is_string() ? row.at(ptr).get<std::string>() : "";
+    v.compare(table_of_row, row, std::string(table_of_row) + ".manifest.spec." + manifest_key,
+              [&] {
+                const auto& in = digests[table];
+                const auto it = in.find(string_field(row, id_key));
+                if (it == in.end()) throw std::runtime_error(std::string(id_key) + " names no " + table + " row");
+                return it->second;
+              },
+              stated);
+  };
+  for (const char* table : {"model_revisions", "serving_stack_revisions", "serving_configurations", "serving_workloads",
+                            "serving_runs"}) {
+    const std::string column = serving_digest_column(table);
+    for (const auto& row : data.rows(table)) {
+      const auto digest = [&] {
+        if (!row.contains("manifest")) throw std::runtime_error("no manifest");
+        return manifest_digest(row["manifest"]);
+      };
+      v.compare(table, row, std::string(table) + "." + column, digest, string_field(row, column.c_str()));
+      try {
+        digests[table][string_field(row, "id")] = digest();
+        v.compare_facts(table, row, serving_row_facts(table, row["manifest"]));
+        if (std::string(table) == "serving_runs") measurements[string_field(row, "id")] = run_measurements(row["manifest"]);
+      } catch (const std::exception&) {  // counted as a mismatch of the digest column above
+      }
+      if (std::string(table) == "serving_configurations") named(table, row, "stackDigest", "serving_stack_revisions", "stackRevisionId");
+      if (std::string(table) == "serving_runs") {
+        named(table, row, "modelDigest", "model_revisions", "modelRevisionId");
+        named(table, row, "configurationDigest", "serving_configurations", "configurationId");
+        named(table, row, "workloadDigest", "serving_workloads", "workloadId");
+      }
+    }
+  }
+  v.compare_measurements("serving_measurements", data.rows("serving_measurements"), measurements);
+}
 
 }  // namespace
 
@@ -252,18 +344,7 @@ VerifyReport verify_export(const ExportData& data) {
     try {
       const json run = normalize_manifest(part("run"), "run");
       run_measurement_rows[string_field(row, "id")] = run_measurements(run);
-      for (const auto& [column, computed] : run_row_facts(run, part("environment"))) {
-        if (!row.contains(column)) continue;  // not stated (an importer fills it from the manifest)
-        const json stated = row[column];
-        auto& check = v.report.columns["benchmark_runs." + column];
-        if (same_fact(column, stated, computed)) {
-          ++check.matched;
-        } else {
-          ++check.mismatched;
-          v.report.mismatches.push_back("benchmark_runs " + string_field(row, "id") + " " + column + ": stated " +
-                                        stated.dump() + ", run manifest gives " + computed.dump());
-        }
-      }
+      v.compare_facts("benchmark_runs", row, run_row_facts(run, part("environment")));
     } catch (const std::exception& e) {
       ++v.report.columns["benchmark_runs.facts"].mismatched;
       v.report.mismatches.push_back("benchmark_runs " + string_field(row, "id") + " facts: " + e.what());
@@ -278,30 +359,7 @@ VerifyReport verify_export(const ExportData& data) {
     v.compare("benchmark_runs", row, "run.spec.protocolDigest", protocol_key, run_spec_field("protocolDigest"));
     v.compare("benchmark_runs", row, "run.spec.environmentDigest", environment_key, run_spec_field("environmentDigest"));
   }
-  for (const auto& row : data.rows("measurements")) {
-    const std::string id = string_field(row, "id");
-    const auto it = run_measurement_rows.find(string_field(row, "runId"));
-    const RunMeasurement* expected = nullptr;
-    if (it != run_measurement_rows.end()) {
-      for (const auto& m : it->second)
-        if (m.metric == string_field(row, "metric") && m.statistic == string_field(row, "statistic")) expected = &m;
-    }
-    const auto check = [&](const char* column, const json& computed) {
-      auto& c = v.report.columns[std::string("measurements.") + column];
-      const json stated = row.contains(column) ? row[column] : json();
-      if (expected && same_fact(column, stated, computed)) {
-        ++c.matched;
-      } else {
-        ++c.mismatched;
-        v.report.mismatches.push_back("measurements " + id + " " + column + ": stated " + stated.dump() + ", " +
-                                      (expected ? "run manifest gives " + computed.dump()
-                                                : std::string("the run manifest has no such measurement")));
-      }
-    };
-    check("value", expected ? json(expected->value) : json());
-    check("unit", expected ? json(expected->unit) : json());
-    check("sampleCount", expected && expected->sample_count ? json(*expected->sample_count) : json());
-  }
+  v.compare_measurements("measurements", data.rows("measurements"), run_measurement_rows);
   for (const auto& row : data.rows("artifacts")) {
     const std::string digest = string_field(row, "contentDigest");
     v.compare("artifacts", row, "artifacts.contentDigest",
@@ -320,6 +378,7 @@ VerifyReport verify_export(const ExportData& data) {
                 return it->second;
               },
               string_field(row, "comparisonKey"));
+  verify_serving(v, data);
   return std::move(v.report);
 }
 

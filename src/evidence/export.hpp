@@ -15,9 +15,13 @@ namespace kindex::evidence {
 
 // Tables of the export format in the order KernelIndex's exporter writes them (apps/web/scripts/export-catalog.ts):
 // artifacts rows carry no content (the exporter strips it), only the content digest and where it lives.
+// The serving tables (model_revisions ... serving_measurements) follow, in the order the public serving export
+// writes them (each row after the rows it names).
 inline const std::vector<std::string> kExportTables = {
-    "sources",        "projects",     "operations",    "operation_aliases", "workloads", "implementations",
-    "benchmark_runs", "measurements", "record_events", "artifacts"};
+    "sources",         "projects",        "operations",           "operation_aliases", "workloads",
+    "implementations", "benchmark_runs",  "measurements",         "record_events",     "artifacts",
+    "model_revisions", "serving_stack_revisions", "serving_configurations", "serving_workloads", "serving_runs",
+    "serving_measurements"};
 bool is_export_table(const std::string& table);
 
 struct ExportRow {

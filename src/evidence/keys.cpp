@@ -123,6 +123,62 @@ std::vector<std::pair<std::string, json>> run_row_facts(const json& run_manifest
   };
 }
 
+std::vector<std::pair<std::string, json>> serving_row_facts(const std::string& table, const json& manifest) {
+  const json& spec = member(manifest, "spec");
+  const json& metadata = member(manifest, "metadata");
+  const json& schema_version = member(manifest, "apiVersion");
+  if (table == "model_revisions")
+    return {{"slug", member(metadata, "name")},
+            {"name", member(spec, "model")},
+            {"parameterCount", member(spec, "parameterCount")},
+            {"contextLength", member(spec, "contextLength")},
+            {"license", member(spec, "license")},
+            {"schemaVersion", schema_version}};
+  if (table == "serving_stack_revisions")
+    return {{"slug", member(metadata, "name")},
+            {"version", member(member(spec, "revision"), "version")},
+            {"schemaVersion", schema_version}};
+  if (table == "serving_configurations")
+    return {{"dtype", member(spec, "dtype")},
+            {"quantization", member(spec, "quantization")},
+            {"tensorParallel", member(member(spec, "parallelism"), "tensor")},
+            {"schemaVersion", schema_version}};
+  if (table == "serving_workloads")
+    return {{"slug", member(metadata, "name")},
+            {"name", member(metadata, "title")},
+            {"streaming", member(spec, "streaming")},
+            {"loadGeneration", member(spec, "loadGeneration")},
+            {"schemaVersion", schema_version}};
+  if (table == "serving_runs") {
+    const json& topology = member(spec, "topology");
+    const json& per_node = member(topology, "acceleratorsPerNode");
+    const json& nodes = member(topology, "nodeCount");
+    json total;
+    if (per_node.is_number_integer()) total = per_node.get<int64_t>() * (nodes.is_number_integer() ? nodes.get<int64_t>() : 1);
+    const json& observed = member(spec, "observedAt");
+    return {{"status", member(spec, "status")},
+            {"observedAt", observed.is_string() ? json(utc_instant(observed.get<std::string>(), "run", "observedAt")) : json()},
+            {"qualityPolicy", member(spec, "qualityPolicy")},
+            {"scenario", member(member(spec, "sourceNative"), "scenario")},
+            {"acceleratorVendor", member(topology, "acceleratorVendor")},
+            {"acceleratorModel", member(topology, "acceleratorModel")},
+            {"acceleratorCount", per_node},
+            {"nodeCount", nodes},
+            {"totalAccelerators", total},
+            {"schemaVersion", schema_version}};
+  }
+  return {};
+}
+
+std::string serving_digest_column(const std::string& table) {
+  if (table == "model_revisions") return "modelDigest";
+  if (table == "serving_stack_revisions") return "stackDigest";
+  if (table == "serving_configurations") return "configurationDigest";
+  if (table == "serving_workloads") return "workloadDigest";
+  if (table == "serving_runs") return "runDigest";
+  return "";
+}
+
 bool same_fact(const std::string& column, const json& stated, const json& computed) {
   if (stated.is_null() || computed.is_null()) return stated.is_null() && computed.is_null();
   if (stated.is_number() && computed.is_number()) return stated.get<double>() == computed.get<double>();

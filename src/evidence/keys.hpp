@@ -40,6 +40,21 @@ std::string run_metric_key(const nlohmann::json& run_manifest);
 // hardwareModel, hardwareArchitecture. Absent facts are null.
 std::vector<std::pair<std::string, nlohmann::json>> run_row_facts(const nlohmann::json& run_manifest,
                                                                   const nlohmann::json& environment_manifest);
+
+// The serving tables (ServingWorkload, ServingConfiguration, ServingStackRevision, ServingRun, ModelRevision
+// manifests): the columns a row of `table` restates from the manifest it carries, as KernelIndex's export writes
+// them (checked against every row of the public serving export): model_revisions slug, name (spec.model),
+// parameterCount, contextLength, license, schemaVersion; serving_stack_revisions slug, version; serving_configurations
+// dtype, quantization, tensorParallel; serving_workloads slug, name (metadata.title), streaming, loadGeneration;
+// serving_runs status, observedAt, qualityPolicy, scenario (spec.sourceNative.scenario), acceleratorVendor,
+// acceleratorModel, acceleratorCount (per node), nodeCount, totalAccelerators (nodes x per node). The manifest
+// digest column of each table, and the digests a run or configuration names, are checked by the importer. A
+// ServingRun's measurement rows are run_measurements (its spec.measurements). {} for another table.
+std::vector<std::pair<std::string, nlohmann::json>> serving_row_facts(const std::string& table,
+                                                                      const nlohmann::json& manifest);
+// The column of a serving table that holds its manifest's digest ("modelDigest", ..., "runDigest"); "" for another.
+std::string serving_digest_column(const std::string& table);
+
 // Whether a stated column value equals the recomputed one (numbers by value, a missing key as null, observedAt
 // and other instants by the instant they name).
 bool same_fact(const std::string& column, const nlohmann::json& stated, const nlohmann::json& computed);

@@ -317,16 +317,19 @@ const nlohmann::json& schema_for_kind(const std::string& kind) {
   return it->second;
 }
 
+std::vector<SchemaViolation> check_schema(const nlohmann::json& schema, const nlohmann::json& value) {
+  std::vector<SchemaViolation> out;
+  Validator(schema).check(schema, value, Pointer{}, out);
+  return out;
+}
+
 std::vector<SchemaViolation> check_manifest_schema(const nlohmann::json& manifest) {
   if (!manifest.is_object()) return {{"", preview(manifest), "a manifest is an object with apiVersion, kind, metadata, spec"}};
   if (!manifest.contains("kind") || !manifest["kind"].is_string())
     return {{"/kind", manifest.contains("kind") ? preview(manifest["kind"]) : "", "missing or not a string (one of " + kinds_list() + ")"}};
   const std::string& kind = manifest["kind"].get_ref<const std::string&>();
   if (!schemas_by_kind().count(kind)) return {{"/kind", preview(kind), "unknown manifest kind (known: " + kinds_list() + ")"}};
-  const nlohmann::json& schema = schema_for_kind(kind);
-  std::vector<SchemaViolation> out;
-  Validator(schema).check(schema, manifest, Pointer{}, out);
-  return out;
+  return check_schema(schema_for_kind(kind), manifest);
 }
 
 nlohmann::json validate_manifest(const nlohmann::json& manifest, const std::string& where) {

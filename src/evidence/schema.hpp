@@ -22,6 +22,9 @@ std::vector<std::string> schema_kinds();
 // The embedded schema for a kind; kindex::Error if unknown.
 const nlohmann::json& schema_for_kind(const std::string& kind);
 
+// All violations of `value` against `schema` (a JSON Schema of the subset above, with local $refs; it must outlive
+// every call, as the embedded schemas do: checked nodes are remembered by address). Empty when valid.
+std::vector<SchemaViolation> check_schema(const nlohmann::json& schema, const nlohmann::json& value);
 // All violations of the manifest against the schema of its `kind` (empty when valid).
 std::vector<SchemaViolation> check_manifest_schema(const nlohmann::json& manifest);
 // Schema check plus the digest normalisations (so ambiguous durations are caught too); throws kindex::Error

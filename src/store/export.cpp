@@ -9,6 +9,7 @@
 #include <set>
 
 #include "core/error.hpp"
+#include "evidence/export.hpp"
 #include "store/rows.hpp"
 
 namespace kindex::store {
@@ -33,13 +34,12 @@ json export_store(Store& store, const std::string& path) {
   static const std::set<std::string> json_columns = {"policy", "manifest", "tags", "dtypes", "layoutKeys",
                                                      "targetArchitectures"};
   static const std::set<std::string> bool_columns = {"sourceAvailable", "installable", "reported",
-                                                     "reproducedByKernelindex", "hasRawEvidence", "sourceNative"};
+                                                     "reproducedByKernelindex", "hasRawEvidence", "sourceNative",
+                                                     "streaming"};
   static const std::set<std::string> kindex_only = {"origin", "realGpu", "kindexFloorNs"};
   std::string text;
   json counts = json::object();
-  for (const std::string table : {"sources", "projects", "operations", "operation_aliases", "workloads",
-                                  "implementations", "benchmark_runs", "measurements", "record_events",
-                                  "artifacts"}) {
+  for (const std::string& table : evidence::kExportTables) {
     const auto& keys = table_keys(table);
     std::string cols;
     for (const auto& k : keys) cols += (cols.empty() ? "" : ", ") + snake_case(k);
@@ -57,6 +57,9 @@ json export_store(Store& store, const std::string& path) {
           row[k] = nullptr;
         } else if (json_columns.count(k)) {
           row[k] = json::parse(r.text(i));
+        } else if (k == "tokenizer") {  // an object or a name, as the export gave it
+          const json parsed = json::parse(r.text(i), nullptr, /*allow_exceptions=*/false);
+          row[k] = parsed.is_object() ? parsed : json(r.text(i));
         } else if (bool_columns.count(k)) {
           row[k] = r.integer(i) != 0;
         } else if (auto s = std::get_if<std::string>(&r.cells[i])) {

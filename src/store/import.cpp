@@ -242,12 +242,18 @@ class ExportImporter {
     return impls_[id] = rows[0].text(0);
   }
 
-  // The measurements a run's manifest states (from this file, or from a run already in the store).
-  const std::vector<evidence::RunMeasurement>& run_measurements(const std::string& run_id, const std::string& where) {
+  // The measurements a run's manifest states (from this file, or from a run already in the store); `runs` is
+  // benchmark_runs or serving_runs.
+  const std::vector<evidence::RunMeasurement>& run_measurements(const std::string& runs, const std::string& run_id,
+                                                                const std::string& where) {
     if (auto it = measurements_.find(run_id); it != measurements_.end()) return it->second;
-    auto rows = db_.query("SELECT manifest FROM run_manifests WHERE run_id = ?", {run_id});
-    if (rows.empty()) throw Error(where, "runId", run_id, "refers to a run not in the export or the store");
-    return measurements_[run_id] = evidence::run_measurements(json::parse(rows[0].text(0)).at("run"));
+    const bool serving = runs == "serving_runs";
+    auto rows = db_.query(serving ? "SELECT manifest FROM serving_runs WHERE id = ?"
+                                  : "SELECT manifest FROM run_manifests WHERE run_id = ?",
+                          {run_id});
+    if (rows.empty()) throw Error(where, "runId", run_id, "refers to a row of " + runs + " not in the export or the store");
+    const json manifest = json::parse(rows[0].text(0));
+    return measurements_[run_id] = evidence::run_measurements(serving ? manifest : manifest.at("run"));
   }
 
   // Sources and projects are mutable and identified by slug (KernelIndex's publication: existing rows win): a
@@ -312,8 +318,10 @@ class ExportImporter {
       impls_[row.at("id")] = d;
     } else if (table == "benchmark_runs") {
       prepare_run(row, where);
-    } else if (table == "measurements") {
-      prepare_measurement(row, where);
+    } else if (table == "measurements" || table == "serving_measurements") {
+      prepare_measurement(table, row, where);
+    } else if (!evidence::serving_digest_column(table).empty()) {
+      prepare_serving(table, row, where);
     } else if (table == "artifacts") {
       const json digest = row.value("contentDigest", json());
       if (!digest.is_string() || !evidence::is_sha256_digest(digest.get<std::string>()))
@@ -365,9 +373,58 @@ class ExportImporter {
     cohorts_.insert(ck);
   }
 
-  void prepare_measurement(const json& row, const std::string& where) {
+  // A row of a serving table: its manifest validated as the table's kind and digested, the digests it names
+  // checked against the rows it is filed under, and every column it restates (evidence::serving_row_facts)
+  // compared with the manifest (or filled from it when the row leaves it out).
+  void prepare_serving(const std::string& table, json& row, const std::string& where) {
+    static const std::map<std::string, std::string> kinds = {
+        {"model_revisions", "ModelRevision"},          {"serving_stack_revisions", "ServingStackRevision"},
+        {"serving_configurations", "ServingConfiguration"}, {"serving_workloads", "ServingWorkload"},
+        {"serving_runs", "ServingRun"}};
+    const json& document = row.at("manifest");
+    const evidence::Manifest m = evidence::make_manifest(document, where + " manifest");
+    if (m.kind() != kinds.at(table))
+      throw Error(where, "manifest.kind", m.kind(), "a " + table + " row carries a " + kinds.at(table) + " manifest");
+    const std::string column = evidence::serving_digest_column(table);
+    expect_digest(where, column, row.value(column, json()), m.digest);
+    if (table == "serving_stack_revisions") refile(row, "projectId", project_ids_);
+    if (table == "serving_runs") refile(row, "sourceId", source_ids_);
+    const json& spec = m.spec();
+    const auto names = [&](const char* key, const char* named_table, const char* id_key) {
+      expect_digest(where, std::string("manifest.spec.") + key, spec.value(key, json()),
+                    serving_digest(named_table, row.value(id_key, json()), id_key, where));
+    };
+    if (table == "serving_configurations") names("stackDigest", "serving_stack_revisions", "stackRevisionId");
+    if (table == "serving_runs") {
+      names("modelDigest", "model_revisions", "modelRevisionId");
+      names("configurationDigest", "serving_configurations", "configurationId");
+      names("workloadDigest", "serving_workloads", "workloadId");
+      measurements_[row.at("id")] = evidence::run_measurements(m.document);
+    }
+    for (const auto& [fact, computed] : evidence::serving_row_facts(table, m.document)) {
+      if (!row.contains(fact)) {
+        row[fact] = computed;
+        continue;
+      }
+      if (!evidence::same_fact(fact, row[fact], computed))
+        throw Error(where, fact, row[fact].dump(), "disagrees with the manifest it carries, which gives " + computed.dump());
+    }
+    serving_digests_[row.at("id")] = m.digest;
+  }
+
+  // The manifest digest of the serving row `id` of `table` (from this file, or from the store).
+  std::string serving_digest(const std::string& table, const json& id, const char* id_key, const std::string& where) {
+    if (!id.is_string()) throw Error(where, id_key, id.dump(), "expected the id of a " + table + " row");
+    if (auto it = serving_digests_.find(id.get<std::string>()); it != serving_digests_.end()) return it->second;
+    const std::string column = snake_case(evidence::serving_digest_column(table));
+    auto rows = db_.query("SELECT " + column + " FROM " + table + " WHERE id = ?", {id.get<std::string>()});
+    if (rows.empty()) throw Error(where, id_key, id.get<std::string>(), "refers to a " + table + " row not in the export or the store");
+    return serving_digests_[id.get<std::string>()] = rows[0].text(0);
+  }
+
+  void prepare_measurement(const std::string& table, const json& row, const std::string& where) {
     const std::string metric = row.value("metric", ""), statistic = row.value("statistic", "");
-    for (const auto& m : run_measurements(row.value("runId", ""), where)) {
+    for (const auto& m : run_measurements(table == "measurements" ? "benchmark_runs" : "serving_runs", row.value("runId", ""), where)) {
       if (m.metric != metric || m.statistic != statistic) continue;
       const json stated_value = row.value("value", json()), stated_unit = row.value("unit", json());
       if (!evidence::same_fact("value", stated_value, m.value))
@@ -395,7 +452,13 @@ class ExportImporter {
         {"benchmark_runs", {"runDigest"}},
         {"measurements", {"runId", "metric", "statistic", "unit", "value"}},
         {"record_events", {"comparisonKey", "runId", "previousRunId", "cause"}},
-        {"artifacts", {"contentDigest"}}};
+        {"artifacts", {"contentDigest"}},
+        {"model_revisions", {"modelDigest"}},
+        {"serving_stack_revisions", {"stackDigest"}},
+        {"serving_configurations", {"configurationDigest"}},
+        {"serving_workloads", {"workloadDigest"}},
+        {"serving_runs", {"runDigest"}},
+        {"serving_measurements", {"runId", "metric", "statistic", "unit", "value"}}};
     const auto it = identity.find(table);
     if (it == identity.end() || !row.contains("id")) return;
     std::string cols;
@@ -532,7 +595,8 @@ class ExportImporter {
   const ParsedLine* parsed_ = nullptr;  // the line being handled
   std::map<std::string, std::string> ops_, impls_;
   std::map<std::string, WorkloadInfo> workloads_;
-  std::map<std::string, std::vector<evidence::RunMeasurement>> measurements_;
+  std::map<std::string, std::vector<evidence::RunMeasurement>> measurements_;  // by run id (benchmark or serving)
+  std::map<std::string, std::string> serving_digests_;  // serving row id -> its manifest's digest
   std::map<std::string, std::size_t> unknown_tables_, unknown_columns_;
   std::map<std::string, std::string> source_ids_, project_ids_;  // export id -> stored id (adopt_existing)
   std::set<std::string> adopted_runs_;  // export run ids whose run is stored under another id
@@ -606,14 +670,77 @@ ImportReport import_export(Store& store, const std::string& path, const ImportOp
   return ExportImporter(store, path, options).run();
 }
 
+namespace {
+
+// The export-shaped row of a serving table for a manifest kindex was given (no export row): id from its digest,
+// the restated columns from the manifest (evidence::serving_row_facts, the facts an export row is checked against).
+json serving_row(const std::string& table, const json& document, const std::string& digest) {
+  json row = {{"id", id_from_digest(digest)}, {evidence::serving_digest_column(table), digest}, {"manifest", document},
+              {"createdAt", evidence::utc_timestamp_now()}};
+  for (const auto& [column, value] : evidence::serving_row_facts(table, document)) row[column] = value;
+  const json& meta = member_or_empty(document, "metadata");
+  const json& spec = member_or_empty(document, "spec");
+  if (table == "serving_stack_revisions")
+    row["name"] = meta.value("title", member_or_empty(spec, "project").value("name", meta.value("name", "")));
+  if (table == "serving_configurations") row["summary"] = meta.value("title", meta.value("name", ""));
+  return row;
+}
+
+// A ServingRun whose model, configuration (with its stack) and workload manifests are all in the store becomes a
+// serving run with its measurements, each row inserted as an export's would be. False when one is missing.
+bool record_serving_run(Store& store, const evidence::Manifest& run, const std::string& where, ImportReport& rep) {
+  const json& spec = run.spec();
+  const std::string model = spec.value("modelDigest", ""), configuration = spec.value("configurationDigest", ""),
+                    workload = spec.value("workloadDigest", "");
+  const auto model_doc = store.manifest(model), configuration_doc = store.manifest(configuration),
+             workload_doc = store.manifest(workload);
+  if (!model_doc || !configuration_doc || !workload_doc) return false;
+  const std::string stack = configuration_doc->at("spec").value("stackDigest", "");
+  const auto stack_doc = store.manifest(stack);
+  if (!stack_doc) return false;
+  Db& db = store.db();
+  const auto put = [&](const std::string& table, const json& row) { count(rep, table, insert_row(db, table, row, where)); };
+  // Inserts a manifest's row, or finds the row an export filed it under: the id of the row with its digest.
+  const auto file = [&](const std::string& table, const json& row) {
+    put(table, row);
+    const std::string column = evidence::serving_digest_column(table);
+    return db.query("SELECT id FROM " + table + " WHERE " + snake_case(column) + " = ?", {row[column].get<std::string>()})
+        .at(0)
+        .text(0);
+  };
+  json c = serving_row("serving_configurations", *configuration_doc, configuration);
+  c["stackRevisionId"] = file("serving_stack_revisions", serving_row("serving_stack_revisions", *stack_doc, stack));
+  json r = serving_row("serving_runs", run.document, run.digest);
+  r["modelRevisionId"] = file("model_revisions", serving_row("model_revisions", *model_doc, model));
+  r["configurationId"] = file("serving_configurations", c);
+  r["workloadId"] = file("serving_workloads", serving_row("serving_workloads", *workload_doc, workload));
+  r["id"] = file("serving_runs", r);
+  if (r["id"] != id_from_digest(run.digest)) return true;  // an export's run: its measurement rows came with it
+  for (const auto& m : evidence::run_measurements(run.document)) {
+    const json key = {{"runDigest", run.digest}, {"metric", m.metric}, {"statistic", m.statistic}};
+    put("serving_measurements", {{"id", id_from_digest(evidence::sha256_digest(key))}, {"runId", r["id"]},
+                                 {"metric", m.metric}, {"statistic", m.statistic}, {"unit", m.unit}, {"value", m.value},
+                                 {"sampleCount", m.sample_count ? json(*m.sample_count) : json()}});
+  }
+  return true;
+}
+
+}  // namespace
+
 ImportReport import_manifests(Store& store, const std::vector<std::string>& paths) {
   ImportReport rep;
   std::vector<evidence::Manifest> runs;
+  std::vector<std::pair<evidence::Manifest, std::string>> serving_runs;
   for (const auto& f : expand(paths, {".yaml", ".yml", ".json"}, false)) {
     json doc = evidence::read_manifest_file(f);
     PutResult r = store.put_manifest(doc, f);
     count(rep, "manifests", r.inserted);
     if (doc.value("kind", "") == "BenchmarkRun") runs.push_back(evidence::make_manifest(doc, f));
+    if (doc.value("kind", "") == "ServingRun") serving_runs.emplace_back(evidence::make_manifest(doc, f), f);
+  }
+  // A ServingRun becomes a serving run once everything it names is in the store.
+  for (const auto& [run, where] : serving_runs) {
+    if (!record_serving_run(store, run, where, rep)) rep.skipped["serving_runs_missing_references"] += 1;
   }
   // A BenchmarkRun becomes a ranked run once everything it names is in the store.
   for (const auto& run : runs) {

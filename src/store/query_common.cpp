@@ -1,6 +1,8 @@
 // The read models' shared pieces (query_internal.hpp).
 #include "store/query.hpp"
 
+#include <cctype>
+
 #include <algorithm>
 #include <memory>
 #include <cmath>
@@ -105,6 +107,11 @@ std::string find_id(Store& store, const std::string& table, const std::string& d
   return rows[0].text(0);
 }
 
+std::string lowercase(std::string s) {
+  for (auto& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return s;
+}
+
 std::string format_number(const json& v) {
   if (v.is_number_integer()) return std::to_string(v.get<int64_t>());
   return v.dump();
@@ -198,8 +205,9 @@ json compute_cohort_view(Store& store, const std::string& ck, const json& op, co
                         {"implementation", opt_text(e, 4)}});
   }
   json record_status;
-  if (!members.empty()) {
-    const Ranked& holder = members.front();
+  if (const Ranked* held = record_holder(members)) {
+    // The record holder (the earliest of equal values), not the first listed: `kindex records` names the same run.
+    const Ranked& holder = *held;
     std::string since = holder.observed_at;
     for (const auto& ev : timeline) {
       if (ev["runId"] == holder.id) since = ev["at"];

@@ -30,6 +30,7 @@ struct OperationRow {
 };
 OperationRow find_operation(Store& store, const std::string& key);
 bool id_like(const std::string& key);
+std::string lowercase(std::string s);  // ASCII letters folded
 // Finds one row id of `table` by full id, digest column or a unique id prefix.
 std::string find_id(Store& store, const std::string& table, const std::string& digest_column, const std::string& key,
                     const std::string& what);

@@ -21,10 +21,6 @@ using namespace query_internal;
 
 namespace {
 
-std::string lowercase(std::string s) {
-  for (auto& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return s;
-}
 bool contains_folded(const std::string& text, const std::string& needle) {
   return needle.empty() || lowercase(text).find(lowercase(needle)) != std::string::npos;
 }
@@ -43,6 +39,17 @@ json distribution(std::vector<double> v) {
           {"q3Ns", at(0.75)}, {"maxNs", v.back()}, {"valuesNs", v}};
 }
 
+// KernelIndex measures speedups only against an implementation whose role is baseline: its manifest's label
+// `role: baseline`, or an author named "baseline" (how FlashInfer-Bench marks its baseline solutions, kept by
+// KernelIndex in metadata.authors).
+bool has_baseline_role(const json& manifest, const json& authors) {
+  const json& labels = member_or_empty(member_or_empty(manifest, "metadata"), "labels");
+  if (labels.value("role", json()) == "baseline") return true;
+  for (const auto& a : authors)
+    if (a == "baseline") return true;
+  return false;
+}
+
 }  // namespace
 
 json leaderboard(Store& store, const LeaderboardQuery& q) {
@@ -51,6 +58,7 @@ json leaderboard(Store& store, const LeaderboardQuery& q) {
     std::string id, slug, title;
     json project, authors = json::array();
     bool shown = true;
+    bool baseline_role = false;
     int64_t runs = 0, passed = 0;
     std::set<std::string> workloads;
     std::map<std::string, double> best_per_cohort;  // comparison key -> fastest passed value
@@ -80,6 +88,7 @@ json leaderboard(Store& store, const LeaderboardQuery& q) {
         }
       }
     }
+    en.baseline_role = has_baseline_role(m, en.authors);
     if (en.authors.empty() && en.project.is_string()) en.authors.push_back(en.project);
     if (!q.author.empty()) {
       en.shown = false;
@@ -112,7 +121,8 @@ json leaderboard(Store& store, const LeaderboardQuery& q) {
       if (!first) l->second = std::min(l->second, v);
     }
   }
-  // The baseline: asked for by id, id prefix or slug; else the implementation with passed runs in the most cohorts.
+  // The baseline: asked for by id, id prefix or slug; else, among the implementations whose role is baseline, the
+  // one with passed runs in the most cohorts; none (and no speedups) when no implementation has that role.
   const Entry* baseline = nullptr;
   if (!q.baseline.empty()) {
     for (const auto& en : entries) {
@@ -124,7 +134,8 @@ json leaderboard(Store& store, const LeaderboardQuery& q) {
     if (!baseline) throw Error("index", "baseline", q.baseline, "no such implementation of " + op.name);
   } else {
     for (const auto& en : entries) {
-      if (!en.best_per_cohort.empty() && (!baseline || en.best_per_cohort.size() > baseline->best_per_cohort.size()))
+      if (en.baseline_role && !en.best_per_cohort.empty() &&
+          (!baseline || en.best_per_cohort.size() > baseline->best_per_cohort.size()))
         baseline = &en;
     }
   }
@@ -150,7 +161,7 @@ json leaderboard(Store& store, const LeaderboardQuery& q) {
     std::vector<double> latencies;
     for (const auto& [k, v] : en.latency_per_workload_gpu) latencies.push_back(v);
     rows.push_back({{"id", en.id}, {"slug", en.slug}, {"title", en.title}, {"project", en.project}, {"authors", en.authors},
-                    {"baseline", baseline == &en}, {"runs", en.runs}, {"passed", en.passed},
+                    {"baseline", baseline == &en}, {"baselineRole", en.baseline_role}, {"runs", en.runs}, {"passed", en.passed},
                     {"passRate", static_cast<double>(en.passed) / static_cast<double>(en.runs)},
                     {"workloads", en.workloads.size()}, {"cohortsCompared", speedups.size()}, {"avgSpeedup", avg},
                     {"geomeanSpeedup", geomean}, {"minSpeedup", lo}, {"maxSpeedup", hi},
@@ -169,7 +180,7 @@ json leaderboard(Store& store, const LeaderboardQuery& q) {
           {"devices", devices},
           {"authors", authors},
           {"baseline", baseline ? json{{"id", baseline->id}, {"slug", baseline->slug}, {"title", baseline->title},
-                                       {"chosenBy", q.baseline.empty() ? "most cohorts with a passed run" : "asked"}}
+                                       {"chosenBy", q.baseline.empty() ? "baseline role" : "asked"}}
                                 : json()},
           {"entries", std::move(rows)}};
 }

@@ -57,11 +57,7 @@ json records(Store& store, const std::string& operation) {
   for (const Group& g : groups) {
     auto members = store.cohort(g.comparison_key);
     json holder;
-    if (!members.empty()) {
-      // The holder is the fastest run (the earliest of equals), whatever order its tie chain is listed in.
-      const Ranked* best = &members.front();
-      for (const auto& m : members)
-        if (m.value < best->value || (m.value == best->value && m.observed_at < best->observed_at)) best = &m;
+    if (const Ranked* best = record_holder(members)) {
       auto h = store.db().query(std::string("SELECT ") + kRunColumns + kRunJoins + "WHERE r.id = ?", {best->id});
       holder = run_summary(h[0]);
     }

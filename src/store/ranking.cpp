@@ -158,4 +158,14 @@ SuiteScore suite_score(const std::vector<std::array<double, 3>>& per_workload) {
   return s;
 }
 
+const Ranked* record_holder(const std::vector<Ranked>& runs) {
+  const Ranked* best = nullptr;
+  for (const auto& r : runs) {
+    if (!best || r.value < best->value ||
+        (r.value == best->value && (r.observed_at != best->observed_at ? r.observed_at < best->observed_at : r.id < best->id)))
+      best = &r;
+  }
+  return best;
+}
+
 }  // namespace kindex::store

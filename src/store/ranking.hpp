@@ -45,6 +45,11 @@ struct Ranked {
 void rank_v1(std::vector<Ranked>& runs, bool source_native);
 bool cohort_is_source_native(const std::vector<Ranked>& runs);
 
+// The cohort's record holder (KernelIndex's record ledger: the running minimum): the fastest run, the earliest
+// observed of equal values (then the smaller id), whatever order rank_v1 lists its tie chain in. nullptr when empty.
+// Every output that names a holder (record events, `kindex records`, the operation page's recordStatus) uses it.
+const Ranked* record_holder(const std::vector<Ranked>& runs);
+
 // Datasheet peaks (headroom-v1; docs/protocols.md section 3), the one table the store's floors and the runner's
 // (src/runner/record/floors.hpp) read: DRAM bandwidth in bytes/s and dense bf16 tensor FLOP/s for a GPU product name
 // ("NVIDIA H200", "NVIDIA H100 80GB HBM3", "NVIDIA B200", any case); nullopt for an unknown GPU (and for the

@@ -45,6 +45,22 @@ const std::map<std::string, std::vector<std::string>>& all_tables() {
       {"run_attestations", {"id", "rerunDigest", "originalRunDigest", "keyId", "document", "createdAt"}},
       {"attestation_keys", {"keyId", "publicKey", "name", "createdAt"}},
       {"artifacts", {"id", "contentDigest", "kind", "mediaType", "sizeBytes", "storage", "uri", "license", "createdAt"}},
+      {"model_revisions",
+       {"id", "slug", "modelDigest", "name", "parameterCount", "contextLength", "tokenizer", "license", "schemaVersion",
+        "manifest", "createdAt"}},
+      {"serving_stack_revisions",
+       {"id", "projectId", "slug", "stackDigest", "name", "version", "schemaVersion", "manifest", "createdAt"}},
+      {"serving_configurations",
+       {"id", "stackRevisionId", "configurationDigest", "dtype", "quantization", "tensorParallel", "summary",
+        "schemaVersion", "manifest", "createdAt"}},
+      {"serving_workloads",
+       {"id", "workloadDigest", "slug", "name", "streaming", "loadGeneration", "schemaVersion", "manifest", "createdAt"}},
+      {"serving_runs",
+       {"id", "runDigest", "modelRevisionId", "configurationId", "workloadId", "sourceId", "status", "observedAt",
+        "publishedAt", "cohortKey", "protocolKey", "qualityPolicy", "metricSetKey", "scenario", "acceleratorVendor",
+        "acceleratorModel", "acceleratorCount", "nodeCount", "totalAccelerators", "reported", "schemaVersion",
+        "manifest", "supersedesId", "retractedAt", "retractionReason", "createdAt"}},
+      {"serving_measurements", {"id", "runId", "metric", "statistic", "unit", "value", "sampleCount"}},
   };
   return tables;
 }
@@ -70,6 +86,7 @@ bool is_real_column(const std::string& key) {
 // Columns whose JSON defaults (NOT NULL DEFAULT 0) apply when the key is absent.
 bool has_default(const std::string& key) {
   return key == "sourceAvailable" || key == "installable" || key == "reported" || key == "reproducedByKernelindex" ||
+         key == "streaming" ||
          key == "independentReplicationCount" || key == "hasRawEvidence" || key == "sourceNative" || key == "realGpu";
 }
 

@@ -12,8 +12,9 @@
 namespace kindex::store {
 
 // Inserts one row of an export table (sources, projects, operations, operation_aliases, workloads,
-// implementations, benchmark_runs, measurements, record_events, artifacts) or of kindex's tables (protocols, environments,
-// run_samples, manifests). Unknown keys are an error (naming `where`); a row whose key already exists inserts
+// implementations, benchmark_runs, measurements, record_events, artifacts, and the serving tables model_revisions,
+// serving_stack_revisions, serving_configurations, serving_workloads, serving_runs, serving_measurements) or of
+// kindex's tables (protocols, environments, run_samples, manifests). Unknown keys are an error (naming `where`); a row whose key already exists inserts
 // nothing. Returns whether a row was inserted.
 bool insert_row(Db& db, const std::string& table, const nlohmann::json& row, const std::string& where);
 

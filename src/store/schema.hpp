@@ -85,6 +85,35 @@ CREATE TABLE IF NOT EXISTS follows (
 CREATE TABLE IF NOT EXISTS artifacts (
   id TEXT PRIMARY KEY, content_digest TEXT NOT NULL UNIQUE, kind TEXT NOT NULL, media_type TEXT NOT NULL,
   size_bytes BIGINT, storage TEXT NOT NULL, uri TEXT, license TEXT, created_at TEXT);
+-- Serving evidence (end-to-end serving results: a model on a serving stack's configuration under a workload), the
+-- export's serving tables. Each row keeps the manifest it was digested from; a stack's project_id is the export's
+-- and may name a project no export row carries (KernelIndex files MLPerf submitters that way), so it is no foreign key.
+CREATE TABLE IF NOT EXISTS model_revisions (
+  id TEXT PRIMARY KEY, slug TEXT NOT NULL, model_digest TEXT NOT NULL UNIQUE, name TEXT, parameter_count BIGINT,
+  context_length BIGINT, tokenizer TEXT, license TEXT, schema_version TEXT, manifest TEXT NOT NULL, created_at TEXT);
+CREATE TABLE IF NOT EXISTS serving_stack_revisions (
+  id TEXT PRIMARY KEY, project_id TEXT, slug TEXT NOT NULL, stack_digest TEXT NOT NULL UNIQUE, name TEXT, version TEXT,
+  schema_version TEXT, manifest TEXT NOT NULL, created_at TEXT);
+CREATE TABLE IF NOT EXISTS serving_configurations (
+  id TEXT PRIMARY KEY, stack_revision_id TEXT NOT NULL REFERENCES serving_stack_revisions(id),
+  configuration_digest TEXT NOT NULL UNIQUE, dtype TEXT, quantization TEXT, tensor_parallel BIGINT, summary TEXT,
+  schema_version TEXT, manifest TEXT NOT NULL, created_at TEXT);
+CREATE TABLE IF NOT EXISTS serving_workloads (
+  id TEXT PRIMARY KEY, workload_digest TEXT NOT NULL UNIQUE, slug TEXT NOT NULL, name TEXT,
+  streaming BIGINT NOT NULL DEFAULT 0, load_generation TEXT, schema_version TEXT, manifest TEXT NOT NULL, created_at TEXT);
+CREATE TABLE IF NOT EXISTS serving_runs (
+  id TEXT PRIMARY KEY, run_digest TEXT NOT NULL UNIQUE, model_revision_id TEXT NOT NULL REFERENCES model_revisions(id),
+  configuration_id TEXT NOT NULL REFERENCES serving_configurations(id),
+  workload_id TEXT NOT NULL REFERENCES serving_workloads(id), source_id TEXT REFERENCES sources(id),
+  status TEXT NOT NULL, observed_at TEXT, published_at TEXT, cohort_key TEXT, protocol_key TEXT, quality_policy TEXT,
+  metric_set_key TEXT, scenario TEXT, accelerator_vendor TEXT, accelerator_model TEXT, accelerator_count BIGINT,
+  node_count BIGINT, total_accelerators BIGINT, reported BIGINT NOT NULL DEFAULT 1, schema_version TEXT,
+  manifest TEXT NOT NULL, supersedes_id TEXT, retracted_at TEXT, retraction_reason TEXT, created_at TEXT);
+CREATE TABLE IF NOT EXISTS serving_measurements (
+  id TEXT PRIMARY KEY, run_id TEXT NOT NULL REFERENCES serving_runs(id), metric TEXT NOT NULL, statistic TEXT NOT NULL,
+  unit TEXT NOT NULL, value DOUBLE PRECISION NOT NULL, sample_count BIGINT);
+CREATE INDEX IF NOT EXISTS ix_serving_runs_model ON serving_runs(model_revision_id, accelerator_model);
+CREATE INDEX IF NOT EXISTS ix_serving_meas_run ON serving_measurements(run_id);
 CREATE INDEX IF NOT EXISTS ix_alias ON operation_aliases(alias);
 CREATE INDEX IF NOT EXISTS ix_workloads_op ON workloads(operation_id);
 CREATE INDEX IF NOT EXISTS ix_impl_op ON implementations(operation_id);

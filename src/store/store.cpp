@@ -154,13 +154,10 @@ std::vector<Ranked> Store::cohort(const std::string& comparison_key, bool* sourc
 }
 
 bool Store::update_record(const std::string& comparison_key) {
-  auto members = cohort(comparison_key);
+  const auto members = cohort(comparison_key);
   // The record is the running minimum of the value (KernelIndex's record events), not the first of the ranked
-  // list, which orders a tie chain by evidence and recency: the fastest run goes first, the earliest of equals.
-  std::stable_sort(members.begin(), members.end(), [](const Ranked& a, const Ranked& b) {
-    if (a.value != b.value) return a.value < b.value;
-    return a.observed_at != b.observed_at ? a.observed_at < b.observed_at : a.id < b.id;
-  });
+  // list, which orders a tie chain by evidence and recency.
+  const Ranked* best = record_holder(members);
   auto last = db_->query(
       "SELECT e.run_id, r.primary_value, r.status, r.retracted_at, "
       "(SELECT COUNT(*) FROM benchmark_runs s WHERE s.supersedes_id = r.id), e.created_at "
@@ -175,13 +172,13 @@ bool Store::update_record(const std::string& comparison_key) {
     bool superseded = last[0].integer(4) > 0;
     if (!retracted && !superseded) {
       // The holder is still valid: only a strictly faster run takes the record.
-      if (members.empty() || members.front().id == previous || members.front().value >= last[0].real(1)) return false;
+      if (!best || best->id == previous || best->value >= last[0].real(1)) return false;
     } else {
       cause = retracted ? "retraction" : "supersession";
     }
   }
-  if (members.empty() && last.empty()) return false;
-  std::string holder = members.empty() ? std::string() : members.front().id;
+  if (!best && last.empty()) return false;
+  std::string holder = best ? best->id : std::string();
   if (holder == previous) return false;
   // The record's events are ordered by when they were written: one written within the millisecond of the last (a
   // run recorded and then retracted at once) is stamped after it, or its place would fall to the ids' order.

@@ -1,4 +1,5 @@
 #include "web/pages.hpp"
+#include "web/page_parts.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -26,7 +27,7 @@ std::string html_escape(const std::string& text) {
   return out;
 }
 
-namespace {
+namespace page_parts {
 
 std::string fmt(const char* format, double v) {
   char buf[64];
@@ -41,7 +42,10 @@ std::string url(const std::string& s) {
     if (std::isalnum(c) || c == '-' || c == '_' || c == '.' || c == '~' || c == ':') {
       out += static_cast<char>(c);
     } else {
-      out += fmt("%%%02X", c);
+      static const char kHex[] = "0123456789ABCDEF";  // not fmt: it formats a double, and %X takes an unsigned
+      out += '%';
+      out += kHex[c >> 4];
+      out += kHex[c & 15];
     }
   }
   return out;
@@ -73,7 +77,7 @@ pre{background:#f3f4f6;padding:8px;overflow:auto;font-size:12px;max-height:480px
 std::string page(const std::string& title, const std::string& body) {
   return "<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>" + html_escape(title) +
          "</title><style>" + kStyle + "</style></head><body><header><a href=\"/\">kindex</a> · evidence index · "
-         "<a href=\"/records\">records</a></header><main>" + body + "</main></body></html>";
+         "<a href=\"/records\">records</a> · <a href=\"/serving\">serving</a></header><main>" + body + "</main></body></html>";
 }
 
 std::string badge(const json& evidence) {
@@ -127,6 +131,12 @@ std::string rerun_sentence(const json& link) {
          e(rerun.value("observedAt", std::string()).substr(0, 10)) + ")</span>";
   return out;
 }
+
+}  // namespace page_parts
+
+using namespace page_parts;
+
+namespace {
 
 // The date of an instant ("2026-12-07"); empty for none.
 std::string day(const json& instant) { return instant.is_string() ? e(instant.get<std::string>().substr(0, 10)) : ""; }
@@ -197,9 +207,9 @@ std::string format_ns(double ns) {
 
 std::string format_ratio(double x) { return fmt(x >= 100 ? "%.0f×" : x >= 10 ? "%.1f×" : "%.2f×", x); }
 
-namespace {
+namespace page_parts {
 std::string times(double x) { return format_ratio(x); }
-}  // namespace
+}  // namespace page_parts
 
 const std::string& search_script() {
   // Replaces the operations table with /api/search's answer as the user types; rows are built with textContent,
@@ -607,7 +617,8 @@ std::string leaderboard_page(const json& v) {
   body += "</select> <button>Apply</button></form>";
   const json& b = v["baseline"];
   body += "<p id=\"baseline\">" +
-          (b.is_null() ? std::string("No baseline: no implementation has a passed run.")
+          (b.is_null() ? std::string("No speedup shown: no implementation of this operation has the baseline role "
+                                     "(choose one as the baseline above to compare against it).")
                        : "Speedup over <b>" + e(b["title"]) + "</b> (" + e(b["chosenBy"]) +
                              "): its latency divided by each implementation's, averaged over every workload, GPU and "
                              "protocol where both have a passed run.") +
@@ -652,16 +663,16 @@ std::string error_page(int status, const std::string& message) {
   return page("Error " + std::to_string(status), "<h1>Error " + std::to_string(status) + "</h1><p>" + html_escape(message) + "</p>");
 }
 
-namespace {
+namespace page_parts {
 
-const char* kPalette[] = {"#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2", "#17becf"};
+const char* const kPalette[8] = {"#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2", "#17becf"};
 
 double log_position(double v, double lo, double hi, double px_lo, double px_hi) {
   double t = (std::log10(v) - std::log10(lo)) / std::max(1e-9, std::log10(hi) - std::log10(lo));
   return px_lo + t * (px_hi - px_lo);
 }
 
-}  // namespace
+}  // namespace page_parts
 
 // The x axis of the latency plot: workloads ordered by the integer axis that takes the most distinct values among
 // them (ties: fewer other axes changing, then the name), then by the other axes, so lines run left to right

@@ -34,6 +34,16 @@ std::string leaderboard_page(const nlohmann::json& view);
 std::string records_page(const nlohmann::json& records, const std::string& operation);
 std::string error_page(int status, const std::string& message);
 
+// Serving evidence (pages_serving.cpp, from store::serving_overview / serving_view / serving_run_view /
+// resolve_serving): the models and GPUs, one model's runs on its GPUs with the Pareto plot, one run, resolve-serving.
+std::string serving_overview_page(const nlohmann::json& overview);
+std::string serving_page(const nlohmann::json& view);
+std::string serving_run_page(const nlohmann::json& view);
+std::string serving_resolve_page(const nlohmann::json& view);
+// Output tokens/s per GPU against p99 latency (log scale): each configuration's runs in its colour with its Pareto
+// front as a line, the front of all runs dashed, runs placed at their workload's SLO bound drawn hollow.
+std::string serving_plot_svg(const nlohmann::json& view);
+
 // Latency of each implementation on each workload (log scale), and each workload's record against its
 // headroom-v1 floor.
 std::string latency_plot_svg(const nlohmann::json& operation_view);

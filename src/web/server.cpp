@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cmath>
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
@@ -378,6 +379,28 @@ store::ResolveQuery resolve_query(const httplib::Request& req) {
   return q;
 }
 
+// /serving/resolve?model=M&gpu=G&ttft=2000&tpot=100 (p99 limits in ms; each optional).
+store::ServingResolveQuery serving_resolve_query(const httplib::Request& req) {
+  store::ServingResolveQuery q;
+  q.model = param(req, "model");
+  q.gpu = param(req, "gpu");
+  for (const auto& [key, value] : req.params) {
+    if (key == "model" || key == "gpu") continue;
+    if (key != "ttft" && key != "tpot") throw Error("request", shown(key), shown(value), "unknown parameter (model, gpu, ttft, tpot)");
+    if (value.empty()) continue;  // an empty field of the page's form
+    std::size_t used = 0;
+    double ms = 0;
+    try {
+      ms = std::stod(value, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (used != value.size() || !std::isfinite(ms)) throw Error("request", key, shown(value), "expected a number of milliseconds");
+    q.slo_ms[key] = ms;
+  }
+  return q;
+}
+
 }  // namespace
 
 // cpp-httplib's server with kindex's own connection loop: the library's loop (0.11) reads with a per-call
@@ -683,7 +706,9 @@ void IndexServer::install_guards() {
     return httplib::Server::HandlerResponse::Unhandled;
   });
   s.set_post_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
-    if (req.method == "GET" && res.status == 200 && !res.has_header("X-Kindex-Cache"))
+    // A body the library compressed for this client (Accept-Encoding) is not kept: a hit is sent as it is, to
+    // clients that may not accept that encoding.
+    if (req.method == "GET" && res.status == 200 && !res.has_header("X-Kindex-Cache") && !res.has_header("Content-Encoding"))
       cache_->keep(store_, req.target, res.get_header_value("Content-Type"), res.body);
   });
   // "Expect: 100-continue": an unauthorised or oversized upload is answered before the client sends its body.
@@ -848,7 +873,40 @@ void IndexServer::routes() {
        [](IndexServer& x, const Request& req, Response& res) {
          send_json(res, store::compare(x.store_, param(req, "a"), param(req, "b")));
        }},
+      {"/api/serving", [](IndexServer& x, const Request&, Response& res) { send_json(res, store::serving_overview(x.store_)); }},
+      {R"(/api/serving/models/([^/]+))",
+       [](IndexServer& x, const Request& req, Response& res) {
+         send_json(res, store::serving_view(x.store_, param(req, "model"), param(req, "gpu", 99), param(req, "latency", 99)));
+       }},
+      {R"(/api/serving/runs/([^/]+))",
+       [](IndexServer& x, const Request& req, Response& res) {
+         send_json(res, store::serving_run_view(x.store_, param(req, "run")));
+       }},
+      {"/api/serving/resolve",
+       [](IndexServer& x, const Request& req, Response& res) {
+         send_json(res, store::resolve_serving(x.store_, serving_resolve_query(req)));
+       }},
       // HTML pages and plots
+      {"/serving",
+       [](IndexServer& x, const Request&, Response& res) { send_html(res, serving_overview_page(store::serving_overview(x.store_))); }},
+      {R"(/serving/models/([^/]+))",
+       [](IndexServer& x, const Request& req, Response& res) {
+         send_html(res, serving_page(store::serving_view(x.store_, param(req, "model"), param(req, "gpu", 99), param(req, "latency", 99))));
+       }},
+      {R"(/plots/serving/models/([^/]+)\.svg)",
+       [](IndexServer& x, const Request& req, Response& res) {
+         res.set_content(serving_plot_svg(store::serving_view(x.store_, param(req, "model"), param(req, "gpu", 99),
+                                                              param(req, "latency", 99))),
+                         "image/svg+xml");
+       }},
+      {R"(/serving/runs/([^/]+))",
+       [](IndexServer& x, const Request& req, Response& res) {
+         send_html(res, serving_run_page(store::serving_run_view(x.store_, param(req, "run"))));
+       }},
+      {"/serving/resolve",
+       [](IndexServer& x, const Request& req, Response& res) {
+         send_html(res, serving_resolve_page(store::resolve_serving(x.store_, serving_resolve_query(req))));
+       }},
       {"/assets/search.js",
        [](IndexServer&, const Request&, Response& res) {
          res.set_content(search_script(), "text/javascript; charset=utf-8");

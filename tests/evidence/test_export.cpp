@@ -278,6 +278,9 @@ TEST(Export, EveryTableAndMetricKindOfTheExportVerifies) {
   EXPECT_EQ(report.columns.at("comparisonKey").matched, 4u);
   EXPECT_EQ(report.columns.at("record_events.comparisonKey").matched, 3u);
   EXPECT_EQ(report.columns.at("measurements.value").matched, 6u);
+  EXPECT_EQ(report.columns.at("serving_runs.runDigest").matched, 2u);
+  EXPECT_EQ(report.columns.at("serving_runs.totalAccelerators").matched, 2u);
+  EXPECT_EQ(report.columns.at("serving_measurements.value").matched, 3u);
   EXPECT_EQ(report.columns.at("artifacts.contentDigest").matched, 2u);
   EXPECT_EQ(report.columns.at("artifacts.sizeBytes").matched, 2u);
   // The metric part of each cohort follows the run's primary measurement.

@@ -93,6 +93,27 @@ TEST_F(Backends, SliceImportGivesTheSameAnswers) {
   }
 }
 
+TEST_F(Backends, ServingSliceGivesTheSameAnswers) {
+  const std::string serving = kindex::test::data_dir() + "/kernelindex/export-slice-serving.jsonl.zst";
+  std::vector<nlohmann::json> answers;
+  for (auto& store : stores("serving")) {
+    SCOPED_TRACE(store->backend());
+    EXPECT_EQ(import_files(*store, {serving}).inserted["serving_runs"], 145);
+    EXPECT_EQ(import_files(*store, {serving}).total_inserted(), 0);
+    EXPECT_EQ(import_files(*store, {kindex::test::data_dir() + "/kernelindex/examples"}).inserted["serving_runs"], 1);
+    const nlohmann::json view = serving_view(*store, "mlperf-llama2-70b", "B200");
+    answers.push_back({{"counts", store->counts()},
+                       {"overview", serving_overview(*store)},
+                       {"view", view},
+                       {"tpot", serving_view(*store, "mlperf-llama2-70b", "h200", "tpot")},
+                       {"resolve", resolve_serving(*store, {"llama2-70b", "B200", {{"ttft", 2000}}})},
+                       {"run", serving_run_view(*store, view["front"][0].get<std::string>())}});
+  }
+  ASSERT_EQ(answers.size(), 2u);
+  for (const char* part : {"counts", "overview", "view", "tpot", "resolve", "run"})
+    EXPECT_EQ(stable(answers[0][part]), stable(answers[1][part])) << part << " differs between SQLite and PostgreSQL";
+}
+
 TEST_F(Backends, RecordsAndRetractionsBehaveAlike) {
   auto s = stores("records");
   std::vector<nlohmann::json> answers;
@@ -307,7 +328,7 @@ TEST_F(Backends, FailedImportsLeaveEitherStoreAsItWas) {
     std::ifstream in(kindex::test::data_dir() + "/kernelindex/export-every-table.jsonl");
     lines.assign(std::istreambuf_iterator<char>(in), {});
   }
-  // The every-table fixture with its last row (an artifact) cut short at a content digest that is not sha256.
+  // The every-table fixture cut short in its last artifact row, at a content digest that is not sha256.
   const auto bad = std::filesystem::temp_directory_path() / ("kindex-backends-bad-" + std::to_string(::getpid()) + ".jsonl");
   std::ofstream(bad) << lines.substr(0, lines.rfind("sha256:", lines.rfind("contentDigest"))) << "md5:0\"}}\n";
   const auto bad_trace = std::filesystem::temp_directory_path() / ("kindex-backends-trace-" + std::to_string(::getpid()));

@@ -144,7 +144,9 @@ TEST(StoreImport, InvalidExampleManifestsAreRefusedWithTheirProblem) {
 TEST(StoreImport, EveryTableAndMetricKindImportsRanksAndReimportsNothing) {
   auto store = Store::open(":memory:");
   ImportReport rep = import_files(*store, {every_table()});
-  expect_inserted(rep, {{"artifacts", 2}, {"benchmark_runs", 4}, {"measurements", 6}, {"record_events", 3}});
+  expect_inserted(rep, {{"artifacts", 2}, {"benchmark_runs", 4}, {"measurements", 6}, {"record_events", 3},
+                        {"model_revisions", 1}, {"serving_stack_revisions", 1}, {"serving_configurations", 1},
+                        {"serving_workloads", 2}, {"serving_runs", 2}, {"serving_measurements", 3}});
   EXPECT_EQ(rep.record_events, 0);  // the export's events already name each cohort's running minimum
   auto runs = store->db().query("SELECT id, comparison_key, primary_metric, primary_unit FROM benchmark_runs "
                                 "WHERE primary_metric = 'score' ORDER BY primary_value");
@@ -177,7 +179,8 @@ TEST(StoreImport, UnknownTablesAndColumnsAreSkippedWithAWarning) {
 
 TEST(StoreImport, FailedImportLeavesTheStoreExactlyAsItWas) {
   auto lines = lines_of(every_table());
-  lines.back()["row"]["contentDigest"] = "md5:0";  // the last line is refused
+  ASSERT_EQ(lines.back()["table"], "serving_measurements");
+  lines.back()["row"]["runId"] = "01a00000-0000-7000-8000-000000000000";  // the last line is refused: no such run
   const std::string bad = write_lines("last-line-bad.jsonl", lines);
   for (bool empty : {true, false}) {
     auto store = Store::open(":memory:");
@@ -321,7 +324,7 @@ TEST(StoreImport, IndexesBuiltAfterALargeImportAnswerTheSameAndAFailedOneKeepsTh
   EXPECT_EQ(rebuilt->integrity_check(), "ok");
 
   auto lines = lines_of(every_table());
-  lines.back()["row"]["contentDigest"] = "md5:0";  // the last line is refused, after the runs
+  lines.back()["row"]["runId"] = "01a00000-0000-7000-8000-000000000000";  // the last line is refused, after the runs
   auto store = Store::open(":memory:");
   import_files(*store, {slice()}, first_run);
   const auto before = index_names(*store);

@@ -225,6 +225,26 @@ TEST(Records, TheRecordIsTheFastestRunEvenWhenItsTieChainListsAnotherFirst) {
   EXPECT_EQ(recs[0]["record"]["id"], a.run_id);
 }
 
+// Two runs tie on value: ranked, the newer is listed first; the record is the earliest, and the operation page's
+// recordStatus names the same run as `kindex records` and the record events (KernelIndex's rule).
+TEST(Records, OnATieTheOperationPageAndRecordsNameTheEarliestRun) {
+  auto s = Store::open(":memory:");
+  auto earlier = s->record_run(test::example_run(8000, 1, false, {}, 1));
+  auto later = s->record_run(test::example_run(8000, 2, false, {}, 2));
+  auto members = s->cohort(earlier.comparison_key);
+  ASSERT_EQ(members.size(), 2u);
+  EXPECT_EQ(members[0].id, later.run_id);  // one tie chain: the newer observation listed first
+  EXPECT_EQ(members[0].rank, members[1].rank);
+  const nlohmann::json recs = records(*s);
+  ASSERT_EQ(recs.size(), 1u);
+  EXPECT_EQ(recs[0]["record"]["id"], earlier.run_id);
+  EXPECT_EQ(recs[0]["history"].back()["runId"], earlier.run_id);
+  const nlohmann::json view = operation_view(*s, "example_rmsnorm");
+  ASSERT_EQ(view["cohorts"].size(), 1u);
+  EXPECT_EQ(view["cohorts"][0]["recordStatus"]["holder"], earlier.run_id);
+  EXPECT_EQ(view["cohorts"][0]["runs"][0]["id"], later.run_id);
+}
+
 TEST(Records, SupersessionMovesTheRecord) {
   auto s = Store::open(":memory:");
   auto a = s->record_run(test::example_run(8000, 1, false, {}, 1));
@@ -281,8 +301,15 @@ TEST(Records, RecordRunRefusesManifestsThatDoNotMatchTheRun) {
 }
 
 // A run of implementation variant `impl` on the example workload with its input seed shifted by `workload`.
-OwnRun leaderboard_run(int64_t median_ns, int salt, int impl, int workload, const std::string& status = "passed") {
+// Variant `kBaselineVariant` has the baseline role, marked as FlashInfer-Bench marks its baselines (author "baseline").
+constexpr int kBaselineVariant = 1;
+OwnRun leaderboard_run(int64_t median_ns, int salt, int impl, int workload, const std::string& status = "passed",
+                       int baseline_variant = kBaselineVariant) {
   OwnRun r = test::example_run(median_ns, salt, false, {}, impl);
+  if (impl == baseline_variant) {
+    r.implementation["metadata"]["authors"] = nlohmann::json::array({{{"name", "baseline"}}});
+    r.run["spec"]["implementationDigest"] = evidence::manifest_digest(r.implementation);
+  }
   if (workload) {
     r.workload["spec"]["tensors"]["input"]["data"]["seed"] = 230485 + workload;
     r.run["spec"]["workloadDigest"] = evidence::manifest_digest(r.workload);
@@ -297,7 +324,7 @@ std::string implementation_of(Store& s, const RecordResult& r) {
 
 TEST(Leaderboard, AverageSpeedupOverTheBaselinePassRateAndLatencySpread) {
   auto s = Store::open(":memory:");
-  // Variant 1 ran three workloads (the default baseline: passed runs in the most cohorts); variant 2 is 2x and 3x
+  // Variant 1 (the baseline role) ran three workloads; variant 2 is 2x and 3x
   // faster on two of them; variant 3 failed once and matched the baseline once.
   auto base = s->record_run(leaderboard_run(9000, 1, 1, 0));
   s->record_run(leaderboard_run(18000, 2, 1, 1));
@@ -310,6 +337,7 @@ TEST(Leaderboard, AverageSpeedupOverTheBaselinePassRateAndLatencySpread) {
 
   nlohmann::json lb = leaderboard(*s, {"example_rmsnorm"});
   EXPECT_EQ(lb["baseline"]["id"], v1);
+  EXPECT_EQ(lb["baseline"]["chosenBy"], "baseline role");
   ASSERT_EQ(lb["entries"].size(), 3u);
   std::map<std::string, nlohmann::json> by_id;
   for (const auto& e : lb["entries"]) by_id[e["id"]] = e;
@@ -341,8 +369,34 @@ TEST(Leaderboard, AverageSpeedupOverTheBaselinePassRateAndLatencySpread) {
   EXPECT_EQ(leaderboard(*s, {"example_rmsnorm", "b200"})["entries"].size(), 3u);
   EXPECT_TRUE(leaderboard(*s, {"example_rmsnorm", "H100"})["entries"].empty());
   EXPECT_EQ(lb["devices"], nlohmann::json::array({"NVIDIA B200 SXM"}));
-  EXPECT_EQ(leaderboard(*s, {"example_rmsnorm", "", "FICTIONAL-author"})["entries"].size(), 3u);
+  EXPECT_EQ(leaderboard(*s, {"example_rmsnorm", "", "FICTIONAL-author"})["entries"].size(), 2u);
+  EXPECT_EQ(leaderboard(*s, {"example_rmsnorm", "", "baseline"})["entries"].size(), 1u);
   EXPECT_TRUE(leaderboard(*s, {"example_rmsnorm", "", "someone else"})["entries"].empty());
+}
+
+// KernelIndex gives a speedup only against an implementation whose role is baseline: a competitor with passed
+// runs in more cohorts is not one, and without any baseline no speedup is shown.
+TEST(Leaderboard, SpeedupOnlyAgainstAnImplementationWithTheBaselineRole) {
+  const int none = 0;
+  auto s = Store::open(":memory:");
+  for (int w = 0; w < 3; ++w) s->record_run(leaderboard_run(9000, 1 + w, 2, w, "passed", none));
+  auto only = leaderboard(*s, {"example_rmsnorm"});
+  EXPECT_TRUE(only["baseline"].is_null());
+  ASSERT_EQ(only["entries"].size(), 1u);
+  EXPECT_TRUE(only["entries"][0]["avgSpeedup"].is_null());
+  EXPECT_EQ(only["entries"][0]["cohortsCompared"], 0);
+
+  // The baseline-role variant 1 ran fewer workloads than competitor 2, yet it is the baseline.
+  auto base = s->record_run(leaderboard_run(18000, 10, 1, 0));
+  s->record_run(leaderboard_run(18000, 11, 1, 1));
+  auto lb = leaderboard(*s, {"example_rmsnorm"});
+  EXPECT_EQ(lb["baseline"]["id"], implementation_of(*s, base));
+  for (const auto& e : lb["entries"]) {
+    EXPECT_EQ(e["baselineRole"], e["id"] == implementation_of(*s, base));
+    if (e["id"] != implementation_of(*s, base)) {
+      EXPECT_DOUBLE_EQ(e["avgSpeedup"].get<double>(), 2.0);
+    }
+  }
 }
 
 }  // namespace

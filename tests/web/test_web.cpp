@@ -84,6 +84,18 @@ std::string dump_dom(const std::string& url) {
                      "--user-data-dir=" + chromium_profile() + " --dump-dom '" + url + "' 2>/dev/null");
 }
 
+// Chromium paints the page at `url`: its screenshot is a real PNG of some size.
+void expect_screenshot(const fs::path& png, const std::string& url) {
+  run_command(chromium() + " --headless --no-sandbox --disable-gpu --disable-dev-shm-usage --user-data-dir=" +
+              chromium_profile() + " --window-size=1200,2400 --screenshot=" + png.string() + " '" + url + "' 2>/dev/null");
+  ASSERT_TRUE(fs::exists(png)) << url;
+  std::ifstream in(png, std::ios::binary);
+  std::string header(8, '\0');
+  in.read(header.data(), 8);
+  EXPECT_EQ(header, "\x89PNG\r\n\x1a\n");
+  EXPECT_GT(fs::file_size(png), 20000u);
+}
+
 // Text content of the element with this id in a Chromium DOM dump (tags stripped, entities of interest decoded).
 std::string element_text(const std::string& dom, const std::string& id) {
   auto start = dom.find("id=\"" + id + "\"");
@@ -168,7 +180,8 @@ class Web : public ::testing::Test {
     fs::create_directories(dir_);
     db_ = "sqlite:" + (dir_ / "index.db").string();
     store_ = store::Store::open(db_);
-    store::import_files(*store_, {kindex::test::data_dir() + "/kernelindex/export-slice-gqa.jsonl.zst"});
+    store::import_files(*store_, {kindex::test::data_dir() + "/kernelindex/export-slice-gqa.jsonl.zst",
+                                  kindex::test::data_dir() + "/kernelindex/export-slice-serving.jsonl.zst"});
     ServerOptions o;
     o.port = 0;
     o.token = "s3cret-token";
@@ -230,16 +243,59 @@ TEST_F(Web, OperationPageShowsWorkloadsRecordAndFloorInChromium) {
   EXPECT_NE(dom.find("id=\"latency-plot\""), std::string::npos);
   EXPECT_NE(dom.find("id=\"floor-plot\""), std::string::npos);
   // And it paints: a screenshot of the page is a real PNG.
-  fs::path png = dir_ / "operation.png";
-  run_command(chromium() + " --headless --no-sandbox --disable-gpu --disable-dev-shm-usage --user-data-dir=" +
-              chromium_profile() + " --window-size=1200,2400 --screenshot=" + png.string() + " '" + base() +
-              "/operations/" + op + "' 2>/dev/null");
-  ASSERT_TRUE(fs::exists(png));
-  std::ifstream in(png, std::ios::binary);
-  std::string header(8, '\0');
-  in.read(header.data(), 8);
-  EXPECT_EQ(header, "\x89PNG\r\n\x1a\n");
-  EXPECT_GT(fs::file_size(png), 20000u);
+  expect_screenshot(dir_ / "operation.png", base() + "/operations/" + op);
+}
+
+// The serving pages: the Pareto plot and tables Chromium renders agree with the JSON API, which agrees with the
+// CLI; bad parameters are refused naming them.
+TEST_F(Web, ServingPagesShowTheParetoFrontInChromium) {
+  ASSERT_FALSE(chromium().empty()) << "chromium is required (scripts/install-deps.sh installs it)";
+  const std::string kindex = kindex::test::binary_dir() + "/bin/kindex", store = " --store " + db_.substr(7);
+  const json overview = get_json("/api/serving");
+  EXPECT_EQ(overview["counts"]["serving_runs"], 145);
+  EXPECT_EQ(overview, json::parse(run_command(kindex + " serving list --json" + store)));
+  const std::string gpu = "NVIDIA H200-SXM-141GB", query = "?gpu=NVIDIA%20H200-SXM-141GB";
+  const json view = get_json("/api/serving/models/mlperf-llama2-70b" + query);
+  EXPECT_EQ(view, json::parse(run_command(kindex + " serving show --json mlperf-llama2-70b '" + gpu + "'" + store)));
+  ASSERT_FALSE(view["points"].empty());
+  const std::string dom = dump_dom(base() + "/serving/models/mlperf-llama2-70b" + query);
+  ASSERT_NE(dom.find("</html>"), std::string::npos) << "Chromium did not render the page";
+  const auto plot_start = dom.find("id=\"serving-plot\"");
+  ASSERT_NE(plot_start, std::string::npos);
+  const std::string plot = dom.substr(plot_start, dom.find("</svg>", plot_start) - plot_start);
+  EXPECT_EQ(count(plot, "<circle"), static_cast<int>(view["points"].size()));
+  EXPECT_EQ(count(plot, "class=\"front\""), static_cast<int>(view["configurations"].size()));
+  const std::string front_table = dom.substr(dom.find("id=\"front\""), dom.find("id=\"points\"") - dom.find("id=\"front\""));
+  EXPECT_EQ(count(front_table, "<tr class=\"serving-run\""), static_cast<int>(view["front"].size()));
+  EXPECT_NE(element_text(dom, "plotted").find("per accelerator"), std::string::npos);
+  // The overview links each model and GPU, the GPU's name percent-encoded.
+  auto overview_page = httplib::Client("127.0.0.1", port_).Get("/serving");
+  EXPECT_NE(overview_page->body.find("href=\"/serving/models/mlperf-llama2-70b?gpu=NVIDIA%20H200-SXM-141GB\""), std::string::npos);
+  httplib::Client c("127.0.0.1", port_);
+  auto svg = c.Get(("/plots/serving/models/mlperf-llama2-70b.svg" + query).c_str());
+  ASSERT_EQ(svg->status, 200);
+  EXPECT_EQ(svg->get_header_value("Content-Type"), "image/svg+xml");
+  EXPECT_EQ(count(svg->body, "<circle"), static_cast<int>(view["points"].size()));
+  // A run's page, and resolve-serving's page and JSON (the same as the CLI's).
+  const std::string run_id = view["front"][0];
+  const std::string run_dom = dump_dom(base() + "/serving/runs/" + run_id);
+  EXPECT_NE(element_text(run_dom, "throughput").find("output tokens/s"), std::string::npos);
+  const json resolved = get_json("/api/serving/resolve?model=llama2-70b&gpu=B200&ttft=2000");
+  EXPECT_EQ(resolved, json::parse(run_command(kindex + " serving resolve --json llama2-70b B200 --ttft 2000" + store)));
+  ASSERT_TRUE(resolved["best"].is_object());
+  const std::string resolve_dom = dump_dom(base() + "/serving/resolve?model=llama2-70b&gpu=B200&ttft=2000&tpot=");
+  EXPECT_NE(element_text(resolve_dom, "best").find(resolved["best"]["configuration"].get<std::string>()), std::string::npos);
+  // Bad parameters: named, escaped, never a server error.
+  auto bad = c.Get("/api/serving/resolve?model=llama2-70b&ttft=fast");
+  EXPECT_EQ(bad->status, 400);
+  EXPECT_NE(bad->body.find("ttft"), std::string::npos);
+  EXPECT_EQ(c.Get("/api/serving/resolve?model=llama2-70b&color=red")->status, 400);
+  EXPECT_EQ(c.Get("/api/serving/models/no-such-model")->status, 404);
+  auto escaped = c.Get("/serving/models/%3Cb%3Ex");
+  EXPECT_EQ(escaped->status, 404);
+  EXPECT_EQ(escaped->body.find("<b>x"), std::string::npos);
+  // It paints: a screenshot of the Pareto page is a real PNG.
+  expect_screenshot(dir_ / "serving.png", base() + "/serving/models/mlperf-llama2-70b" + query);
 }
 
 TEST_F(Web, RunPageShowsRankSpeedupAndManifestInChromium) {
@@ -572,6 +628,19 @@ TEST_F(Web, ConcurrentImportFailsWithBusyStore) {
   // With the lock released the same upload goes in.
   auto ok = c.Post("/api/import", auth, manifest, "application/json");
   EXPECT_EQ(ok->status, 200) << ok->body;
+}
+
+// A page first asked for by a client that accepts compression (as Chromium does) is sent plain to the next one:
+// the compressed body is not what the response cache keeps.
+TEST_F(Web, ACompressedResponseIsNotServedFromTheCacheToAnotherClient) {
+  httplib::Client c("127.0.0.1", port_);
+  const std::string path = "/records?operation=gqa_paged_decode_h24_kv4_d128_ps64&compression=1";  // no other test asks it
+  auto compressed = c.Get(path.c_str(), {{"Accept-Encoding", "gzip, deflate, br"}});
+  ASSERT_EQ(compressed->status, 200);
+  auto plain = c.Get(path.c_str());
+  ASSERT_EQ(plain->status, 200);
+  EXPECT_FALSE(plain->has_header("Content-Encoding"));
+  EXPECT_EQ(plain->body.rfind("<!DOCTYPE html>", 0), 0u) << plain->body.substr(0, 40);
 }
 
 TEST_F(Web, OperationPageCountsEligibleRunsAcrossWorkloadsAndPlotsAlongAnAxis) {

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Writes export-every-table.jsonl: a small KernelIndex catalog export with every table KernelIndex's exporter
 writes (apps/web/scripts/export-catalog.ts: sources, projects, operations, operation_aliases, workloads,
-implementations, benchmark_runs, measurements, record_events, artifacts) and every kind of primary metric its
+implementations, benchmark_runs, measurements, record_events, artifacts, and the serving tables model_revisions,
+serving_stack_revisions, serving_configurations, serving_workloads, serving_runs, serving_measurements) and every kind of primary metric its
 publication derives (apps/web/src/server/catalog/publication.ts): a GPU MODE leaderboard score in seconds over a
 WorkloadSuite (measurements only: "score:geomean:s"), a latency run whose primary is the median with a 95%
 interval, extra measurements and raw samples ("latency:median:ns", evidence "reproducible"), and a failed run
@@ -231,5 +232,100 @@ for run, previous in events:
                            "cause": "new_run", "at": run["observedAt"], "createdAt": PUBLISHED})
 for row in artifacts:
     emit("artifacts", row)
+
+# Serving evidence: KernelIndex's serving example manifests (registry/examples: model, stack, configuration,
+# workload, run; their digests here must be the ones the examples state for each other), with a second run of the
+# same configuration on another workload (server scenario, throughput only) as MLPerf results are published.
+model = manifest("ModelRevision", "example-meridian-8b", {
+    "model": "meridian-8b-instruct",
+    "repository": {"host": "huggingface", "id": "example/meridian-8b-instruct", "revision": "a1b2c3d"},
+    "architecture": "decoder-only transformer", "parameterCount": 8000000000, "contextLength": 32768,
+    "modality": "text", "license": "Apache-2.0"}, "Example served model (fictional)")
+stack = manifest("ServingStackRevision", "example-meridian-serve-0.4.1", {
+    "project": {"name": "meridian-serve", "repository": "https://example.com/meridian/meridian-serve"},
+    "revision": {"version": "0.4.1", "commit": "9a3f2b8c1d4e5f60718293a4b5c6d7e8f901a2b3"},
+    "backends": ["pytorch", "cuda"], "apiProtocol": "openai", "license": "Apache-2.0"}, "Example serving stack (fictional)")
+configuration = manifest("ServingConfiguration", "example-meridian-serve-tp2-fp8", {
+    "stackDigest": digest(stack), "dtype": "fp8", "parallelism": {"tensor": 2}, "attentionBackend": "flashinfer",
+    "kvCache": {"dtype": "fp8"}, "limits": {"maxSequenceLength": 32768, "maxBatchSize": 256},
+    "options": {"enable_chunked_prefill": "true"}}, "Example serving configuration (fictional)")
+chat = manifest("ServingWorkload", "example-chat-open-loop", {
+    "dataset": {"name": "example-chat-traces"},
+    "tokens": {"prompt": {"distribution": "lognormal", "mean": 512, "maximum": 4096},
+               "output": {"distribution": "lognormal", "mean": 256, "maximum": 2048}},
+    "streaming": True, "loadGeneration": "open_loop", "arrival": "poisson", "requestRatePerSecond": 8,
+    "slo": [{"metric": "ttft_ms", "statistic": "p99", "operator": "<=", "value": 2000, "unit": "ms"}],
+    "sampling": {"temperature": 0, "seeded": True}, "durationSeconds": 600}, "Example chat serving workload (fictional)")
+server = manifest("ServingWorkload", "example-server-scenario", {
+    "dataset": {"name": "example-chat-traces"}, "streaming": True, "loadGeneration": "open_loop", "arrival": "poisson",
+    "slo": [{"metric": "ttft_ms", "statistic": "p99", "operator": "<=", "value": 1000, "unit": "ms"},
+            {"metric": "tpot_ms", "statistic": "p99", "operator": "<=", "value": 50, "unit": "ms"}]},
+    "Example server scenario (fictional)")
+assert digest(model) == "sha256:a8bee6f772dc4b4c35b199f27fe3e40f7b3b2266dc57e0da432a047a5d52e22d"
+assert digest(stack) == "sha256:f00ca9e39835e6c1fa6e95d16904fbf633492ea3c61c63774943f0d83fb10717"
+assert digest(configuration) == "sha256:8951b4b4c5edbcb2708cacf29f9936bdbc18584aae204ea710c30921c060a5ea"
+assert digest(chat) == "sha256:48d84537ce32c83fade011934806f89f1585710e0235921a168a7fed96bb880d"
+model_row = {"id": uid("model"), "slug": model["metadata"]["name"], "modelDigest": digest(model),
+             "name": model["spec"]["model"], "parameterCount": 8000000000, "contextLength": 32768, "tokenizer": None,
+             "license": "Apache-2.0", "schemaVersion": API, "manifest": model, "createdAt": CREATED}
+stack_row = {"id": uid("stack"), "projectId": projects["4242"]["id"], "slug": stack["metadata"]["name"],
+             "stackDigest": digest(stack), "name": "meridian-serve 0.4.1", "version": "0.4.1", "schemaVersion": API,
+             "manifest": stack, "createdAt": CREATED}
+configuration_row = {"id": uid("configuration"), "stackRevisionId": stack_row["id"],
+                     "configurationDigest": digest(configuration), "dtype": "fp8", "quantization": None,
+                     "tensorParallel": 2, "summary": "meridian-serve · TP2 · fp8", "schemaVersion": API,
+                     "manifest": configuration, "createdAt": CREATED}
+emit("model_revisions", model_row)
+emit("serving_stack_revisions", stack_row)
+emit("serving_configurations", configuration_row)
+workload_rows = {}
+for w in (chat, server):
+    workload_rows[w["metadata"]["name"]] = {
+        "id": uid("serving-workload:" + w["metadata"]["name"]), "workloadDigest": digest(w), "slug": w["metadata"]["name"],
+        "name": w["metadata"]["title"], "streaming": True, "loadGeneration": "open_loop", "schemaVersion": API,
+        "manifest": w, "createdAt": CREATED}
+    emit("serving_workloads", workload_rows[w["metadata"]["name"]])
+serving_runs = [
+    (chat, manifest("ServingRun", "example-meridian-8b-tp2-b200", {
+        "modelDigest": digest(model), "configurationDigest": digest(configuration), "workloadDigest": digest(chat),
+        "topology": {"acceleratorVendor": "nvidia", "acceleratorModel": "NVIDIA B200", "acceleratorsPerNode": 2,
+                     "nodeCount": 1, "interconnect": "NVLink"},
+        "harness": {"name": "example_loadgen", "version": "1.2.0"}, "qualityPolicy": "exact_model", "status": "valid",
+        "measurements": [{"metric": "output_token_throughput_tps", "unit": "tokens_per_second", "statistic": "reported",
+                          "value": 14250},
+                         {"metric": "ttft_ms", "unit": "ms", "statistic": "p99", "value": 1480, "sampleCount": 4800}],
+        "caveats": ["Fictional example evidence for schema documentation only."],
+        "observedAt": "2026-08-01T12:00:00Z"}, "Example serving run (fictional)")),
+    (server, manifest("ServingRun", "example-meridian-8b-tp2-b200-server", {
+        "modelDigest": digest(model), "configurationDigest": digest(configuration), "workloadDigest": digest(server),
+        "topology": {"acceleratorVendor": "nvidia", "acceleratorModel": "NVIDIA B200", "acceleratorsPerNode": 8,
+                     "nodeCount": 2},
+        "harness": {"name": "example_loadgen", "version": "1.2.0"}, "qualityPolicy": "exact_model", "status": "valid",
+        "measurements": [{"metric": "output_token_throughput_tps", "unit": "tokens_s", "statistic": "reported",
+                          "value": 51000.5}],
+        "sourceNative": {"source": "example-bench", "benchmark": "meridian-8b", "scenario": "server",
+                         "division": "closed", "category": "datacenter", "externalId": "example/0001"},
+        "observedAt": "2026-08-02T08:30:00.250Z"}, "Example server run (fictional)")),
+]
+for w, run in serving_runs:
+    spec = run["spec"]
+    topology = spec["topology"]
+    row = {"id": uid("serving-run:" + run["metadata"]["name"]), "runDigest": digest(run), "modelRevisionId": model_row["id"],
+           "configurationId": configuration_row["id"], "workloadId": workload_rows[w["metadata"]["name"]]["id"],
+           "sourceId": gpumode["id"], "status": "valid",
+           "observedAt": spec["observedAt"].replace("Z", ".000Z") if "." not in spec["observedAt"] else spec["observedAt"],
+           "publishedAt": PUBLISHED, "cohortKey": sha({"serving": run["metadata"]["name"]}),
+           "protocolKey": "example_loadgen/1.2.0/unspecified/streaming/open_loop", "qualityPolicy": "exact_model",
+           "metricSetKey": "·".join(m["metric"] + "·" + m["statistic"] for m in spec["measurements"]),
+           "scenario": spec.get("sourceNative", {}).get("scenario"), "acceleratorVendor": "nvidia",
+           "acceleratorModel": "NVIDIA B200", "acceleratorCount": topology["acceleratorsPerNode"],
+           "nodeCount": topology["nodeCount"], "totalAccelerators": topology["acceleratorsPerNode"] * topology["nodeCount"],
+           "reported": True, "schemaVersion": API, "manifest": run, "supersedesId": None, "retractedAt": None,
+           "retractionReason": None, "createdAt": CREATED}
+    emit("serving_runs", row)
+    for m in spec["measurements"]:
+        emit("serving_measurements", {"id": uid("serving-measurement:" + row["id"] + m["metric"]), "runId": row["id"],
+                                      "metric": m["metric"], "statistic": m["statistic"], "unit": m["unit"],
+                                      "value": m["value"], "sampleCount": m.get("sampleCount")})
 
 sys.stdout.write("\n".join(lines) + "\n")

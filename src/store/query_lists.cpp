@@ -1,0 +1,159 @@
+// Listings across the whole store (the MCP server's list_* tools): runs with filters, recent record changes, the
+// GPUs measured and the models covered.
+#include "store/query.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <map>
+#include <set>
+
+#include "core/error.hpp"
+#include "evidence/manifest.hpp"
+#include "store/query_internal.hpp"
+
+namespace kindex::store {
+
+using nlohmann::json;
+using namespace query_internal;
+
+namespace {
+
+// An ISO-8601 instant as the store keeps them (UTC, milliseconds): an Error naming `field` if it is not one.
+std::string instant(const std::string& text, const std::string& field) {
+  return evidence::utc_instant(text, "index", field);
+}
+
+// A cursor is the offset of the next page, as text ("" is the first page).
+int64_t offset_of(const std::string& cursor) {
+  if (cursor.empty()) return 0;
+  if (cursor.size() > 12 || cursor.find_first_not_of("0123456789") != std::string::npos)
+    throw Error("index", "cursor", cursor, "not a cursor this index gave (expected the nextCursor of a previous page)");
+  return std::stoll(cursor);
+}
+
+}  // namespace
+
+json list_runs(Store& store, const RunsQuery& q) {
+  if (q.limit < 1 || q.limit > 200) throw Error("index", "limit", std::to_string(q.limit), "expected 1 to 200");
+  static const std::set<std::string> statuses = {"passed", "incorrect_numerical", "runtime_error", "timeout",
+                                                 "resource_exceeded", "compile_error", "suspected_reward_hack", "invalid"};
+  std::string where = "WHERE 1 = 1";
+  std::vector<Value> params;
+  if (!q.operation.empty()) {
+    where += " AND w.operation_id = ?";
+    params.emplace_back(find_operation(store, q.operation).id);
+  }
+  if (!q.hardware.empty()) {
+    where += " AND LOWER(r.hardware_model) LIKE ?";
+    params.emplace_back("%" + lowercase(q.hardware) + "%");
+  }
+  if (!q.source.empty()) {
+    where += " AND s.slug = ?";
+    params.emplace_back(q.source);
+  }
+  if (!q.status.empty()) {
+    if (!statuses.count(q.status)) {
+      std::string known;
+      for (const auto& s : statuses) known += (known.empty() ? "" : ", ") + s;
+      throw Error("index", "status", q.status, "unknown run status (known: " + known + ")");
+    }
+    where += " AND r.status = ?";
+    params.emplace_back(q.status);
+  }
+  if (!q.since.empty()) {
+    where += " AND r.observed_at >= ?";
+    params.emplace_back(instant(q.since, "since"));
+  }
+  const int64_t offset = offset_of(q.cursor);
+  params.emplace_back(static_cast<int64_t>(q.limit + 1));
+  params.emplace_back(offset);
+  json runs = json::array();
+  for (const auto& r : store.db().query(std::string("SELECT ") + kRunColumns + kRunJoins +
+                                            "JOIN workloads w ON w.id = r.workload_id " + where +
+                                            " ORDER BY r.observed_at DESC, r.id LIMIT ? OFFSET ?",
+                                        params))
+    runs.push_back(run_summary(r));
+  const bool more = runs.size() > static_cast<size_t>(q.limit);
+  if (more) runs.erase(runs.end() - 1);
+  return {{"runs", runs}, {"nextCursor", more ? json(std::to_string(offset + q.limit)) : json()}};
+}
+
+json list_changes(Store& store, const std::string& since) {
+  // The trailing 30 days unless told otherwise.
+  std::string from = since;
+  if (from.empty()) {
+    const auto days = std::chrono::floor<std::chrono::days>(std::chrono::system_clock::now()) - std::chrono::days(30);
+    const std::chrono::year_month_day d{days};
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%04d-%02u-%02uT00:00:00.000Z", static_cast<int>(d.year()), static_cast<unsigned>(d.month()),
+                  static_cast<unsigned>(d.day()));
+    from = buf;
+  } else {
+    from = instant(since, "since");
+  }
+  std::map<std::string, json, std::greater<>> days;
+  for (const auto& e : store.db().query(
+           "SELECT e.at, e.cause, e.run_id, e.previous_run_id, e.comparison_key, r.primary_value, COALESCE(i.title, i.slug), "
+           "o.slug, r.hardware_model FROM record_events e LEFT JOIN benchmark_runs r ON r.id = e.run_id "
+           "LEFT JOIN implementations i ON i.id = r.implementation_id LEFT JOIN workloads w ON w.id = r.workload_id "
+           "LEFT JOIN operations o ON o.id = w.operation_id WHERE e.at > ? ORDER BY e.at DESC, e.id",
+           {from})) {
+    const std::string at = e.text(0);
+    const std::string cause = e.text(1);
+    json& day = days[at.substr(0, 10)];
+    if (day.is_null()) day = json::array();
+    day.push_back({{"at", at}, {"kind", cause == "new_run" ? "record_break" : cause}, {"runId", opt_text(e, 2)},
+                   {"previousRunId", opt_text(e, 3)}, {"comparisonKey", e.text(4)}, {"latencyNs", opt(e, 5)},
+                   {"implementation", opt_text(e, 6)}, {"operation", opt_text(e, 7)}, {"gpu", opt_text(e, 8)}});
+  }
+  json out = json::array();
+  for (auto& [day, entries] : days) out.push_back({{"day", day}, {"entries", std::move(entries)}});
+  return {{"since", from}, {"days", out}};
+}
+
+json list_hardware(Store& store) {
+  std::map<std::string, json> by_gpu;
+  for (const auto& r : store.db().query(
+           "SELECT r.hardware_model, COUNT(*), COUNT(DISTINCT o.family) FROM benchmark_runs r "
+           "JOIN workloads w ON w.id = r.workload_id JOIN operations o ON o.id = w.operation_id "
+           "WHERE r.hardware_model IS NOT NULL GROUP BY r.hardware_model")) {
+    by_gpu[r.text(0)] = {{"hardware", r.text(0)}, {"kernelRuns", r.integer(1)}, {"servingRuns", 0},
+                         {"operationFamilies", json::array()}};
+  }
+  for (const auto& r : store.db().query(
+           "SELECT DISTINCT r.hardware_model, o.family FROM benchmark_runs r JOIN workloads w ON w.id = r.workload_id "
+           "JOIN operations o ON o.id = w.operation_id WHERE r.hardware_model IS NOT NULL AND o.family IS NOT NULL "
+           "ORDER BY o.family"))
+    by_gpu[r.text(0)]["operationFamilies"].push_back(r.text(1));
+  for (const auto& r : store.db().query(
+           "SELECT accelerator_model, COUNT(*) FROM serving_runs WHERE accelerator_model IS NOT NULL GROUP BY accelerator_model")) {
+    json& g = by_gpu[r.text(0)];
+    if (g.is_null()) g = {{"hardware", r.text(0)}, {"kernelRuns", 0}, {"operationFamilies", json::array()}};
+    g["servingRuns"] = r.integer(1);
+  }
+  json out = json::array();
+  for (auto& [gpu, g] : by_gpu) out.push_back(std::move(g));
+  return {{"hardware", out}};
+}
+
+json list_models(Store& store) {
+  json serving = json::array();
+  for (const auto& r : store.db().query(
+           "SELECT m.id, m.slug, m.name, m.model_digest, m.parameter_count, (SELECT COUNT(*) FROM serving_runs r "
+           "WHERE r.model_revision_id = m.id) FROM model_revisions m ORDER BY m.slug"))
+    serving.push_back({{"id", r.text(0)}, {"slug", r.text(1)}, {"name", opt_text(r, 2)}, {"modelDigest", r.text(3)},
+                       {"parameterCount", r.is_null(4) ? json() : json(r.integer(4))}, {"servingRuns", r.integer(5)}});
+  // Kernel-side coverage: the operations' "model:<name>" tags (the models a workload was taken from).
+  std::map<std::string, std::set<std::string>> tagged;
+  for (const auto& r : store.db().query("SELECT slug, tags FROM operations WHERE tags IS NOT NULL")) {
+    const json tags = json::parse(r.text(1), nullptr, false);
+    if (!tags.is_array()) continue;
+    for (const auto& t : tags)
+      if (t.is_string() && t.get_ref<const std::string&>().rfind("model:", 0) == 0) tagged[t.get<std::string>()].insert(r.text(0));
+  }
+  json kernel = json::array();
+  for (const auto& [tag, ops] : tagged) kernel.push_back({{"tag", tag}, {"operations", ops.size()}});
+  return {{"servingModels", serving}, {"kernelModelTags", kernel}};
+}
+
+}  // namespace kindex::store

@@ -6,11 +6,11 @@
  * never copy from device to host, so they can be captured in a CUDA graph.
  *
  * Params structs can grow: each begins with `struct_size`, which the caller sets to sizeof the struct it was
- * compiled with (the *_PARAMS_INIT macros do, and zero every other field). Every entry point checks it before
- * reading anything else: a struct_size other than one this library knows (today: exactly this header's size) is
- * refused with KINDEX_STATUS_INVALID_ARGUMENT naming params.struct_size, never read past its end. A later version
- * that adds fields at the end will keep accepting the sizes of the versions before it, with the new fields
- * taken as zero. */
+ * compiled with (the *_PARAMS_INIT macros do, and give every other field its default). Every entry point checks
+ * it before reading anything else: a struct_size that is not one of the sizes this library knows (this header's,
+ * and those of the earlier versions listed with each struct) is refused with KINDEX_STATUS_INVALID_ARGUMENT
+ * naming params.struct_size, never read past its end. The fields an earlier version's caller does not have are
+ * taken as their defaults (given with each field). */
 #ifndef KINDEX_KINDEX_H
 #define KINDEX_KINDEX_H
 
@@ -60,7 +60,40 @@ KINDEX_API const char* kindex_version(void);
  *   output     [batch_size, num_qo_heads, head_dim]            dtype
  *   lse        [batch_size, num_qo_heads] fp32, base-2 log-sum-exp of sm_scale * q.k (NULL: not written)
  * Query head h reads KV head h / (num_qo_heads / num_kv_heads). An empty sequence gives zeros and -inf.
+ *
+ * Since struct version 2 (the fields after `validate`), FlashInfer's decode variants, with its semantics:
+ *   kv_format   KV pages in dtype (default) or fp8 e4m3 / e5m2: k = k_scale * fp8 value, v = v_scale * fp8 value.
+ *               k_scale / v_scale apply to every format (FlashInfer folds k_scale into sm_scale and multiplies the
+ *               output by v_scale); finite and > 0, default 1.
+ *   kv_layout   NHD (default: [num_pages, page_size, num_kv_heads, head_dim]) or HND ([num_pages, num_kv_heads,
+ *               page_size, head_dim]).
+ *   q_len_per_req  query tokens per request, 1 (default) .. 8: q and output are [batch_size * q_len_per_req,
+ *               num_qo_heads, head_dim], lse [batch_size * q_len_per_req, num_qo_heads]; request b owns rows
+ *               [b * q_len_per_req, (b + 1) * q_len_per_req). Token j of a request with kv_len keys sits at position
+ *               kv_len - q_len_per_req + j and sees keys 0 .. that position (causal among the new tokens).
+ *   window_left  < 0 (default -1): no window; else a query at position i sees keys i - window_left .. i.
+ *   logits_soft_cap  > 0: a logit s = sm_scale * q.k becomes cap * tanh(s / cap); 0 (default): off.
+ *   sinks       NULL (default) or [num_qo_heads] fp32: sinks[h] (natural-log units, on the scale of the logits)
+ *               joins the softmax denominator of every row of head h as one more logit with no value row.
+ *   pos_encoding  NONE (default) or ROPE_LLAMA: the kernel rotates q (at its position) and every k (at its position
+ *               in the sequence) by Llama's rotary embedding: dimension pairs (i, i + head_dim/2), frequency
+ *               1 / (rope_scale * rope_theta^(2i / head_dim)); rope_scale default 1, rope_theta default 1e4.
+ *   lse is the base-2 log-sum-exp of the logits that enter the softmax (after soft-cap and masking, sinks not
+ *   included), FlashInfer's convention. A row that sees no key gives zeros and -inf.
  * ------------------------------------------------------------------------------------------------------- */
+typedef enum kindex_kv_format {
+  KINDEX_KV_FORMAT_SAME_AS_Q = 0, /* k_cache / v_cache hold `dtype` */
+  KINDEX_KV_FORMAT_FP8_E4M3 = 1,
+  KINDEX_KV_FORMAT_FP8_E5M2 = 2
+} kindex_kv_format;
+
+typedef enum kindex_kv_layout { KINDEX_KV_LAYOUT_NHD = 0, KINDEX_KV_LAYOUT_HND = 1 } kindex_kv_layout;
+
+typedef enum kindex_pos_encoding {
+  KINDEX_POS_ENCODING_NONE = 0,
+  KINDEX_POS_ENCODING_ROPE_LLAMA = 1
+} kindex_pos_encoding;
+
 typedef struct kindex_paged_decode_params {
   uint32_t struct_size; /* sizeof(kindex_paged_decode_params), set by the caller (KINDEX_PAGED_DECODE_PARAMS_INIT) */
   kindex_dtype dtype; /* BF16 or FP16 */
@@ -81,14 +114,40 @@ typedef struct kindex_paged_decode_params {
   void* output;
   float* lse;
   int32_t validate; /* non-zero: check indptr/indices/last_page_len on the device first (adds a sync) */
+  /* ---- version 2; version 1 ends above (KINDEX_PAGED_DECODE_PARAMS_V1_SIZE) ---- */
+  kindex_kv_format kv_format;       /* default SAME_AS_Q */
+  kindex_kv_layout kv_layout;       /* default NHD */
+  float k_scale;                    /* default 1 */
+  float v_scale;                    /* default 1 */
+  int32_t q_len_per_req;            /* default 1 */
+  int32_t window_left;              /* default -1 */
+  float logits_soft_cap;            /* default 0 */
+  const float* sinks;               /* default NULL */
+  kindex_pos_encoding pos_encoding; /* default NONE */
+  float rope_scale;                 /* default 1 */
+  float rope_theta;                 /* default 1e4 */
 } kindex_paged_decode_params;
 
-/* kindex_paged_decode_params p = KINDEX_PAGED_DECODE_PARAMS_INIT;  -- struct_size set, every other field zero */
+/* sizeof version 1 of the struct, still accepted: the fields up to `validate`, then padding to its 8-byte alignment. */
+#define KINDEX_PAGED_DECODE_PARAMS_V1_SIZE ((uint32_t)(offsetof(kindex_paged_decode_params, validate) + 8))
+
+/* kindex_paged_decode_params p = KINDEX_PAGED_DECODE_PARAMS_INIT;  -- struct_size and the defaults set, the rest 0 */
 #ifdef __cplusplus
 #define KINDEX_PAGED_DECODE_PARAMS_INIT \
-  ([] { kindex_paged_decode_params p_{}; p_.struct_size = sizeof p_; return p_; }())
+  ([] {                                 \
+    kindex_paged_decode_params p_{};    \
+    p_.struct_size = sizeof p_;         \
+    p_.k_scale = p_.v_scale = 1.0f;     \
+    p_.q_len_per_req = 1;               \
+    p_.window_left = -1;                \
+    p_.rope_scale = 1.0f;               \
+    p_.rope_theta = 1e4f;               \
+    return p_;                          \
+  }())
 #else
-#define KINDEX_PAGED_DECODE_PARAMS_INIT { sizeof(kindex_paged_decode_params) }
+#define KINDEX_PAGED_DECODE_PARAMS_INIT                                                                      \
+  { .struct_size = sizeof(kindex_paged_decode_params), .k_scale = 1.0f, .v_scale = 1.0f, .q_len_per_req = 1, \
+    .window_left = -1, .rope_scale = 1.0f, .rope_theta = 1e4f }
 #endif
 
 /* Bytes of device workspace the calls below need for these sizes (0 is possible). */

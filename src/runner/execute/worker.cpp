@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <poll.h>
+#include <pthread.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -159,7 +160,24 @@ bool Worker::emit(const std::string& line) { return reply_fd() >= 0 && write_all
 
 void Worker::close_input() { close_parent_end(to_); }
 
-bool Worker::send(const std::string& line) { return to_ >= 0 && write_all(to_, line + "\n"); }
+// A worker gone before its request arrives (a Python that could not be exec'd exits 127 at once) is a failed send,
+// never a SIGPIPE: that would kill the sender, itself a worker process with SIGPIPE at its default. SIGPIPE is
+// blocked for this thread while writing and a pending one taken, so no other thread's signal state changes.
+bool Worker::send(const std::string& line) {
+  if (to_ < 0) return false;
+  sigset_t pipe_only, old;
+  sigemptyset(&pipe_only);
+  sigaddset(&pipe_only, SIGPIPE);
+  pthread_sigmask(SIG_BLOCK, &pipe_only, &old);
+  const bool sent = write_all(to_, line + "\n");
+  if (!sent) {
+    const timespec none{0, 0};
+    while (sigtimedwait(&pipe_only, nullptr, &none) == SIGPIPE) {
+    }
+  }
+  pthread_sigmask(SIG_SETMASK, &old, nullptr);
+  return sent;
+}
 
 Worker::Reply Worker::request(const std::string& line, double timeout_s, std::string* reply) {
   if (!send(line)) return Reply::died;

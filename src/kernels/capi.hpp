@@ -1,4 +1,6 @@
 #pragma once
+#include <algorithm>
+#include <cstring>
 #include <exception>
 #include <stdexcept>
 #include <string>
@@ -23,8 +25,19 @@ kindex_status fail(kindex_status status, const std::string& message);
 void clear_error();
 
 // An entry point's first check: `params` is non-NULL and its leading struct_size is a size this library knows
-// (kindex.h: today exactly sizeof the struct). Reads nothing past struct_size. Records the error on failure.
-kindex_status check_params(const char* where, const void* params, size_t known_size, const char* type_name);
+// (kindex.h: sizeof the struct, or an earlier version's size, `older_size`, when it has one). Reads nothing past
+// struct_size. Records the error on failure.
+kindex_status check_params(const char* where, const void* params, size_t known_size, const char* type_name,
+                           size_t older_size = 0);
+
+// A checked params struct as this library's version: the caller's struct_size bytes over `defaults` (kindex.h's
+// *_PARAMS_INIT), so an earlier version's caller gets the defaults of the fields it does not have.
+template <class Params>
+Params upgraded(const Params* params, Params defaults) {
+  std::memcpy(&defaults, params, std::min<size_t>(params->struct_size, sizeof(Params)));
+  defaults.struct_size = sizeof(Params);
+  return defaults;
+}
 
 // Runs an entry point's body and turns what it throws into the C ABI's status and last error: a Failure its own
 // status, kindex::Error (a bad argument, the message names the field and value) INVALID_ARGUMENT, anything else

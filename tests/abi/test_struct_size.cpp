@@ -59,16 +59,60 @@ TEST_F(StructSize, OlderSmallerDecodeParamsAreRefusedNamingTheField) {
   auto size = symbol<DecodeSize>("kindex_paged_decode_workspace_size");
   auto decode = symbol<Decode>("kindex_paged_decode");
   ASSERT_TRUE(size && decode);
-  for (uint32_t bytes : {uint32_t(4), uint32_t(sizeof(kindex_paged_decode_params) - 8)}) {
+  for (uint32_t bytes : {uint32_t(4), uint32_t(KINDEX_PAGED_DECODE_PARAMS_V1_SIZE - 8),
+                         uint32_t(sizeof(kindex_paged_decode_params) - 8)}) {
     auto* p = static_cast<const kindex_paged_decode_params*>(older_struct(bytes));
     size_t ws = 123;
     EXPECT_EQ(KINDEX_STATUS_INVALID_ARGUMENT, size(p, &ws)) << bytes;
     EXPECT_NE(std::string::npos, last_error().find("params.struct_size = " + std::to_string(bytes))) << last_error();
-    EXPECT_NE(std::string::npos, last_error().find(std::to_string(sizeof(kindex_paged_decode_params)) + " bytes"))
+    EXPECT_NE(std::string::npos, last_error().find(std::to_string(sizeof(kindex_paged_decode_params)) + " (or version 1's 128) bytes"))
         << last_error();
     EXPECT_EQ(KINDEX_STATUS_INVALID_ARGUMENT, decode(p, nullptr, 0, nullptr)) << bytes;
     EXPECT_NE(std::string::npos, last_error().find("kindex_paged_decode: params.struct_size")) << last_error();
   }
+}
+
+// Version 1 of the decode params (kindex.h: KINDEX_PAGED_DECODE_PARAMS_V1_SIZE) is still taken, with the version-2
+// fields at their defaults and nothing read past its end; a version-2 field out of range is refused by name.
+TEST_F(StructSize, VersionOneDecodeParamsAreTakenWithTheNewFieldsAtTheirDefaults) {
+  auto size = symbol<DecodeSize>("kindex_paged_decode_workspace_size");
+  auto version = symbol<const char* (*)()>("kindex_version");
+  ASSERT_TRUE(size && version);
+  const bool cuda = std::string(version()).find("+cuda") != std::string::npos;
+  ASSERT_EQ(128u, KINDEX_PAGED_DECODE_PARAMS_V1_SIZE);  // x86-64 and aarch64: what version 1's sizeof was
+  kindex_paged_decode_params full = KINDEX_PAGED_DECODE_PARAMS_INIT;
+  full.dtype = KINDEX_DTYPE_BF16;
+  full.batch_size = 0;  // sizes only: no device memory is touched
+  full.num_qo_heads = 8;
+  full.num_kv_heads = 1;
+  full.head_dim = 128;
+  full.page_size = 16;
+  full.sm_scale = 0.125f;
+  auto* v1 = static_cast<kindex_paged_decode_params*>(older_struct(KINDEX_PAGED_DECODE_PARAMS_V1_SIZE));
+  std::memcpy(static_cast<void*>(v1), &full, KINDEX_PAGED_DECODE_PARAMS_V1_SIZE);
+  v1->struct_size = KINDEX_PAGED_DECODE_PARAMS_V1_SIZE;
+  size_t ws = 7;
+  const kindex_status s = size(v1, &ws);
+  EXPECT_EQ(std::string::npos, last_error().find("struct_size")) << last_error();
+  if (cuda) {
+    EXPECT_EQ(KINDEX_STATUS_OK, s) << last_error();
+    EXPECT_EQ(0u, ws);
+  } else {
+    EXPECT_EQ(KINDEX_STATUS_NOT_SUPPORTED, s) << last_error();
+  }
+  if (!cuda) GTEST_SKIP() << "the version-2 field checks run in the CUDA build";
+  kindex_paged_decode_params bad = full;
+  bad.k_scale = 0;
+  EXPECT_EQ(KINDEX_STATUS_INVALID_ARGUMENT, size(&bad, &ws));
+  EXPECT_NE(std::string::npos, last_error().find("params.k_scale = 0")) << last_error();
+  bad = full;
+  bad.q_len_per_req = 9;
+  EXPECT_EQ(KINDEX_STATUS_INVALID_ARGUMENT, size(&bad, &ws));
+  EXPECT_NE(std::string::npos, last_error().find("params.q_len_per_req = 9")) << last_error();
+  bad = full;
+  bad.kv_layout = static_cast<kindex_kv_layout>(7);
+  EXPECT_EQ(KINDEX_STATUS_INVALID_ARGUMENT, size(&bad, &ws));
+  EXPECT_NE(std::string::npos, last_error().find("params.kv_layout = 7")) << last_error();
 }
 
 TEST_F(StructSize, OlderSmallerBackwardParamsAreRefusedNamingTheField) {

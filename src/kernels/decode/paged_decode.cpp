@@ -31,6 +31,41 @@ constexpr double kMergeUs = 2.0;           // grid barrier + merge
   throw Error(kWhere, "params." + field, value, problem);
 }
 
+[[noreturn]] void not_yet(const std::string& field, const std::string& value) {
+  throw capi::Failure(KINDEX_STATUS_NOT_SUPPORTED,
+                      format_error(kWhere, "params." + field, value, "not supported by this version's kernels yet"));
+}
+
+// The version-2 fields (kindex.h): their ranges, then the variants the kernels do not run yet, refused by name
+// rather than ignored.
+void check_variant(const kindex_paged_decode_params& p) {
+  if (p.kv_format < KINDEX_KV_FORMAT_SAME_AS_Q || p.kv_format > KINDEX_KV_FORMAT_FP8_E5M2)
+    bad("kv_format", std::to_string(int(p.kv_format)), "must be SAME_AS_Q, FP8_E4M3 or FP8_E5M2");
+  if (p.kv_layout != KINDEX_KV_LAYOUT_NHD && p.kv_layout != KINDEX_KV_LAYOUT_HND)
+    bad("kv_layout", std::to_string(int(p.kv_layout)), "must be NHD or HND");
+  if (!(std::isfinite(p.k_scale) && p.k_scale > 0)) bad("k_scale", std::to_string(p.k_scale), "must be finite and > 0");
+  if (!(std::isfinite(p.v_scale) && p.v_scale > 0)) bad("v_scale", std::to_string(p.v_scale), "must be finite and > 0");
+  if (p.q_len_per_req < 1 || p.q_len_per_req > 8)
+    bad("q_len_per_req", std::to_string(p.q_len_per_req), "must be in [1, 8]");
+  if (!(std::isfinite(p.logits_soft_cap) && p.logits_soft_cap >= 0))
+    bad("logits_soft_cap", std::to_string(p.logits_soft_cap), "must be finite and >= 0 (0: off)");
+  if (p.pos_encoding != KINDEX_POS_ENCODING_NONE && p.pos_encoding != KINDEX_POS_ENCODING_ROPE_LLAMA)
+    bad("pos_encoding", std::to_string(int(p.pos_encoding)), "must be NONE or ROPE_LLAMA");
+  if (!(std::isfinite(p.rope_scale) && p.rope_scale > 0))
+    bad("rope_scale", std::to_string(p.rope_scale), "must be finite and > 0");
+  if (!(std::isfinite(p.rope_theta) && p.rope_theta > 0))
+    bad("rope_theta", std::to_string(p.rope_theta), "must be finite and > 0");
+  if (p.kv_format != KINDEX_KV_FORMAT_SAME_AS_Q) not_yet("kv_format", std::to_string(int(p.kv_format)));
+  if (p.kv_layout != KINDEX_KV_LAYOUT_NHD) not_yet("kv_layout", std::to_string(int(p.kv_layout)));
+  if (p.k_scale != 1.0f) not_yet("k_scale", std::to_string(p.k_scale));
+  if (p.v_scale != 1.0f) not_yet("v_scale", std::to_string(p.v_scale));
+  if (p.q_len_per_req != 1) not_yet("q_len_per_req", std::to_string(p.q_len_per_req));
+  if (p.window_left >= 0) not_yet("window_left", std::to_string(p.window_left));
+  if (p.logits_soft_cap != 0) not_yet("logits_soft_cap", std::to_string(p.logits_soft_cap));
+  if (p.sinks) not_yet("sinks", "non-NULL");
+  if (p.pos_encoding != KINDEX_POS_ENCODING_NONE) not_yet("pos_encoding", std::to_string(int(p.pos_encoding)));
+}
+
 void check_cuda(cudaError_t err, const char* what) {
   if (err != cudaSuccess)
     throw capi::Failure(KINDEX_STATUS_CUDA_ERROR, std::string(kWhere) + ": " + what + ": " + cudaGetErrorString(err));
@@ -181,6 +216,7 @@ LaunchShape launch_shape(const kindex_paged_decode_params& p, const ShapeOverrid
   if (p.num_pages < 0 || (p.num_kv_indices > 0 && p.num_pages < 1))
     bad("num_pages", std::to_string(p.num_pages), "must be >= 1 when num_kv_indices > 0");
   if (!std::isfinite(p.sm_scale)) bad("sm_scale", std::to_string(p.sm_scale), "must be finite");
+  check_variant(p);
 
   LaunchShape shape;
   if (p.batch_size == 0) return shape;
@@ -273,13 +309,17 @@ namespace {
 // One body for the three enqueueing entry points: struct check, then `call` under the C ABI's error guard.
 using Enqueue = void (*)(const kindex_paged_decode_params&, void*, size_t, cudaStream_t,
                          const kindex::decode::ShapeOverrides&);
+kindex_status check_struct(const char* where, const kindex_paged_decode_params* params) {
+  return kindex::capi::check_params(where, params, sizeof *params, "kindex_paged_decode_params",
+                                    KINDEX_PAGED_DECODE_PARAMS_V1_SIZE);
+}
+
 kindex_status enqueue(const char* where, const kindex_paged_decode_params* params, void* workspace,
                       size_t workspace_bytes, void* stream, Enqueue call) {
-  if (kindex_status s = kindex::capi::check_params(where, params, sizeof *params, "kindex_paged_decode_params");
-      s != KINDEX_STATUS_OK)
-    return s;
+  if (kindex_status s = check_struct(where, params); s != KINDEX_STATUS_OK) return s;
   return kindex::capi::guarded(where, [&] {
-    call(*params, workspace, workspace_bytes, static_cast<cudaStream_t>(stream), kindex::decode::ShapeOverrides{});
+    call(kindex::capi::upgraded(params, KINDEX_PAGED_DECODE_PARAMS_INIT), workspace, workspace_bytes,
+         static_cast<cudaStream_t>(stream), kindex::decode::ShapeOverrides{});
   });
 }
 }  // namespace
@@ -287,14 +327,14 @@ kindex_status enqueue(const char* where, const kindex_paged_decode_params* param
 extern "C" {
 
 kindex_status kindex_paged_decode_workspace_size(const kindex_paged_decode_params* params, size_t* bytes) {
-  if (kindex_status s = kindex::capi::check_params("kindex_paged_decode_workspace_size", params,
-                                                   sizeof *params, "kindex_paged_decode_params");
-      s != KINDEX_STATUS_OK)
-    return s;
+  if (kindex_status s = check_struct("kindex_paged_decode_workspace_size", params); s != KINDEX_STATUS_OK) return s;
   if (!bytes)
     return kindex::capi::fail(KINDEX_STATUS_INVALID_ARGUMENT, "kindex_paged_decode_workspace_size: bytes = NULL: required");
   return kindex::capi::guarded("kindex_paged_decode_workspace_size",
-                               [&] { *bytes = kindex::decode::workspace_size(*params); });
+                               [&] {
+                                 *bytes = kindex::decode::workspace_size(
+                                     kindex::capi::upgraded(params, KINDEX_PAGED_DECODE_PARAMS_INIT));
+                               });
 }
 
 kindex_status kindex_paged_decode_plan(const kindex_paged_decode_params* params, void* workspace,

@@ -1,12 +1,13 @@
 #!/usr/bin/env python3
-"""Fits the decode cost model's constants (src/kernels/decode/paged_decode.cpp: kCtaBytesPerUs, kPieceUs, kMergeUs)
-to a segment-count sweep: bench_decode's JSON (results/decode/run_device.sh sweep) of synthetic cases, each timed at
+"""Fits the decode cost model's constants (src/kernels/decode/paged_decode.cpp: kCtaBytesPerUs, kPieceUs, kMergeUs,
+kMergeUsPerSegment) to a segment-count sweep: bench_decode's JSON (results/decode/run_device.sh sweep) of synthetic cases, each timed at
 forced segment counts (variants s1, s2, ...). The model, as choose_segments evaluates it for S segments:
 
-    t(S) = kv_bytes / min(chip, S * kv_heads * cta) + piece * floor((batch + 2 S - 2) / S) + merge * (S > 1) + fixed
+    t(S) = kv_bytes / min(chip, S * kv_heads * cta) + piece * floor((batch + 2 S - 2) / S)
+           + (merge + merge_per_segment * S) * (S > 1) + fixed
 
 `fixed` (launch and the first load's latency) is the same for every S, so it does not move the choice; it is fitted
-so that the other three are not bent to absorb it. chip is the device's streaming rate (--chip-tb-per-s, default the
+so that the others are not bent to absorb it. chip is the device's streaming rate (--chip-tb-per-s, default the
 best rate any case reached). Prints the constants, then per case the segment count the fitted model picks, the
 fastest measured one, and what the model's pick costs against the fastest (the number that matters).
 
@@ -39,43 +40,52 @@ def cases(docs):
     return out
 
 
-def model_us(c, chip, cta, piece, merge, fixed, s):
-    _, batch, heads, kv_bytes, _ = c
-    return kv_bytes / min(chip, s * heads * cta) + piece * ((batch + 2 * s - 2) // s) + (merge if s > 1 else 0) + fixed
+LINEAR = ("piece_us", "merge_us", "merge_us_per_segment", "fixed_us")  # the constants linear in t(S)
 
 
-def solve3(m, v):
-    """x with m x = v (3 x 3, Cramer's rule); None when m is singular."""
-    def det(a):
-        return (a[0][0] * (a[1][1] * a[2][2] - a[1][2] * a[2][1]) - a[0][1] * (a[1][0] * a[2][2] - a[1][2] * a[2][0])
-                + a[0][2] * (a[1][0] * a[2][1] - a[1][1] * a[2][0]))
-    d = det(m)
-    if abs(d) < 1e-300:
-        return None
-    return [det([[v[r] if c == k else m[r][c] for c in range(3)] for r in range(3)]) / d for k in range(3)]
+def features(c, s):
+    """t(S)'s coefficients of the LINEAR constants for case c at S segments."""
+    batch = c[1]
+    return [(batch + 2 * s - 2) // s, 1.0 if s > 1 else 0.0, float(s) if s > 1 else 0.0, 1.0]
+
+
+def model_us(c, chip, cta, piece, merge, merge_per_segment, fixed, s):
+    stream = c[3] / min(chip, s * c[2] * cta)
+    return stream + sum(k * f for k, f in zip((piece, merge, merge_per_segment, fixed), features(c, s)))
+
+
+def solve(m, v):
+    """x with m x = v (Gaussian elimination with partial pivoting); None when m is singular."""
+    n = len(v)
+    a = [list(row) + [v[i]] for i, row in enumerate(m)]
+    for col in range(n):
+        pivot = max(range(col, n), key=lambda r: abs(a[r][col]))
+        if abs(a[pivot][col]) < 1e-300:
+            return None
+        a[col], a[pivot] = a[pivot], a[col]
+        for r in range(n):
+            if r != col:
+                f = a[r][col] / a[col][col]
+                a[r] = [x - f * y for x, y in zip(a[r], a[col])]
+    return [a[i][n] / a[i][i] for i in range(n)]
 
 
 def fit_linear(cs, chip, cta):
-    """For one cta: (piece, merge, fixed) >= 0 minimising the squared relative error (linear least squares), and that
+    """For one cta: the LINEAR constants >= 0 minimising the squared relative error (linear least squares), and that
     error. Negative solutions are clamped to 0 and the others refitted."""
     points = [(c, s, t) for c in cs for s, t in c[4].items()]
-    active = [0, 1, 2]
+    n = len(LINEAR)
+    active = list(range(n))
     while True:
         rows = []
         for c, s, t in points:
             stream = c[3] / min(chip, s * c[2] * cta)
-            feats = [((c[1] + 2 * s - 2) // s), 1.0 if s > 1 else 0.0, 1.0]
-            rows.append(([feats[i] / t for i in active], (t - stream) / t))
+            f = features(c, s)
+            rows.append(([f[i] / t for i in active], (t - stream) / t))
         m = [[sum(r[0][i] * r[0][j] for r in rows) for j in range(len(active))] for i in range(len(active))]
         v = [sum(r[0][i] * r[1] for r in rows) for i in range(len(active))]
-        while len(m) < 3:  # pad to 3 x 3 with identity rows for the clamped unknowns
-            k = len(m)
-            for row in m:
-                row.append(0.0)
-            m.append([0.0] * k + [1.0])
-            v.append(0.0)
-        x = solve3(m, v) or [0.0, 0.0, 0.0]
-        params = [0.0, 0.0, 0.0]
+        x = solve(m, v) or [0.0] * len(active)
+        params = [0.0] * n
         for i, k in enumerate(active):
             params[k] = x[i]
         negative = [k for k in active if params[k] < 0]
@@ -83,7 +93,7 @@ def fit_linear(cs, chip, cta):
             break
         active = [k for k in active if k not in negative]
         if not active:
-            params = [0.0, 0.0, 0.0]
+            params = [0.0] * n
             break
     err = sum((model_us(c, chip, cta, *params, s) / t - 1) ** 2 for c, s, t in points)
     return tuple(params), err
@@ -105,8 +115,8 @@ def fit(cs, chip):
         else:
             lo = a
     cta = math.exp((lo + hi) / 2)
-    (piece, merge, fixed), e = fit_linear(cs, chip, cta)
-    return (cta, piece, merge, fixed), e
+    linear, e = fit_linear(cs, chip, cta)
+    return (cta, *linear), e
 
 
 def main(argv=None):
@@ -122,18 +132,19 @@ def main(argv=None):
         return 1
     chip = (args.chip_tb_per_s * 1e6 if args.chip_tb_per_s
             else max(c[3] / t for c in cs for t in c[4].values()))
-    (cta, piece, merge, fixed), loss = fit(cs, chip)
+    constants, loss = fit(cs, chip)
+    cta, piece, merge, merge_per_segment, fixed = constants
     rows = []
     for c in cs:
         label, _, _, _, times = c
-        pick = min(times, key=lambda s: model_us(c, chip, cta, piece, merge, fixed, s))
+        pick = min(times, key=lambda s: model_us(c, chip, *constants, s))
         fastest = min(times, key=times.get)
         rows.append({"label": label, "model_segments": pick, "fastest_segments": fastest,
                      "model_pick_us": times[pick], "fastest_us": times[fastest],
                      "pick_over_fastest": times[pick] / times[fastest]})
     geo = math.exp(sum(math.log(r["pick_over_fastest"]) for r in rows) / len(rows))
     print(f"chip {chip / 1e6:.3f} TB/s; fitted: kCtaBytesPerUs = {cta:.4g}, kPieceUs = {piece:.3g}, "
-          f"kMergeUs = {merge:.3g} (fixed {fixed:.3g} us); squared relative error {loss:.4g} over "
+          f"kMergeUs = {merge:.3g}, kMergeUsPerSegment = {merge_per_segment:.3g} (fixed {fixed:.3g} us); squared relative error {loss:.4g} over "
           f"{sum(len(c[4]) for c in cs)} points")
     print(f"{'case':44} {'model S':>8} {'best S':>7} {'model us':>9} {'best us':>8} {'ratio':>6}")
     for r in rows:
@@ -143,8 +154,8 @@ def main(argv=None):
     if args.json:
         pathlib.Path(args.json).write_text(json.dumps(
             {"inputs": args.sweeps, "chip_bytes_per_us": chip,
-             "fit": {"cta_bytes_per_us": cta, "piece_us": piece, "merge_us": merge, "fixed_us": fixed,
-                     "squared_relative_error": loss},
+             "fit": {"cta_bytes_per_us": cta, "piece_us": piece, "merge_us": merge,
+                     "merge_us_per_segment": merge_per_segment, "fixed_us": fixed, "squared_relative_error": loss},
              "cases": rows, "geomean_pick_over_fastest": geo}, indent=1) + "\n")
     return 0
 

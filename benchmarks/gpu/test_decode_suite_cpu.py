@@ -664,7 +664,7 @@ def test_resume_rows_keeps_what_keep_accepts_and_notes_the_earlier_run(tmp_path,
 
 def test_fit_decode_cost_recovers_the_constants_of_a_model_made_sweep(tmp_path, capsys):
     import fit_decode_cost as fdc
-    chip, truth = 3.0e6, (1.2e5, 0.5, 2.0, 5.0)  # bytes/us; cta, piece, merge, fixed
+    chip, truth = 3.0e6, (1.2e5, 0.5, 2.0, 0.3, 5.0)  # bytes/us; cta, piece, merge, merge per segment, fixed
     rows = []
     for batch, heads, tokens in ((1, 1, 32768), (1, 8, 2048), (4, 8, 8192), (64, 8, 8192), (256, 8, 16384)):
         case = ("c", batch, heads, tokens * heads * 128 * 4, {})
@@ -679,6 +679,7 @@ def test_fit_decode_cost_recovers_the_constants_of_a_model_made_sweep(tmp_path, 
     assert fit["geomean_pick_over_fastest"] == pytest.approx(1.0, abs=1e-3)
     assert fit["fit"]["squared_relative_error"] < 1e-6
     assert fit["fit"]["merge_us"] == pytest.approx(truth[2], rel=0.05)
+    assert fit["fit"]["merge_us_per_segment"] == pytest.approx(truth[3], rel=0.05)
     assert fit["fit"]["cta_bytes_per_us"] == pytest.approx(truth[0], rel=0.2)
     assert "kCtaBytesPerUs" in capsys.readouterr().out
     (tmp_path / "empty.json").write_text(json.dumps({"workloads": []}))

@@ -5,7 +5,8 @@
 # .devcarry/bins.tar.xz; datasets exported by `kindex catalog export [--dataset definitions/model_suite] --out
 # .devcarry/suite/<name>`; peers as benchmarks/gpu/run_decode_suite_device.sh says. Each stage's files are packed into
 # $OUT/<stage>.tar.xz (a call returns at most 8 files). STAGES picks and orders them (default: tests sweep sanitize
-# suite); TESTS_TIMEOUT, SWEEP_TIMEOUT, SAN_TIMEOUT, TIMEOUT_MAIN bound them.
+# suite; tests_decode runs the decode GPU tests alone); TESTS_TIMEOUT, SWEEP_TIMEOUT, SAN_TIMEOUT, TIMEOUT_MAIN bound
+# them, SAN_FILTER picks the sanitizers' tests.
 set -uo pipefail
 final=${OUT:?}
 tar xJf .devcarry/bins.tar.xz -C .devcarry || exit 9
@@ -15,11 +16,14 @@ for s in ${STAGES:-tests sweep sanitize suite}; do
   w=/tmp/v6-$s; mkdir -p $w
   case $s in
     tests) OUT=$w TESTS_TIMEOUT=${TESTS_TIMEOUT:-200} bash results/decode/run_device.sh tests_all 2>&1 | tail -25 ;;
+    tests_decode)  # the decode GPU tests alone (~35 s)
+      timeout ${TESTS_TIMEOUT:-200} $bin/test_gpu --gtest_filter='Decode.*' > "$w/tests_decode.log" 2>&1
+      echo "test_gpu Decode.* exit $?"; grep -E '^\[  (PASSED|FAILED) ' "$w/tests_decode.log" ;;
     sweep) OUT=$w timeout ${SWEEP_TIMEOUT:-120} bash results/decode/run_device.sh sweep 2>&1 | tail -14 ;;
     sanitize)
       for tool in memcheck racecheck; do
         timeout ${SAN_TIMEOUT:-70} compute-sanitizer --tool $tool --error-exitcode 9 $bin/test_gpu \
-          --gtest_filter='Decode.SanitizerSmall:Decode.AllSequencesEmptyGiveZerosAndMinusInf:Decode.PlanOnceRunsEveryLayer' \
+          --gtest_filter="${SAN_FILTER:-Decode.SanitizerSmall:Decode.AllSequencesEmptyGiveZerosAndMinusInf:Decode.PlanOnceRunsEveryLayer}" \
           > "$w/sanitizer_$tool.log" 2>&1
         echo "compute-sanitizer $tool exit $?"; tail -2 "$w/sanitizer_$tool.log"
       done ;;

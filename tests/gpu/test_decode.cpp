@@ -489,7 +489,7 @@ TEST_F(Decode, EverySegmentCountPasses) {
                                             9, 5000, 700, 5, true),
                              dev));
     EXPECT_EQ("", check_case(generated_case("segments " + std::to_string(segments) + ", one long", KINDEX_DTYPE_BF16,
-                                            32, 1, 128, 1, 3, 40000, 30000, 6, false),
+                                            8, 1, 128, 1, 3, 40000, 30000, 6, false),
                              dev));
   }
 }

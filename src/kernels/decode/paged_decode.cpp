@@ -20,12 +20,13 @@ namespace {
 
 constexpr const char* kWhere = "kindex_paged_decode";
 
-// The cost model's constants. Estimates from the v4/v5 measurements (docs/perf/decode.md: a piece's end-of-piece
-// merge ~1k cycles per stage, the grid barrier + merge ~3 us at batch 16), not yet fitted: results/decode/
-// run_v6_device.sh's segment sweep (bench_decode s1..s132 on model-shaped cases) is what they are to be read from.
-constexpr double kCtaBytesPerUs = 1.0e5;  // one CTA streaming alone: ~100 GB/s
-constexpr double kPieceUs = 0.5;           // a sequence piece's fixed cost in a CTA
-constexpr double kMergeUs = 2.0;           // grid barrier + merge
+// The cost model's constants, fitted to the segment sweep on an H100 SXM (2026-12-07, results/decode/v6_h100/
+// sweep.json, benchmarks/gpu/fit_decode_cost.py: 11 model-shaped cases x 9 forced segment counts; the fitted model
+// picks the fastest measured count on all 11). Not yet measured on the H200; its chip rate comes from the device.
+constexpr double kCtaBytesPerUs = 3.94e4;       // one CTA streaming alone: ~39 GB/s
+constexpr double kPieceUs = 0.844;              // a sequence piece's fixed cost in a CTA
+constexpr double kMergeUs = 12.1;               // grid barrier and merge, once
+constexpr double kMergeUsPerSegment = 0.312;    // ... and per segment: a cut row sums one partial per segment
 
 [[noreturn]] void bad(const std::string& field, const std::string& value, const std::string& problem) {
   throw Error(kWhere, "params." + field, value, problem);
@@ -176,6 +177,7 @@ CostModel device_cost(const DeviceLimits& device) {
   c.cta_bytes_per_us = kCtaBytesPerUs;
   c.piece_us = kPieceUs;
   c.merge_us = kMergeUs;
+  c.merge_us_per_segment = kMergeUsPerSegment;
   return c;
 }
 
@@ -188,7 +190,7 @@ int64_t choose_segments(const CostModel& cost, int64_t kv_bytes, int64_t batch, 
   for (int64_t s = 1; s <= std::max<int64_t>(1, max_segments); ++s) {
     const double rate = std::min(cost.chip_bytes_per_us, double(s * kv_heads) * cost.cta_bytes_per_us);
     const double us = double(kv_bytes) / rate + cost.piece_us * double((batch + 2 * s - 2) / s) +
-                      (s > 1 ? cost.merge_us : 0.0);
+                      (s > 1 ? cost.merge_us + cost.merge_us_per_segment * double(s) : 0.0);
     if (s == 1 || us < best_us * (1.0 - 1e-9)) {
       best = s;
       best_us = us;

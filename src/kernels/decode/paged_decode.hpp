@@ -24,12 +24,13 @@ constexpr int kMaxGroup = 16;  // query heads per KV head: the MMA's 16 rows
 
 // What a launch costs, in microseconds, on the device it runs on: the numbers the launch shape and the plan trade
 // against each other. A device's copy rate comes from its memory clock and bus width; the per-CTA rate and the
-// piece and merge costs are constants in paged_decode.cpp (estimates until the v6 sweep measures them).
+// piece and merge costs are constants in paged_decode.cpp, fitted to a measured segment sweep.
 struct CostModel {
   double chip_bytes_per_us = 0;  // KV bytes per microsecond the whole chip streams (the copy rate)
   double cta_bytes_per_us = 0;   // ... that one CTA streams alone, when the chip is far from saturated
   double piece_us = 0;           // fixed cost of a sequence piece in a CTA (its table entry, Q tile, warp merge)
-  double merge_us = 0;           // grid barrier and merge of the sequences cut over several segments
+  double merge_us = 0;           // grid barrier and merge of the sequences cut over several segments, once ...
+  double merge_us_per_segment = 0;  // ... plus this per segment (a cut row sums one partial per segment it spans)
 };
 
 // The launch shape and workspace layout of one problem size on the current device, computed on the host.
@@ -72,7 +73,8 @@ void paged_decode(const kindex_paged_decode_params& p, void* workspace, size_t w
                   const ShapeOverrides& overrides = {});
 
 // The segment count the cost model picks: the S in [1, max_segments] that minimises
-//   kv_bytes / min(chip rate, S * kv_heads * CTA rate) + piece_us * ceil((batch + S - 1) / S) + merge_us * [S > 1]
+//   kv_bytes / min(chip rate, S * kv_heads * CTA rate) + piece_us * ceil((batch + S - 1) / S)
+//     + (merge_us + merge_us_per_segment * S) * [S > 1]
 // (the stream at the rate S segments reach, the pieces of the busiest CTA, the merge). Host-only arithmetic.
 int64_t choose_segments(const CostModel& cost, int64_t kv_bytes, int64_t batch, int64_t kv_heads,
                         int64_t max_segments);

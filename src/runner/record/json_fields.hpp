@@ -15,15 +15,15 @@ template <class Record, class Member>
 struct JsonField {
   const char* key;
   Member Record::*member;
-  bool skip_empty;  // written only when set: a std::optional with a value, anything else unlike Member{}
+  bool skip_empty;  // optional_field: written only when unlike Member{}
 };
 
-// Always written.
+// Always written (a std::optional member, though, only when it holds a value).
 template <class Record, class Member>
 constexpr JsonField<Record, Member> field(const char* key, Member Record::*member) {
   return {key, member, false};
 }
-// Written only when set (records stay short: an unset optional, "", false or an empty map is left out).
+// Written only when set, so records stay short: "", false, 0 or an empty map is left out.
 template <class Record, class Member>
 constexpr JsonField<Record, Member> optional_field(const char* key, Member Record::*member) {
   return {key, member, true};
@@ -35,7 +35,7 @@ constexpr JsonField<Record, Member> optional_field(const char* key, Member Recor
 #define KINDEX_JSON_OPTIONAL_FIELDS(Record, ...) \
   std::make_tuple(                               \
       KINDEX_JSON_FIELDS_EXPAND(KINDEX_JSON_FIELDS_EACH(::kindex::runner::optional_field, Record, __VA_ARGS__)))
-// The preprocessor's loop over the members (__VA_OPT__ recursion; the rescans of EXPAND allow about 60).
+// The preprocessor's loop over the members (__VA_OPT__ recursion; EXPAND's rescans allow 60 members and more).
 #define KINDEX_JSON_FIELDS_EACH(make, Record, member, ...) \
   make(#member, &Record::member) __VA_OPT__(, KINDEX_JSON_FIELDS_AGAIN KINDEX_JSON_FIELDS_PARENS(make, Record, __VA_ARGS__))
 #define KINDEX_JSON_FIELDS_AGAIN() KINDEX_JSON_FIELDS_EACH

@@ -4,24 +4,17 @@
 // hang or read out of bounds.
 #include <cstddef>
 #include <cstdint>
-#include <memory>
 #include <string_view>
 
 #include <nlohmann/json.hpp>
 
 #include "mcp/server.hpp"
-#include "store/import.hpp"
-#include "store/store.hpp"
+#include "slice_store.hpp"
 
 namespace {
 
 kindex::mcp::Server& server() {
-  static std::unique_ptr<kindex::store::Store> store = [] {
-    auto s = kindex::store::Store::open(":memory:");
-    kindex::store::import_files(*s, {KINDEX_FUZZ_SLICES, KINDEX_FUZZ_SERVING_SLICE});
-    return s;
-  }();
-  static kindex::mcp::Server server(*store);
+  static kindex::mcp::Server server(kindex::fuzz::slice_store());
   return server;
 }
 

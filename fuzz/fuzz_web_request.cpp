@@ -5,23 +5,16 @@
 // and never crash, hang or read out of bounds.
 #include <cstddef>
 #include <cstdint>
-#include <memory>
 #include <string>
 #include <string_view>
 
-#include "store/import.hpp"
-#include "store/store.hpp"
+#include "slice_store.hpp"
 #include "web/server.hpp"
 
 namespace {
 
 kindex::web::IndexServer& server() {
-  static std::unique_ptr<kindex::store::Store> store = [] {
-    auto s = kindex::store::Store::open(":memory:");
-    kindex::store::import_files(*s, {KINDEX_FUZZ_SLICE, KINDEX_FUZZ_SERVING_SLICE});
-    return s;
-  }();
-  static kindex::web::IndexServer server(*store, [] {
+  static kindex::web::IndexServer server(kindex::fuzz::slice_store(), [] {
     kindex::web::ServerOptions o;
     o.token = "fuzz-token";
     o.requests_per_minute = 1 << 30;

@@ -5,6 +5,4 @@ file(GLOB _kx_mcp_sources CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/src/mcp/*.cpp)
 kindex_fuzz_target(fuzz_mcp_request ${CMAKE_CURRENT_SOURCE_DIR}/fuzz_mcp_request.cpp DEPS kindex_store)
 target_sources(fuzz_mcp_request PRIVATE ${_kx_mcp_sources})
 target_include_directories(fuzz_mcp_request PRIVATE ${PROJECT_SOURCE_DIR}/src)
-target_compile_definitions(fuzz_mcp_request PRIVATE KINDEX_MCP_VERSION="${PROJECT_VERSION}"
-  KINDEX_FUZZ_SLICES="${PROJECT_SOURCE_DIR}/tests/data/kernelindex/export-slice-gqa.jsonl.zst"
-  KINDEX_FUZZ_SERVING_SLICE="${PROJECT_SOURCE_DIR}/tests/data/kernelindex/export-slice-serving.jsonl.zst")
+target_compile_definitions(fuzz_mcp_request PRIVATE KINDEX_MCP_VERSION="${PROJECT_VERSION}" ${KINDEX_FUZZ_SLICE_DEFINITIONS})

@@ -5,6 +5,4 @@ file(GLOB _kx_web_sources CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/src/web/*.cpp)
 kindex_fuzz_target(fuzz_web_request ${CMAKE_CURRENT_SOURCE_DIR}/fuzz_web_request.cpp DEPS kindex_store PkgConfig::HTTPLIB)
 target_sources(fuzz_web_request PRIVATE ${_kx_web_sources})
 target_include_directories(fuzz_web_request PRIVATE ${PROJECT_SOURCE_DIR}/src)
-target_compile_definitions(fuzz_web_request PRIVATE
-  KINDEX_FUZZ_SLICE="${PROJECT_SOURCE_DIR}/tests/data/kernelindex/export-slice-gqa.jsonl.zst"
-  KINDEX_FUZZ_SERVING_SLICE="${PROJECT_SOURCE_DIR}/tests/data/kernelindex/export-slice-serving.jsonl.zst")
+target_compile_definitions(fuzz_web_request PRIVATE ${KINDEX_FUZZ_SLICE_DEFINITIONS})

@@ -5,26 +5,20 @@
 // allocates and zeroes the two output tensors it needs per output (Tensor, as the runner allocated them). The
 // device-to-host copies it also saved are not measured here (no GPU). Prints JSON.
 //   [KINDEX_THREADS=N] build/benchmarks/compare_bench
-#include <chrono>
 #include <cstdio>
 #include <random>
-#include <string>
 
-#include <nlohmann/json.hpp>
-
-#include "catalog/builtin.hpp"
 #include "catalog/inputs.hpp"
 #include "compare/compare.hpp"
 #include "core/half.hpp"
 #include "core/parallel.hpp"
+#include "seed_problem_rows.hpp"
 
 using namespace kindex;
 using namespace kindex::catalog;
-using Clock = std::chrono::steady_clock;
+using namespace kindex::bench;
 
 namespace {
-
-double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
 // The best of three (elements per second) for `fn` over `elements`.
 template <class Fn>
@@ -58,14 +52,9 @@ int main() {
                         {"host_elements_per_s",
                          {{"compare_fib_bf16", fib_rate},
                           {"compare_sol_bf16", sol_rate},
-                          {"allocate_and_zero_bf16", alloc_rate}}},
-                        {"problems", nlohmann::json::array()}};
-  double total_elements = 0, total_s = 0, total_cpu_s = 0;
-  for (const std::string& name : {std::string("gqa_paged_decode_h32_kv4_d128_ps1"),
-                                  std::string("gqa_paged_decode_h24_kv4_d128_ps64"), std::string(kSolGqaRopeBackward)}) {
-    Problem problem = builtin_problem(name);
+                          {"allocate_and_zero_bf16", alloc_rate}}}};
+  const SeedProblemRows problems = seed_problem_rows([&](const Problem& problem, int rounds) {
     const bool sol = problem.definition.source == Source::sol_execbench;
-    const int rounds = sol ? 10 : 3;
     double elements = 0;
     for (const Workload& w : problem.workloads) {
       const auto axes = resolve_axes(problem.definition, w);
@@ -76,19 +65,10 @@ int main() {
     // implementation's outputs) before the copies.
     const double compare_s = elements / (sol ? sol_rate : fib_rate), alloc_s = 2 * elements / alloc_rate;
     const double s = compare_s + alloc_s, cpu_s = compare_s * hardware_threads() + alloc_s;  // allocation: 1 thread
-    total_elements += elements;
-    total_s += s;
-    total_cpu_s += cpu_s;
-    out["problems"].push_back({{"problem", name},
-                               {"workloads", problem.workloads.size()},
-                               {"rounds", rounds},
-                               {"output_elements_compared", elements},
-                               {"estimated_host_s", s},
-                               {"estimated_host_cpu_s", cpu_s}});
-  }
-  out["total"] = {{"output_elements_compared", total_elements},
-                  {"estimated_host_s", total_s},
-                  {"estimated_host_cpu_s", total_cpu_s}};
+    return nlohmann::json{{"output_elements_compared", elements}, {"estimated_host_s", s}, {"estimated_host_cpu_s", cpu_s}};
+  });
+  out["problems"] = problems.rows;
+  out["total"] = problems.total;
   std::printf("%s\n", out.dump(2).c_str());
   return 0;
 }

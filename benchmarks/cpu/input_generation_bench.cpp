@@ -5,23 +5,17 @@
 // throughput per kind (normal, cos/sin, softmax rows) on this machine, from which the host draw of every element
 // the main job uses (what the runner did before) is estimated. Prints JSON.
 //   [KINDEX_THREADS=N] build/benchmarks/input_generation_bench
-#include <chrono>
 #include <cstdio>
-#include <string>
 
-#include <nlohmann/json.hpp>
-
-#include "catalog/builtin.hpp"
 #include "catalog/inputs.hpp"
 #include "core/parallel.hpp"
+#include "seed_problem_rows.hpp"
 
 using namespace kindex;
 using namespace kindex::catalog;
-using Clock = std::chrono::steady_clock;
+using namespace kindex::bench;
 
 namespace {
-
-double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
 // Elements fill_random draws for `f` (a paged cache: the used pages only).
 double drawn_elements(const RandomFill& f) {
@@ -46,8 +40,7 @@ double throughput(RandomFill f, int64_t elements) {
 }  // namespace
 
 int main() {
-  nlohmann::json out = {{"threads", hardware_threads()}, {"problems", nlohmann::json::array()}};
-  double plan_s = 0, estimated_host_draw_s = 0, total_elements = 0;
+  nlohmann::json out = {{"threads", hardware_threads()}};
   RandomFill normal;
   normal.dtype = DType::bf16;
   RandomFill trig = normal;
@@ -58,10 +51,7 @@ int main() {
   const double rate_normal = throughput(normal, 1 << 25), rate_trig = throughput(trig, 1 << 24),
                rate_softmax = throughput(softmax, 1 << 24);
   out["host_elements_per_s"] = {{"normal", rate_normal}, {"cos_of_angle", rate_trig}, {"softmax_rows", rate_softmax}};
-  for (const std::string& name : {std::string("gqa_paged_decode_h32_kv4_d128_ps1"),
-                                  std::string("gqa_paged_decode_h24_kv4_d128_ps64"), std::string(kSolGqaRopeBackward)}) {
-    Problem problem = builtin_problem(name);
-    const int rounds = problem.definition.source == Source::sol_execbench ? 10 : 3;
+  const SeedProblemRows problems = seed_problem_rows([&](const Problem& problem, int rounds) {
     double elements = 0, host_draw_s = 0;
     const auto t0 = Clock::now();
     for (const Workload& w : problem.workloads)
@@ -76,21 +66,12 @@ int main() {
                                                                          : rate_trig);
         }
       }
-    const double s = seconds_since(t0);
-    plan_s += s;
-    estimated_host_draw_s += host_draw_s;
-    total_elements += elements;
-    out["problems"].push_back({{"problem", name},
-                               {"workloads", problem.workloads.size()},
-                               {"rounds", rounds},
-                               {"random_elements_drawn", elements},
-                               {"host_plan_s", s},
-                               {"estimated_host_draw_s", host_draw_s}});
-  }
-  out["total"] = {{"random_elements_drawn", total_elements},
-                  {"host_plan_s", plan_s},
-                  {"estimated_host_draw_s", estimated_host_draw_s},
-                  {"estimated_host_draw_cpu_s", estimated_host_draw_s * hardware_threads()}};
+    return nlohmann::json{
+        {"random_elements_drawn", elements}, {"host_plan_s", seconds_since(t0)}, {"estimated_host_draw_s", host_draw_s}};
+  });
+  out["problems"] = problems.rows;
+  out["total"] = problems.total;
+  out["total"]["estimated_host_draw_cpu_s"] = problems.total.at("estimated_host_draw_s").get<double>() * hardware_threads();
   std::printf("%s\n", out.dump(2).c_str());
   return 0;
 }

@@ -15,32 +15,20 @@
 # $OUT/attest_device.tar.gz (and summary.txt beside it).
 #   bash results/runner/run_attest_device.sh
 set -uo pipefail
-repo=$(cd "$(dirname "$0")/../.." && pwd)
-d=$(realpath "${KINDEX_DEVCARRY:-$repo/.devcarry/attest}")
-out=${OUT:-/tmp/attest-out}
-res=$(mktemp -d)/attest_device
-mkdir -p "$out" "$res"
-scratch=$(mktemp -d)
-export KINDEX_PYTHON=${PYTHON:-python3}
+# shellcheck source=device_run.sh
+source "$(dirname "$0")/device_run.sh" attest
 impl=${IMPL:-kindex}
 problem=${PROBLEM:-gqa_paged_decode_h24_kv4_d128_ps64}
 seed003=01a00b1d-382c-7e68-bbed-30ee323627a7
 store=$res/kindex.db
 k() { "$d/bin/kindex" "$@"; }
-summary() { echo "$*" | tee -a "$res/summary.txt"; }
-start=$SECONDS
 
 {
   date -u +%FT%TZ
   git -C "$repo" rev-parse HEAD 2>/dev/null
   nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv
 } > "$res/environment.txt" 2>&1
-if [[ -f $repo/.devcarry/flashinfer/install.sh ]]; then
-  FISITE=$scratch/fisite FIWS=${FIWS:-/tmp/fiws} PYTHON=$KINDEX_PYTHON bash "$repo/.devcarry/flashinfer/install.sh" \
-    > "$res/flashinfer_install.log" 2>&1
-  # shellcheck disable=SC1091
-  source "$scratch/fisite/env.sh"
-fi
+install_flashinfer "${FIWS:-/tmp/fiws}"
 
 # 1. The index, and what is followed.
 k import --store "$store" "$repo/tests/data/kernelindex/export-slice-gqa.jsonl.zst" > "$res/import.txt" 2>&1
@@ -116,6 +104,4 @@ for page in sys.argv[1:]:
     for row in re.findall(r"<tr>(.*?)</tr>", table.group(0) if table else ""):
         print(" | ".join(re.sub(r"<[^>]*>", "", cell).strip() for cell in re.findall(r"<t[hd][^>]*>(.*?)</t[hd]>", row)))
 EOF
-summary "total: $((SECONDS - start)) s"
-tar -C "$(dirname "$res")" -czf "$out/attest_device.tar.gz" attest_device
-cp "$res/summary.txt" "$out/summary.txt"
+pack

@@ -15,16 +15,9 @@
 # workloads, torch.compile's on-disk cache hits and misses, warm-up processes).
 #   bash results/runner/run_peers_device.sh
 set -uo pipefail
-repo=$(cd "$(dirname "$0")/../.." && pwd)
-d=$(realpath "${KINDEX_DEVCARRY:-$repo/.devcarry/peers}")
-out=${OUT:-/tmp/peers-out}
-res=$(mktemp -d)/peers_device
-mkdir -p "$out" "$res"
-scratch=$(mktemp -d)
-export KINDEX_PYTHON=${PYTHON:-python3}
+# shellcheck source=device_run.sh
+source "$(dirname "$0")/device_run.sh" peers
 budget=${BUDGET_S:-530}  # the whole call, in seconds
-start=$SECONDS
-summary() { echo "$*" | tee -a "$res/summary.txt"; }
 
 # The machine's CPU time so far (user + nice + system + irq + softirq, all processes), in clock ticks. /usr/bin/time
 # counts the processes that are waited for: all of kindex's when it ends on its own, but not those killed when a
@@ -97,12 +90,7 @@ EOF
 } > "$res/environment.txt" 2>&1
 
 # FlashInfer with its JIT cache in a folder of this call's own (FIWS: empty, so step 1 is cold).
-if [[ -f $repo/.devcarry/flashinfer/install.sh ]]; then
-  FISITE=$scratch/fisite FIWS=$scratch/fiws PYTHON=$KINDEX_PYTHON bash "$repo/.devcarry/flashinfer/install.sh" \
-    > "$res/flashinfer_install.log" 2>&1
-  # shellcheck disable=SC1091
-  source "$scratch/fisite/env.sh"
-fi
+install_flashinfer "$scratch/fiws"
 "$KINDEX_PYTHON" -c "import flashinfer; print('flashinfer', flashinfer.__version__)" >> "$res/environment.txt" 2>&1
 summary "setup: $((SECONDS - start)) s; $(grep -E '^(NVIDIA|cores|torch|python|flashinfer)' "$res/environment.txt" | tr '\n' ' ')"
 
@@ -139,6 +127,4 @@ for pass in cold warm; do
   summary "--- main job, $pass"
   sed -n '/kindex beside/,$p' "$res/main_job_$pass.txt" | tee -a "$res/summary.txt"
 done
-summary "total: $((SECONDS - start)) s"
-tar -C "$(dirname "$res")" -czf "$out/peers_device.tar.gz" peers_device
-cp "$res/summary.txt" "$out/summary.txt"
+pack

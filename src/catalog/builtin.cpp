@@ -292,6 +292,12 @@ std::vector<std::string> list_builtin() {
   return names;
 }
 
+const std::vector<std::string>& seed_problems() {
+  static const std::vector<std::string> names = {"gqa_paged_decode_h32_kv4_d128_ps1",
+                                                 "gqa_paged_decode_h24_kv4_d128_ps64", std::string(kSolGqaRopeBackward)};
+  return names;
+}
+
 std::optional<Definition> find_builtin(std::string_view name) {
   if (const Problem* p = find_bundled(name)) return p->definition;
   if (auto params = parse_decode_name(name)) return decode_definition(*params);

@@ -34,6 +34,9 @@ bool is_sol_gqa_rope_backward(const Definition& def);
 
 // Bundled definition names: the 17 upstream decode definitions, then the SOL problem.
 std::vector<std::string> list_builtin();
+// The seed problems: what the main job (`kindex` with no arguments) runs and the CPU benchmarks measure, the two
+// decode definitions of protocols.md (h32_kv4_d128_ps1, h24_kv4_d128_ps64) and SOL L2/003.
+const std::vector<std::string>& seed_problems();
 // A bundled definition by name (the SOL one also as "L2/003_grouped_query_attention_with_rope_backward"),
 // or the generated definition for any other valid decode-family name; nullopt otherwise.
 std::optional<Definition> find_builtin(std::string_view name);

@@ -6,6 +6,7 @@
 namespace kindex::catalog {
 
 std::string_view source_name(Source s) { return s == Source::flashinfer_bench ? "flashinfer-bench" : "sol-execbench"; }
+int correctness_rounds(Source s) { return s == Source::flashinfer_bench ? 3 : 10; }
 
 const Axis* Definition::axis(const std::string& n) const {
   for (const auto& [name, a] : axes)

@@ -17,6 +17,8 @@ namespace kindex::catalog {
 // Where a definition's semantics come from; picks the comparator, trial count and timing defaults.
 enum class Source { flashinfer_bench, sol_execbench };
 std::string_view source_name(Source s);  // "flashinfer-bench", "sol-execbench"
+// The correctness rounds the source's harness runs on each workload: FlashInfer-Bench 3, SOL-ExecBench 10.
+int correctness_rounds(Source s);
 
 struct Axis {
   enum class Kind { constant, variable, expression } kind = Kind::variable;

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <initializer_list>
 #include <limits>
 #include <variant>
 
@@ -150,17 +151,30 @@ class Parser {
     return n;
   }
 
+  // One left-associative precedence level: operands parsed by `operand`, joined by any operator of `ops`.
+  struct BinaryOp {
+    const char* text;
+    Op op;
+  };
+  Node parse_left_assoc(Node (Parser::*operand)(), std::initializer_list<BinaryOp> ops) {
+    Node lhs = (this->*operand)();
+    for (;;) {
+      const BinaryOp* found = nullptr;
+      for (const BinaryOp& o : ops)
+        if (accept(o.text)) {
+          found = &o;
+          break;
+        }
+      if (!found) return lhs;
+      lhs = make(found->op, {lhs, (this->*operand)()});
+    }
+  }
+
   Node parse_or() {
     DepthGuard guard(*this);
-    Node lhs = parse_and();
-    while (accept("or")) lhs = make(Op::or_, {lhs, parse_and()});
-    return lhs;
+    return parse_left_assoc(&Parser::parse_and, {{"or", Op::or_}});
   }
-  Node parse_and() {
-    Node lhs = parse_not();
-    while (accept("and")) lhs = make(Op::and_, {lhs, parse_not()});
-    return lhs;
-  }
+  Node parse_and() { return parse_left_assoc(&Parser::parse_not, {{"and", Op::and_}}); }
   Node parse_not() {
     DepthGuard guard(*this);
     if (accept("not")) return make(Op::not_, {parse_not()});
@@ -181,31 +195,10 @@ class Parser {
     if (n->cmp_ops.empty()) return first;
     return n;
   }
-  Node parse_arith() {
-    Node lhs = parse_term();
-    for (;;) {
-      if (accept("+"))
-        lhs = make(Op::add, {lhs, parse_term()});
-      else if (accept("-"))
-        lhs = make(Op::sub, {lhs, parse_term()});
-      else
-        return lhs;
-    }
-  }
+  Node parse_arith() { return parse_left_assoc(&Parser::parse_term, {{"+", Op::add}, {"-", Op::sub}}); }
   Node parse_term() {
-    Node lhs = parse_unary();
-    for (;;) {
-      if (accept("*"))
-        lhs = make(Op::mul, {lhs, parse_unary()});
-      else if (accept("//"))
-        lhs = make(Op::floordiv, {lhs, parse_unary()});
-      else if (accept("/"))
-        lhs = make(Op::div, {lhs, parse_unary()});
-      else if (accept("%"))
-        lhs = make(Op::mod, {lhs, parse_unary()});
-      else
-        return lhs;
-    }
+    return parse_left_assoc(&Parser::parse_unary,
+                            {{"*", Op::mul}, {"//", Op::floordiv}, {"/", Op::div}, {"%", Op::mod}});
   }
   Node parse_unary() {
     DepthGuard guard(*this);

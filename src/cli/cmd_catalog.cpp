@@ -17,7 +17,6 @@
 #include "catalog/loader.hpp"
 #include "cli/commands.hpp"
 #include "core/error.hpp"
-#include "runner/session.hpp"
 
 namespace kindex::cli {
 
@@ -129,10 +128,10 @@ int check_command(const std::string& path, const std::string& workloads_file) {
   return errors.empty() ? 0 : 1;
 }
 
-// The main job's decode problems (runner::seed_problems without the SOL one).
+// The main job's decode problems (catalog::seed_problems without the SOL one).
 std::vector<std::string> seed_decode_problems() {
   std::vector<std::string> names;
-  for (const std::string& name : runner::seed_problems())
+  for (const std::string& name : seed_problems())
     if (auto def = find_builtin(name); def && decode_family_params(*def)) names.push_back(name);
   return names;
 }

@@ -101,7 +101,6 @@ SetUpRecord prepare_runs(const std::string& spec, const std::vector<const WorkIt
 // order; each step below is one method.
 class Bench {
  public:
-  using OnResult = std::function<void(const RunResult&, const Environment&)>;
   Bench(const std::vector<WorkItem>& items, const BenchOptions& options, const OnResult& on_result)
       : items_(items), options_(options), on_result_(on_result) {}
 
@@ -533,7 +532,6 @@ BenchReport Bench::finish() {
 // that stopped it). This process feeds the results to on_result as they come and lists them in the jobs' order.
 class Spread {
  public:
-  using OnResult = std::function<void(const RunResult&, const Environment&)>;
   Spread(const std::vector<WorkItem>& items, const BenchOptions& options, const OnResult& on_result)
       : items_(items), options_(options), on_result_(on_result) {}
   BenchReport run();
@@ -753,8 +751,7 @@ std::vector<Job> plan_jobs(const std::vector<WorkItem>& items, const BenchOption
 
 // The bench as named steps: which jobs, what the implementations are (and the environment), which cannot run here,
 // the solutions' and peers' set-ups started in their own workers, the runs one at a time, the report.
-BenchReport run_bench(const std::vector<WorkItem>& items, const BenchOptions& options,
-                      const std::function<void(const RunResult&, const Environment&)>& on_result) {
+BenchReport run_bench(const std::vector<WorkItem>& items, const BenchOptions& options, const OnResult& on_result) {
   if (!options.gpus.empty()) return Spread(items, options, on_result).run();
   Bench bench(items, options, on_result);
   bench.plan_jobs();

@@ -76,7 +76,7 @@ std::vector<Job> plan_jobs(const std::vector<WorkItem>& items, const BenchOption
 // the run's environment (with BenchOptions::gpus, the environment of the GPU it ran on; it may be called with the
 // results of several GPUs in the order they end, never at once). The report lists the results in the jobs' order
 // whatever the GPUs.
-BenchReport run_bench(const std::vector<WorkItem>& items, const BenchOptions& options,
-                      const std::function<void(const RunResult&, const Environment&)>& on_result = {});
+using OnResult = std::function<void(const RunResult&, const Environment&)>;
+BenchReport run_bench(const std::vector<WorkItem>& items, const BenchOptions& options, const OnResult& on_result = {});
 
 }  // namespace kindex::runner

@@ -14,13 +14,6 @@
 
 namespace kindex::runner {
 
-const std::vector<std::string>& seed_problems() {
-  static const std::vector<std::string> names = {"gqa_paged_decode_h32_kv4_d128_ps1",
-                                                 "gqa_paged_decode_h24_kv4_d128_ps64",
-                                                 std::string(catalog::kSolGqaRopeBackward)};
-  return names;
-}
-
 bool probe_gpu() { return probe_gpu_count() > 0; }
 
 int probe_gpu_count() {
@@ -37,7 +30,7 @@ int probe_gpu_count() {
 
 SessionOptions main_job_options(bool gpu) {
   SessionOptions s;
-  s.problems = seed_problems();
+  s.problems = catalog::seed_problems();
   s.output.out_dir = "kindex-results";
   s.output.store_uri = "sqlite:kindex-results/kindex.db";
   if (gpu) {

@@ -39,7 +39,6 @@ int probe_gpu_count();
 // variants on the decode problems, torch.compile on L2/003; the table gives kindex beside the fastest, and names
 // the peers not installed). Without: the CPU reference on the small workloads, each round checked against a second
 // independent call on fresh inputs (a determinism check), timed with the wall clock.
-SessionOptions main_job_options(bool gpu);
-const std::vector<std::string>& seed_problems();
+SessionOptions main_job_options(bool gpu);  // on catalog::seed_problems()
 
 }  // namespace kindex::runner

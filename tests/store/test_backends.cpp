@@ -62,6 +62,18 @@ nlohmann::json stable(nlohmann::json j) {
   return j;
 }
 
+// Runs `scenario` on a fresh store of each backend and expects the same answer from both (as stable() leaves it).
+void expect_same_answers(std::vector<std::unique_ptr<Store>> stores,
+                         const std::function<nlohmann::json(Store&)>& scenario) {
+  std::vector<nlohmann::json> answers;
+  for (auto& store : stores) {
+    SCOPED_TRACE(store->backend());
+    answers.push_back(stable(scenario(*store)));
+  }
+  ASSERT_EQ(answers.size(), 2u);
+  EXPECT_EQ(answers[0], answers[1]);
+}
+
 // A run of the example chain as its source reported it: the original the reruns re-measure.
 RecordResult record_reported(Store& store) {
   OwnRun reported = test::example_run(9000, 1);
@@ -115,55 +127,43 @@ TEST_F(Backends, ServingSliceGivesTheSameAnswers) {
 }
 
 TEST_F(Backends, RecordsAndRetractionsBehaveAlike) {
-  auto s = stores("records");
-  std::vector<nlohmann::json> answers;
-  for (auto& store : s) {
-    SCOPED_TRACE(store->backend());
-    auto a = store->record_run(test::example_run(9000, 1, true, {9000, 9010}, 1));
-    auto b = store->record_run(test::example_run(8000, 2, false, {}, 2));
+  expect_same_answers(stores("records"), [](Store& store) {
+    auto a = store.record_run(test::example_run(9000, 1, true, {9000, 9010}, 1));
+    auto b = store.record_run(test::example_run(8000, 2, false, {}, 2));
     EXPECT_TRUE(b.new_record);
-    EXPECT_FALSE(store->record_run(test::example_run(8000, 2, false, {}, 2)).inserted);
-    store->retract_run(b.run_id, "bad", "2026-09-01T00:00:00Z");
-    auto r = records(*store);
+    EXPECT_FALSE(store.record_run(test::example_run(8000, 2, false, {}, 2)).inserted);
+    store.retract_run(b.run_id, "bad", "2026-09-01T00:00:00Z");
+    auto r = records(store);
     EXPECT_EQ(r[0]["record"]["id"], a.run_id);
-    answers.push_back(stable(r));
-  }
-  EXPECT_EQ(answers[0], answers[1]);
+    return r;
+  });
 }
 
 TEST_F(Backends, RerunsLinkAndDeriveEvidenceAlike) {
-  auto s = stores("reruns");
-  std::vector<nlohmann::json> answers;
-  for (auto& store : s) {
-    SCOPED_TRACE(store->backend());
-    const RecordResult original = record_reported(*store);
-    store->record_run(test::rerun_of(original.run_digest, 2, "NVIDIA H200", true));
-    store->record_run(test::rerun_of(original.run_digest, 3, "NVIDIA H100 80GB HBM3", true));
+  expect_same_answers(stores("reruns"), [](Store& store) {
+    const RecordResult original = record_reported(store);
+    store.record_run(test::rerun_of(original.run_digest, 2, "NVIDIA H200", true));
+    store.record_run(test::rerun_of(original.run_digest, 3, "NVIDIA H100 80GB HBM3", true));
     OwnRun other = test::rerun_of(original.run_digest, 4, "NVIDIA H200", true);
     other.run["metadata"]["labels"][kSameImplementationLabel] = "false";
-    store->record_run(other);
-    const nlohmann::json v = run_view(*store, original.run_id);
+    store.record_run(other);
+    const nlohmann::json v = run_view(store, original.run_id);
     EXPECT_EQ(v["run"]["evidence"], "replicated");
     EXPECT_EQ(v["reruns"].size(), 3u);
-    answers.push_back(stable({{"run", v},
-                              {"workload", workload_view(*store, v["workloadId"].get<std::string>())},
-                              {"operation", operation_view(*store, "example_rmsnorm")}}));
-  }
-  ASSERT_EQ(answers.size(), 2u);
-  EXPECT_EQ(answers[0], answers[1]);
+    return nlohmann::json{{"run", v},
+                          {"workload", workload_view(store, v["workloadId"].get<std::string>())},
+                          {"operation", operation_view(store, "example_rmsnorm")}};
+  });
 }
 
 // Follows and the feed (store/feed.hpp) on both backends: each kind of follow selects its events, newest first; a
 // record that moves names its old and new holder and their ratio; a rerun its original.
 TEST_F(Backends, FollowsAndTheFeedAlike) {
-  auto s = stores("feed");
-  std::vector<nlohmann::json> answers;
-  for (auto& store : s) {
-    SCOPED_TRACE(store->backend());
-    const RecordResult original = store->record_run(test::example_run(9000, 1));
-    const RecordResult faster = store->record_run(test::example_run(8000, 2));
-    const RecordResult rerun = store->record_run(test::rerun_of(original.run_digest, 3, "NVIDIA H200", true));
-    auto events = [&](const FeedQuery& q = {}) { return feed(*store, q)["events"]; };
+  expect_same_answers(stores("feed"), [](Store& store) {
+    const RecordResult original = store.record_run(test::example_run(9000, 1));
+    const RecordResult faster = store.record_run(test::example_run(8000, 2));
+    const RecordResult rerun = store.record_run(test::rerun_of(original.run_digest, 3, "NVIDIA H200", true));
+    auto events = [&](const FeedQuery& q = {}) { return feed(store, q)["events"]; };
     auto kinds = [](const nlohmann::json& list) {
       std::multiset<std::string> out;
       for (const auto& e : list) out.insert(e["kind"].get<std::string>());
@@ -171,8 +171,8 @@ TEST_F(Backends, FollowsAndTheFeedAlike) {
     };
     EXPECT_TRUE(events().empty());  // nothing followed
 
-    EXPECT_TRUE(add_follow(*store, resolve_follow(*store, "operation", "example_rmsnorm")));
-    EXPECT_FALSE(add_follow(*store, resolve_follow(*store, "operation", "example_rmsnorm")));
+    EXPECT_TRUE(add_follow(store, resolve_follow(store, "operation", "example_rmsnorm")));
+    EXPECT_FALSE(add_follow(store, resolve_follow(store, "operation", "example_rmsnorm")));
     const nlohmann::json all = events();
     EXPECT_EQ(kinds(all), (std::multiset<std::string>{"new_run", "new_run", "rerun", "new_record", "new_record",
                                                       "record_change"}));
@@ -192,16 +192,16 @@ TEST_F(Backends, FollowsAndTheFeedAlike) {
     }
 
     // One GPU: the rerun and the record of its own cohort.
-    EXPECT_TRUE(remove_follow(*store, "operation", "example_rmsnorm"));
-    EXPECT_FALSE(remove_follow(*store, "operation", "example_rmsnorm"));
-    EXPECT_TRUE(add_follow(*store, resolve_follow(*store, "gpu", "H200")));
+    EXPECT_TRUE(remove_follow(store, "operation", "example_rmsnorm"));
+    EXPECT_FALSE(remove_follow(store, "operation", "example_rmsnorm"));
+    EXPECT_TRUE(add_follow(store, resolve_follow(store, "gpu", "H200")));
     EXPECT_EQ(kinds(events()), (std::multiset<std::string>{"rerun", "new_record"}));
     // One cohort, given without the store's follows.
     FeedQuery cohort;
-    cohort.only = resolve_follow(*store, "cohort", faster.comparison_key);
+    cohort.only = resolve_follow(store, "cohort", faster.comparison_key);
     EXPECT_EQ(kinds(events(cohort)), (std::multiset<std::string>{"new_run", "new_run", "new_record", "record_change"}));
     FeedQuery project;
-    project.only = resolve_follow(*store, "project", "kindex");
+    project.only = resolve_follow(store, "project", "kindex");
     EXPECT_EQ(events(project).size(), all.size());
     // --since: a date, a date-time; nothing yet in the future.
     project.since = "2000-01-01";
@@ -214,19 +214,17 @@ TEST_F(Backends, FollowsAndTheFeedAlike) {
     project.since = "";
     EXPECT_EQ(events(project).size(), 2u);
 
-    EXPECT_THROW(resolve_follow(*store, "planet", "mars"), Error);
-    EXPECT_THROW(resolve_follow(*store, "operation", "no-such-operation"), Error);
-    EXPECT_THROW(resolve_follow(*store, "cohort", "sha256:" + std::string(64, '0')), Error);
-    EXPECT_THROW(resolve_follow(*store, "project", "nobody"), Error);
-    EXPECT_EQ(follows(*store).size(), 1u);
+    EXPECT_THROW(resolve_follow(store, "planet", "mars"), Error);
+    EXPECT_THROW(resolve_follow(store, "operation", "no-such-operation"), Error);
+    EXPECT_THROW(resolve_follow(store, "cohort", "sha256:" + std::string(64, '0')), Error);
+    EXPECT_THROW(resolve_follow(store, "project", "nobody"), Error);
+    EXPECT_EQ(follows(store).size(), 1u);
 
     // In one order for the comparison (events of one instant may be listed in either order).
     nlohmann::json sorted = all;
     std::sort(sorted.begin(), sorted.end(), [](const nlohmann::json& a, const nlohmann::json& b) { return a["id"] < b["id"]; });
-    answers.push_back(stable(sorted));
-  }
-  ASSERT_EQ(answers.size(), 2u);
-  EXPECT_EQ(answers[0], answers[1]);
+    return sorted;
+  });
 }
 
 // Signed attestations of reruns (store/attestations.hpp) on both backends: what a rerun attests to is read from the

@@ -339,7 +339,7 @@ RunPlan plan_run(RunResult& r, const WorkItem& item, const std::string& impl_spe
   else
     p.timing_ref = (p.timing_ref_owned = make_implementation(r.timing_reference)).get();
 
-  const int default_rounds = fib ? 3 : 10;
+  const int default_rounds = catalog::correctness_rounds(def.source);
   r.rounds_requested = o.trials.value_or(default_rounds);
   if (r.rounds_requested < default_rounds)
     add_note(r.message, "correctness rounds reduced to " + std::to_string(r.rounds_requested) + " (the source uses " +

@@ -264,15 +264,10 @@ class SolutionImplementation final : public Implementation, public RoundRunner {
   TimingSamples time_round(const TimingProtocol& p, bool fresh_addresses, bool prefer_cupti) override {
     bool dead = false;
     try {
-      json reply = process(&dead).request({{"op", "time"},
-                                           {"protocol",
-                                            {{"untimed", p.untimed},
-                                             {"warmup", p.warmup},
-                                             {"iterations", p.iterations},
-                                             {"cold_l2", p.cold_l2},
-                                             {"prefer_cupti", prefer_cupti}}},
-                                           {"fresh_addresses", fresh_addresses}},
-                                          &dead);
+      json protocol = protocol_json(p);
+      protocol["prefer_cupti"] = prefer_cupti;
+      json reply = process(&dead).request(
+          {{"op", "time"}, {"protocol", protocol}, {"fresh_addresses", fresh_addresses}}, &dead);
       TimingSamples t;
       t.ns = reply.at("ns").get<std::vector<double>>();
       t.timer = reply.value("timer", "");

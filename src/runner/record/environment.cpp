@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "runner/measurement.hpp"
+#include "runner/record/json_fields.hpp"
 #include "core/parallel.hpp"
 #include "kindex/kindex.h"
 
@@ -214,71 +215,18 @@ Environment capture_environment() {
   return e;
 }
 
-nlohmann::json Environment::to_json() const {
-  nlohmann::json j = {{"has_gpu", has_gpu},
-                      {"gpu_name", gpu_name},
-                      {"gpu_uuid", gpu_uuid},
-                      {"architecture", architecture},
-                      {"sm_count", sm_count},
-                      {"memory_bytes", memory_bytes},
-                      {"l2_bytes", l2_bytes},
-                      {"sm_clock_mhz", sm_clock_mhz},
-                      {"sm_clock_max_mhz", sm_clock_max_mhz},
-                      {"memory_clock_mhz", memory_clock_mhz},
-                      {"memory_clock_max_mhz", memory_clock_max_mhz},
-                      {"clock_source", clock_source},
-                      {"driver_version", driver_version},
-                      {"cuda_driver_version", cuda_driver_version},
-                      {"cuda_runtime_version", cuda_runtime_version},
-                      {"cuda_toolkit", cuda_toolkit},
-                      {"nvcc", nvcc},
-                      {"host_compiler", host_compiler},
-                      {"libraries", libraries},
-                      {"kindex_version", kindex_version},
-                      {"kindex_commit", kindex_commit},
-                      {"cpu_model", cpu_model},
-                      {"cpu_threads", cpu_threads},
-                      {"operating_system", operating_system},
-                      {"kernel", kernel}};
-  if (clocks_locked) j["clocks_locked"] = *clocks_locked;
-  if (persistence_mode) j["persistence_mode"] = *persistence_mode;
-  if (ecc_enabled) j["ecc_enabled"] = *ecc_enabled;
-  if (power_limit_watts) j["power_limit_watts"] = *power_limit_watts;
-  return j;
-}
+namespace {
 
-Environment Environment::from_json(const nlohmann::json& j) {
-  Environment e;
-  e.has_gpu = j.value("has_gpu", false);
-  e.gpu_name = j.value("gpu_name", "");
-  e.gpu_uuid = j.value("gpu_uuid", "");
-  e.architecture = j.value("architecture", "");
-  e.sm_count = j.value("sm_count", 0);
-  e.memory_bytes = j.value("memory_bytes", int64_t(0));
-  e.l2_bytes = j.value("l2_bytes", int64_t(0));
-  e.sm_clock_mhz = j.value("sm_clock_mhz", 0);
-  e.sm_clock_max_mhz = j.value("sm_clock_max_mhz", 0);
-  e.memory_clock_mhz = j.value("memory_clock_mhz", 0);
-  e.memory_clock_max_mhz = j.value("memory_clock_max_mhz", 0);
-  e.clock_source = j.value("clock_source", "");
-  e.driver_version = j.value("driver_version", "");
-  e.cuda_driver_version = j.value("cuda_driver_version", "");
-  e.cuda_runtime_version = j.value("cuda_runtime_version", "");
-  e.cuda_toolkit = j.value("cuda_toolkit", "");
-  e.nvcc = j.value("nvcc", "");
-  e.host_compiler = j.value("host_compiler", "");
-  e.libraries = j.value("libraries", std::map<std::string, std::string>{});
-  e.kindex_version = j.value("kindex_version", "");
-  e.kindex_commit = j.value("kindex_commit", "");
-  e.cpu_model = j.value("cpu_model", "");
-  e.cpu_threads = j.value("cpu_threads", 0);
-  e.operating_system = j.value("operating_system", "");
-  e.kernel = j.value("kernel", "");
-  if (j.contains("clocks_locked")) e.clocks_locked = j["clocks_locked"].get<bool>();
-  if (j.contains("persistence_mode")) e.persistence_mode = j["persistence_mode"].get<bool>();
-  if (j.contains("ecc_enabled")) e.ecc_enabled = j["ecc_enabled"].get<bool>();
-  if (j.contains("power_limit_watts")) e.power_limit_watts = j["power_limit_watts"].get<double>();
-  return e;
-}
+// Every member under its own name (the optional NVML settings only when known).
+constexpr auto kEnvironmentFields = KINDEX_JSON_FIELDS(
+    Environment, has_gpu, gpu_name, gpu_uuid, architecture, sm_count, memory_bytes, l2_bytes, sm_clock_mhz,
+    sm_clock_max_mhz, memory_clock_mhz, memory_clock_max_mhz, clock_source, driver_version, cuda_driver_version,
+    cuda_runtime_version, cuda_toolkit, nvcc, host_compiler, libraries, kindex_version, kindex_commit, cpu_model,
+    cpu_threads, operating_system, kernel, clocks_locked, persistence_mode, ecc_enabled, power_limit_watts);
+
+}  // namespace
+
+nlohmann::json Environment::to_json() const { return fields_to_json(*this, kEnvironmentFields); }
+Environment Environment::from_json(const nlohmann::json& j) { return fields_from_json<Environment>(j, kEnvironmentFields); }
 
 }  // namespace kindex::runner

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "runner/record/json_fields.hpp"
 #include "runner/record/json_number.hpp"
 
 namespace kindex::runner {
@@ -35,28 +36,33 @@ const StatusNames& names_of(RunStatus s) {
 std::string_view status_name(RunStatus s) { return names_of(s).name; }
 std::string_view trace_status_name(RunStatus s) { return names_of(s).trace_name; }
 
-json ImplementationInfo::to_json() const {
-  json j = {{"name", name}, {"language", language},       {"version", version},    {"path", path},
-            {"symbol", symbol}, {"description", description}, {"on_device", on_device}};
-  if (!interface.empty()) j["interface"] = interface;
-  if (!not_installed.empty()) j["not_installed"] = not_installed;
-  if (compile_cache_empty) j["compile_cache_empty"] = true;
-  return j;
+namespace {
+
+// Each record's plain members under their own names (json_fields.hpp); what is not plain is coded by hand below.
+constexpr auto kImplementationInfoFields = std::tuple_cat(
+    KINDEX_JSON_FIELDS(ImplementationInfo, name, language, version, path, symbol, description, on_device),
+    KINDEX_JSON_OPTIONAL_FIELDS(ImplementationInfo, interface, not_installed, compile_cache_empty));
+constexpr auto kRunResultFields = std::tuple_cat(
+    KINDEX_JSON_FIELDS(RunResult, definition, source, workload_uuid, axes, implementation, reference_implementation,
+                       timing_reference, message, seed, observed_at, wall_s),
+    KINDEX_JSON_OPTIONAL_FIELDS(RunResult, labels));
+constexpr auto kWorkCountFields =
+    KINDEX_JSON_FIELDS(WorkCount, declared_input_bytes, compulsory_bytes, referenced_bytes, flops);
+// All but compared_on, which the record carries beside "phases_s".
+constexpr auto kPhaseFields = KINDEX_JSON_FIELDS(PhaseTimes, setup, inputs, reference, implementation, compare, timing,
+                                                 reference_timing, record);
+constexpr auto kSetUpFields = KINDEX_JSON_FIELDS(SetUpRecord, status, wall_s, workloads, planned, compile_cache_hits,
+                                                 compile_cache_misses, warm_up_processes, message);
+
+}  // namespace
+
+json ImplementationInfo::to_json() const { return fields_to_json(*this, kImplementationInfoFields); }
+ImplementationInfo ImplementationInfo::from_json(const json& j) {
+  return fields_from_json<ImplementationInfo>(j, kImplementationInfoFields);
 }
 
-ImplementationInfo ImplementationInfo::from_json(const json& j) {
-  ImplementationInfo i;
-  i.name = j.value("name", "");
-  i.language = j.value("language", "");
-  i.version = j.value("version", "");
-  i.path = j.value("path", "");
-  i.symbol = j.value("symbol", "");
-  i.description = j.value("description", "");
-  i.on_device = j.value("on_device", true);
-  i.interface = j.value("interface", "");
-  i.not_installed = j.value("not_installed", "");
-  i.compile_cache_empty = j.value("compile_cache_empty", false);
-  return i;
+json protocol_json(const TimingProtocol& p) {
+  return {{"untimed", p.untimed}, {"warmup", p.warmup}, {"iterations", p.iterations}, {"cold_l2", p.cold_l2}};
 }
 
 namespace {
@@ -105,15 +111,7 @@ TimingResult TimingResult::from_json(const json& j) {
 }
 
 json RunResult::to_json() const {
-  json j = {{"definition", definition},
-            {"source", source},
-            {"workload_uuid", workload_uuid},
-            {"axes", axes},
-            {"implementation", implementation},
-            {"reference_implementation", reference_implementation},
-            {"timing_reference", timing_reference},
-            {"status", std::string(status_name(status))},
-            {"message", message},
+  json j = {{"status", std::string(status_name(status))},
             {"correctness",
              {{"comparator", comparator},
               {"check", check},
@@ -123,22 +121,12 @@ json RunResult::to_json() const {
               {"max_relative_error", json_number(max_rel_error)},
               {"matched_ratio", json_number(matched_ratio)},
               {"reports", reports}}},
-            {"protocol",
-             {{"untimed", protocol.untimed},
-              {"warmup", protocol.warmup},
-              {"iterations", protocol.iterations},
-              {"cold_l2", protocol.cold_l2},
-              {"on_device", timed_on_device}}},
+            {"protocol", protocol_json(protocol)},
             {"timing", timing.to_json(true)},
-            {"reference_timing", reference_timing.to_json(true)},
-            {"work",
-             {{"declared_input_bytes", work.declared_input_bytes},
-              {"compulsory_bytes", work.compulsory_bytes},
-              {"referenced_bytes", work.referenced_bytes},
-              {"flops", work.flops}}},
-            {"seed", seed},
-            {"observed_at", observed_at},
-            {"wall_s", wall_s}};
+            {"reference_timing", reference_timing.to_json(true)}};
+  write_fields(j, *this, kRunResultFields);
+  j["protocol"]["on_device"] = timed_on_device;
+  write_fields(j["work"], work, kWorkCountFields);
   if (headroom) j["floors"]["headroom_v1"] = floor_json(*headroom);
   if (kindex_floor) j["floors"]["kindex"] = floor_json(*kindex_floor);
   put_optional(j, "speedup_factor", speedup);
@@ -149,33 +137,18 @@ json RunResult::to_json() const {
   put_optional(j, "t_baseline_s", t_baseline_s);
   if (!t_baseline_source.empty()) j["t_baseline_source"] = t_baseline_source;
   put_optional(j, "plan_host_s", plan_host_s);
-  j["phases_s"] = {{"setup", phases.setup},
-                   {"inputs", phases.inputs},
-                   {"reference", phases.reference},
-                   {"implementation", phases.implementation},
-                   {"compare", phases.compare},
-                   {"timing", phases.timing},
-                   {"reference_timing", phases.reference_timing},
-                   {"record", phases.record}};
+  write_fields(j["phases_s"], phases, kPhaseFields);
   if (!phases.compared_on.empty()) j["compared_on"] = phases.compared_on;
-  if (!labels.empty()) j["labels"] = labels;
   return j;
 }
 
 RunResult RunResult::from_json(const json& j) {
   RunResult r;
-  r.definition = j.value("definition", "");
-  r.source = j.value("source", "");
-  r.workload_uuid = j.value("workload_uuid", "");
-  r.axes = j.value("axes", std::map<std::string, int64_t>{});
-  r.implementation = j.value("implementation", "");
-  r.reference_implementation = j.value("reference_implementation", "");
-  r.timing_reference = j.value("timing_reference", "");
+  read_fields(j, r, kRunResultFields);
   const std::string status = j.value("status", "runtime_error");
   for (RunStatus s : {RunStatus::passed, RunStatus::incorrect_numerical, RunStatus::runtime_error, RunStatus::timeout,
                       RunStatus::resource_exceeded})
     if (status_name(s) == status) r.status = s;
-  r.message = j.value("message", "");
   const json& c = j.at("correctness");
   r.comparator = c.value("comparator", "");
   r.check = c.value("check", "");
@@ -190,27 +163,10 @@ RunResult RunResult::from_json(const json& j) {
   r.timed_on_device = p.value("on_device", false);
   r.timing = TimingResult::from_json(j.at("timing"));
   r.reference_timing = TimingResult::from_json(j.at("reference_timing"));
-  const json& w = j.at("work");
-  r.work.declared_input_bytes = w.value("declared_input_bytes", 0.0);
-  r.work.compulsory_bytes = w.value("compulsory_bytes", 0.0);
-  r.work.referenced_bytes = w.value("referenced_bytes", 0.0);
-  r.work.flops = w.value("flops", 0.0);
-  r.seed = j.value("seed", uint64_t(0));
-  r.observed_at = j.value("observed_at", "");
-  r.wall_s = j.value("wall_s", 0.0);
+  read_fields(j.at("work"), r.work, kWorkCountFields);
   if (j.contains("plan_host_s") && j["plan_host_s"].is_number()) r.plan_host_s = j["plan_host_s"].get<double>();
-  if (const auto p = j.find("phases_s"); p != j.end() && p->is_object()) {
-    r.phases.setup = p->value("setup", 0.0);
-    r.phases.inputs = p->value("inputs", 0.0);
-    r.phases.reference = p->value("reference", 0.0);
-    r.phases.implementation = p->value("implementation", 0.0);
-    r.phases.compare = p->value("compare", 0.0);
-    r.phases.timing = p->value("timing", 0.0);
-    r.phases.reference_timing = p->value("reference_timing", 0.0);
-    r.phases.record = p->value("record", 0.0);
-  }
+  if (const auto p = j.find("phases_s"); p != j.end() && p->is_object()) read_fields(*p, r.phases, kPhaseFields);
   r.phases.compared_on = j.value("compared_on", "");
-  r.labels = j.value("labels", std::map<std::string, std::string>{});
   return r;
 }
 
@@ -227,29 +183,8 @@ json BenchReport::to_json() const {
   return j;
 }
 
-json SetUpRecord::to_json() const {
-  return {{"status", status},
-          {"wall_s", wall_s},
-          {"workloads", workloads},
-          {"planned", planned},
-          {"compile_cache_hits", compile_cache_hits},
-          {"compile_cache_misses", compile_cache_misses},
-          {"warm_up_processes", warm_up_processes},
-          {"message", message}};
-}
-
-SetUpRecord SetUpRecord::from_json(const json& j) {
-  SetUpRecord s;
-  s.status = j.value("status", "");
-  s.wall_s = j.value("wall_s", 0.0);
-  s.workloads = j.value("workloads", 0);
-  s.planned = j.value("planned", 0);
-  s.compile_cache_hits = j.value("compile_cache_hits", 0);
-  s.compile_cache_misses = j.value("compile_cache_misses", 0);
-  s.warm_up_processes = j.value("warm_up_processes", 0);
-  s.message = j.value("message", "");
-  return s;
-}
+json SetUpRecord::to_json() const { return fields_to_json(*this, kSetUpFields); }
+SetUpRecord SetUpRecord::from_json(const json& j) { return fields_from_json<SetUpRecord>(j, kSetUpFields); }
 
 bool BenchReport::any_correctness_failure() const {
   return std::any_of(results.begin(), results.end(), [](const RunResult& r) { return r.status != RunStatus::passed; });

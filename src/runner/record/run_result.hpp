@@ -43,6 +43,9 @@ struct ImplementationInfo {
   static ImplementationInfo from_json(const nlohmann::json& j);
 };
 
+// A timing protocol as records and the Python worker's "time" request spell it: untimed, warmup, iterations, cold_l2.
+nlohmann::json protocol_json(const TimingProtocol& p);
+
 struct TimingResult {
   std::string timer;  // cupti_activity | cuda_events | wall_clock
   std::string note;

@@ -2,7 +2,7 @@
 // over the keys the token sees, times V; lse is the base-2 log-sum-exp of the same logits. The version-2 variants
 // (kindex.h) straight from their definitions: k = k_scale * k_cache, v = v_scale * v_cache, the soft-cap
 // cap * tanh(s / cap), the causal limit and window of each of a request's q_len_per_req tokens, a sink as one more
-// logit with no value row, and the HND layout. Everything is computed in fp64 and the output rounded once to its
+// logit with no value row, the HND layout and fp8 caches (e4m3fn, e5m2; values widened exactly). Everything is computed in fp64 and the output rounded once to its
 // dtype, so the result is the correctly rounded exact answer (up to fp64 summation order), a stricter target than
 // the upstream fp32 PyTorch reference.
 #include <cmath>
@@ -51,7 +51,8 @@ void validate(const kindex_paged_decode_params& p) {
   }
   if (p.num_kv_indices > 0 && (!p.k_cache || !p.v_cache))
     fail(p.k_cache ? "v_cache" : "k_cache", "NULL", "is required when num_kv_indices > 0");
-  if (p.kv_format != KINDEX_KV_FORMAT_SAME_AS_Q) fail("kv_format", str(int(p.kv_format)), "not implemented here yet");
+  if (p.kv_format < KINDEX_KV_FORMAT_SAME_AS_Q || p.kv_format > KINDEX_KV_FORMAT_FP8_E5M2)
+    fail("kv_format", str(int(p.kv_format)), "must be SAME_AS_Q, FP8_E4M3 or FP8_E5M2");
   if (p.kv_layout != KINDEX_KV_LAYOUT_NHD && p.kv_layout != KINDEX_KV_LAYOUT_HND)
     fail("kv_layout", str(int(p.kv_layout)), "must be NHD or HND");
   if (!(std::isfinite(p.k_scale) && p.k_scale > 0)) fail("k_scale", str(p.k_scale), "must be finite and > 0");
@@ -139,13 +140,27 @@ void widen_row(const uint16_t* __restrict__ src, double* __restrict__ dst, int64
   for (int64_t d = 0; d < n; ++d) dst[d] = load<kDtype>(src, d);
 }
 
+// Row `row` (n elements from element offset `offset`) of a K or V cache in the params' kv_format, widened exactly.
+template <kindex_dtype kDtype>
+void widen_kv_row(const kindex_paged_decode_params& p, const void* cache, int64_t offset, double* dst, int64_t n) {
+  const auto* bytes = static_cast<const uint8_t*>(cache) + offset;
+  switch (p.kv_format) {
+    case KINDEX_KV_FORMAT_FP8_E4M3:
+      for (int64_t d = 0; d < n; ++d) dst[d] = fp8_e4m3_to_float(bytes[d]);
+      break;
+    case KINDEX_KV_FORMAT_FP8_E5M2:
+      for (int64_t d = 0; d < n; ++d) dst[d] = fp8_e5m2_to_float(bytes[d]);
+      break;
+    default:
+      widen_row<kDtype>(static_cast<const uint16_t*>(cache) + offset, dst, n);
+  }
+}
+
 template <kindex_dtype kDtype>
 void run(const kindex_paged_decode_params& p) {
   const int64_t batch = p.batch_size, hq = p.num_qo_heads, hkv = p.num_kv_heads, dim = p.head_dim;
   const int64_t group = hq / hkv, page_size = p.page_size, q_len = p.q_len_per_req;
   const auto* q = static_cast<const uint16_t*>(p.q);
-  const auto* k_cache = static_cast<const uint16_t*>(p.k_cache);
-  const auto* v_cache = static_cast<const uint16_t*>(p.v_cache);
   auto* out = static_cast<uint16_t*>(p.output);
   const double sm_scale = double(p.sm_scale) * double(p.k_scale), cap = p.logits_soft_cap, v_scale = p.v_scale;
   const double inv_ln2 = 1.0 / std::log(2.0), neg_inf = -std::numeric_limits<double>::infinity();
@@ -176,7 +191,7 @@ void run(const kindex_paged_decode_params& p) {
 
       scores.assign(size_t(tokens * rows), neg_inf);
       for (int64_t t = 0; t < tokens; ++t) {
-        widen_row<kDtype>(k_cache + kv_row(t), row.data(), dim);
+        widen_kv_row<kDtype>(p, p.k_cache, kv_row(t), row.data(), dim);
         for (int64_t r = 0; r < rows; ++r) {
           if (!sees(r, t)) continue;
           const double s = sm_scale * dot(&q_rows[r * dim], row.data(), dim);
@@ -201,7 +216,7 @@ void run(const kindex_paged_decode_params& p) {
 
       std::fill(acc.begin(), acc.end(), 0.0);
       for (int64_t t = 0; t < tokens; ++t) {
-        widen_row<kDtype>(v_cache + kv_row(t), row.data(), dim);
+        widen_kv_row<kDtype>(p, p.v_cache, kv_row(t), row.data(), dim);
         for (int64_t r = 0; r < rows; ++r)
           if (scores[t * rows + r] != 0.0) axpy(&acc[r * dim], scores[t * rows + r], row.data(), dim);
       }

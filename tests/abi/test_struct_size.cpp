@@ -145,6 +145,10 @@ TEST_F(StructSize, VersionOneDecodeParamsAreTakenWithTheNewFieldsAtTheirDefaults
   bad.q_len_per_req = 3;  // group 8 x 3 tokens: more rows than one 16-row tile
   EXPECT_EQ(KINDEX_STATUS_NOT_SUPPORTED, size(&bad, &ws));
   EXPECT_NE(std::string::npos, last_error().find("params.q_len_per_req = 3 with group size 8")) << last_error();
+  bad = full;
+  bad.pos_encoding = KINDEX_POS_ENCODING_ROPE_LLAMA;
+  EXPECT_EQ(KINDEX_STATUS_NOT_SUPPORTED, size(&bad, &ws));
+  EXPECT_NE(std::string::npos, last_error().find("params.pos_encoding = 1")) << last_error();
   kindex_paged_decode_params good = full;
   good.q_len_per_req = 2;
   good.kv_layout = KINDEX_KV_LAYOUT_HND;

@@ -692,6 +692,14 @@ TEST_F(Decode, BadArgumentsNameTheField) {
       {"params.k_cache", [](kindex_paged_decode_params& p) { p.k_cache = static_cast<const char*>(p.k_cache) + 2; }},
       {"params.kv_indices", [](kindex_paged_decode_params& p) { p.kv_indices = nullptr; }},
       {"params.output", [](kindex_paged_decode_params& p) { p.output = nullptr; }},
+      // The version-2 fields (the ABI test has the rest, and the variants refused as NOT_SUPPORTED).
+      {"params.v_scale", [](kindex_paged_decode_params& p) { p.v_scale = NAN; }},
+      {"params.logits_soft_cap", [](kindex_paged_decode_params& p) { p.logits_soft_cap = -2; }},
+      {"params.q_len_per_req", [](kindex_paged_decode_params& p) { p.q_len_per_req = 9; }},
+      {"params.sinks",  // misaligned
+       [](kindex_paged_decode_params& p) {
+         p.sinks = reinterpret_cast<const float*>(static_cast<const char*>(p.q) + 2);
+       }},
   };
   size_t bytes = 0;
   for (const auto& b : bads) {
@@ -845,44 +853,6 @@ TEST_F(Decode, OnlyVariantsNeedingItRunTheModifiedKernel) {
   }
 }
 
-// Variants not implemented yet are refused by name with NOT_SUPPORTED; bad variant values with INVALID_ARGUMENT.
-TEST_F(Decode, VariantErrorsNameTheField) {
-  const Case c = generated_case("args", KINDEX_DTYPE_BF16, 8, 2, 64, 16, 4, 500, 30, 9, false);
-  const HostInputs in = make_inputs(c);
-  ASSERT_EQ("", dev.upload(c, in));
-  const kindex_paged_decode_params good = dev.p;
-  struct Bad {
-    kindex_status status;
-    const char* field;
-    void (*apply)(kindex_paged_decode_params&);
-  };
-  const Bad bads[] = {
-      {KINDEX_STATUS_NOT_SUPPORTED, "params.q_len_per_req = 5 with group size 4",  // 20 rows > one 16-row tile
-       [](kindex_paged_decode_params& p) { p.q_len_per_req = 5; }},
-      {KINDEX_STATUS_INVALID_ARGUMENT, "params.q_len_per_req = 9",
-       [](kindex_paged_decode_params& p) { p.q_len_per_req = 9; }},
-      {KINDEX_STATUS_NOT_SUPPORTED, "params.kv_format = 1",
-       [](kindex_paged_decode_params& p) { p.kv_format = KINDEX_KV_FORMAT_FP8_E4M3; }},
-      {KINDEX_STATUS_NOT_SUPPORTED, "params.pos_encoding = 1",
-       [](kindex_paged_decode_params& p) { p.pos_encoding = KINDEX_POS_ENCODING_ROPE_LLAMA; }},
-      {KINDEX_STATUS_INVALID_ARGUMENT, "params.v_scale", [](kindex_paged_decode_params& p) { p.v_scale = NAN; }},
-      {KINDEX_STATUS_INVALID_ARGUMENT, "params.k_scale", [](kindex_paged_decode_params& p) { p.k_scale = -1; }},
-      {KINDEX_STATUS_INVALID_ARGUMENT, "params.logits_soft_cap",
-       [](kindex_paged_decode_params& p) { p.logits_soft_cap = -2; }},
-      {KINDEX_STATUS_INVALID_ARGUMENT, "params.kv_layout",
-       [](kindex_paged_decode_params& p) { p.kv_layout = kindex_kv_layout(3); }},
-      {KINDEX_STATUS_INVALID_ARGUMENT, "params.sinks",
-       [](kindex_paged_decode_params& p) { p.sinks = reinterpret_cast<const float*>(static_cast<const char*>(p.q) + 2); }},
-  };
-  for (const auto& b : bads) {
-    kindex_paged_decode_params p = good;
-    b.apply(p);
-    EXPECT_EQ(b.status, kindex_paged_decode(&p, dev.ws.get(1 << 20), 1 << 20, nullptr)) << b.field;
-    EXPECT_NE(std::string(kindex_last_error()).find(b.field), std::string::npos)
-        << "message: " << kindex_last_error() << " expected " << b.field;
-  }
-}
-
 // Small variant cases for compute-sanitizer: every head_dim, split and merged, HND, window, sinks, soft-cap.
 TEST_F(Decode, SanitizerSmallVariants) {
   SegmentsScope scope(dev, kMostSegments);
@@ -908,7 +878,7 @@ TEST_F(Decode, SeveralTokensPerRequestMatchTheReference) {
   const int dims[] = {64, 128, 256};
   const int page_sizes[] = {1, 16, 5};
   for (int q_len = 2; q_len <= 8; ++q_len) {
-    for (int group : {16 / q_len, 1 + (q_len % 3)}) {
+    for (int group : {16 / q_len, std::min(16 / q_len, 1 + q_len % 3)}) {
       const int d = dims[(q_len + group) % 3], ps = page_sizes[q_len % 3], hkv = 1 + group % 2;
       const int64_t n = ps == 1 ? 500 : std::max(24, 1000 / ps);
       for (int64_t segments : {int64_t(1), int64_t(0), kMostSegments}) {

@@ -469,3 +469,60 @@ TEST(PagedDecodeReference, BadVariantFieldsNameTheField) {
   const float bad_sinks[] = {0.0f, NAN};
   EXPECT_EQ("sinks[1]", field_of([&](auto& p) { p.sinks = bad_sinks; }));
 }
+
+TEST(PagedDecodeReference, Fp8ValuesDecodeExactly) {
+  EXPECT_EQ(fp8_e4m3_to_float(0x38), 1.0f);
+  EXPECT_EQ(fp8_e4m3_to_float(0xb8), -1.0f);
+  EXPECT_EQ(fp8_e4m3_to_float(0x7e), 448.0f);
+  EXPECT_EQ(fp8_e4m3_to_float(0x01), std::ldexp(1.0f, -9));
+  EXPECT_EQ(fp8_e4m3_to_float(0x07), 7 * std::ldexp(1.0f, -9));  // the largest subnormal
+  EXPECT_EQ(fp8_e4m3_to_float(0x08), std::ldexp(1.0f, -6));      // the smallest normal
+  EXPECT_EQ(fp8_e4m3_to_float(0x0f), 1.875f * std::ldexp(1.0f, -6));
+  EXPECT_TRUE(std::isnan(fp8_e4m3_to_float(0x7f)));
+  EXPECT_EQ(fp8_e5m2_to_float(0x3c), 1.0f);
+  EXPECT_EQ(fp8_e5m2_to_float(0x7b), 57344.0f);
+  EXPECT_EQ(fp8_e5m2_to_float(0x01), std::ldexp(1.0f, -16));
+  EXPECT_TRUE(std::isinf(fp8_e5m2_to_float(0x7c)));
+}
+
+// An fp8 cache decodes as the bf16 / fp16 cache of its values (every fp8 value is one exactly), scales and all.
+TEST(PagedDecodeReference, Fp8CacheEqualsTheCacheOfItsValues) {
+  for (kindex_kv_format format : {KINDEX_KV_FORMAT_FP8_E4M3, KINDEX_KV_FORMAT_FP8_E5M2}) {
+    for (DType dtype : {DType::bf16, DType::f16}) {
+      Problem wide({4, 2, 64, 16, dtype, {50, 0, 17}, true, 38});
+      const int64_t n = wide.k_cache.numel();
+      std::vector<uint8_t> k8(static_cast<size_t>(n)), v8(static_cast<size_t>(n));
+      for (int64_t i = 0; i < n; ++i) {
+        // Magnitudes 2^-3 .. 2^2 (exponent fields 4..9 of e4m3, 12..17 of e5m2), any sign and mantissa.
+        const auto draw = [&](uint64_t stream) {
+          const uint64_t h = mix64(mix64(stream) + uint64_t(i));
+          const int e = int(h % 6), m = int((h >> 8) & 7), sign = int((h >> 16) & 1) << 7;
+          return uint8_t(format == KINDEX_KV_FORMAT_FP8_E4M3 ? sign | (4 + e) << 3 | m : sign | (12 + e) << 2 | (m & 3));
+        };
+        k8[size_t(i)] = draw(1);
+        v8[size_t(i)] = draw(2);
+        const auto value = [&](uint8_t x) {
+          return format == KINDEX_KV_FORMAT_FP8_E4M3 ? fp8_e4m3_to_float(x) : fp8_e5m2_to_float(x);
+        };
+        wide.k_cache.set(i, value(k8[size_t(i)]));
+        wide.v_cache.set(i, value(v8[size_t(i)]));
+        ASSERT_EQ(wide.k_cache.get(i), value(k8[size_t(i)])) << "not exact in the dtype";
+      }
+      Problem narrow = wide;  // shares q (Tensor copies share data); its own output
+      narrow.output = Tensor(wide.output.dtype(), wide.output.shape());
+      Mods m;
+      m.k_scale = 0.7f;
+      m.v_scale = 1.3f;
+      m.window_left = 20;
+      reference::paged_decode(wide.params(m));
+      kindex_paged_decode_params p = narrow.params(m);
+      p.kv_format = format;
+      p.k_cache = k8.data();
+      p.v_cache = v8.data();
+      reference::paged_decode(p);
+      for (int64_t i = 0; i < wide.output.numel(); ++i)
+        ASSERT_EQ(wide.output.get(i), narrow.output.get(i)) << int(format) << " " << i;
+      EXPECT_EQ(wide.lse, narrow.lse);
+    }
+  }
+}

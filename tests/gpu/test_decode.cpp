@@ -73,6 +73,7 @@ struct Case {
   int window_left = -1;
   std::vector<float> sinks{};  // empty: none; else one per query head
   int q_len = 1;             // query tokens per request
+  kindex_kv_format kv_format = KINDEX_KV_FORMAT_SAME_AS_Q;
   int batch() const { return int(table.kv_indptr.size()) - 1; }
   int64_t num_kv_indices() const { return int64_t(table.kv_indices.size()); }
 };
@@ -82,8 +83,8 @@ struct Case {
 // output.
 struct HostInputs {
   std::vector<uint16_t> q;
-  std::unique_ptr<uint16_t[]> k, v;
-  size_t cache_elems = 0;
+  std::unique_ptr<uint8_t[]> k, v;  // bf16 / fp16 (2 bytes an element) or fp8 (1)
+  size_t cache_elems = 0, cache_bytes = 0;
 };
 
 uint16_t to_half_bits(kindex_dtype dtype, float x) {
@@ -97,16 +98,28 @@ float quick_normal(uint64_t seed, uint64_t stream, uint64_t i) {
   return float((s / 65536.0 - 2.0) * 1.7320508075688772);
 }
 
+// An fp8 value of magnitude 2^-3 .. 2^2 (exponent fields 4..9 of e4m3, 12..17 of e5m2), any sign and mantissa.
+uint8_t fp8_draw(kindex_kv_format format, uint64_t seed, uint64_t stream, uint64_t i) {
+  const uint64_t h = kindex::mix64(kindex::mix64(seed ^ stream) + i);
+  const int e = int(h % 6), m = int((h >> 8) & 7), sign = int((h >> 16) & 1) << 7;
+  return uint8_t(format == KINDEX_KV_FORMAT_FP8_E4M3 ? sign | (4 + e) << 3 | m : sign | (12 + e) << 2 | (m & 3));
+}
+
 HostInputs make_inputs(const Case& c) {
   HostInputs in;
   const int64_t row_elems = int64_t(c.num_kv_heads) * c.head_dim;
+  const bool fp8 = c.kv_format != KINDEX_KV_FORMAT_SAME_AS_Q;
   in.cache_elems = size_t(c.num_pages) * c.page_size * row_elems;
-  in.k.reset(new uint16_t[in.cache_elems]);
-  in.v.reset(new uint16_t[in.cache_elems]);
-  const uint16_t nan_bits = c.dtype == KINDEX_DTYPE_BF16 ? 0x7fc0 : 0x7e00;
-  kindex::parallel_for(int64_t(in.cache_elems), [&](int64_t b, int64_t e) {
-    std::fill(in.k.get() + b, in.k.get() + e, nan_bits);
-    std::fill(in.v.get() + b, in.v.get() + e, nan_bits);
+  in.cache_bytes = in.cache_elems * (fp8 ? 1 : 2);
+  in.k.reset(new uint8_t[in.cache_bytes]);
+  in.v.reset(new uint8_t[in.cache_bytes]);
+  // NaN everywhere first: 0x7f is NaN in e4m3 and in e5m2.
+  const uint16_t nan_bits = fp8 ? 0x7f7f : c.dtype == KINDEX_DTYPE_BF16 ? 0x7fc0 : 0x7e00;
+  auto* k16 = reinterpret_cast<uint16_t*>(in.k.get());
+  auto* v16 = reinterpret_cast<uint16_t*>(in.v.get());
+  kindex::parallel_for(int64_t(in.cache_bytes / 2), [&](int64_t b, int64_t e) {
+    std::fill(k16 + b, k16 + e, nan_bits);
+    std::fill(v16 + b, v16 + e, nan_bits);
   }, 1 << 20);
   // Referenced token rows (page * page_size + offset), filled with values that depend only on the element.
   std::vector<int64_t> rows;
@@ -127,8 +140,14 @@ HostInputs make_inputs(const Case& c) {
         const int64_t base = (hnd ? (page * c.num_kv_heads + kv) * c.page_size + slot
                                   : (page * c.page_size + slot) * c.num_kv_heads + kv) * c.head_dim;
         for (int64_t i = 0; i < c.head_dim; ++i) {
-          in.k[size_t(base + i)] = to_half_bits(c.dtype, quick_normal(c.seed, ks, uint64_t(base + i)));
-          in.v[size_t(base + i)] = to_half_bits(c.dtype, quick_normal(c.seed, vs, uint64_t(base + i)));
+          const size_t at = size_t(base + i);
+          if (fp8) {
+            in.k[at] = fp8_draw(c.kv_format, c.seed, ks, at);
+            in.v[at] = fp8_draw(c.kv_format, c.seed, vs, at);
+          } else {
+            k16[at] = to_half_bits(c.dtype, quick_normal(c.seed, ks, at));
+            v16[at] = to_half_bits(c.dtype, quick_normal(c.seed, vs, at));
+          }
         }
       }
     }
@@ -152,6 +171,7 @@ kindex_paged_decode_params host_params(const Case& c) {
   p.window_left = c.window_left;
   p.sinks = c.sinks.empty() ? nullptr : c.sinks.data();
   p.q_len_per_req = c.q_len;
+  p.kv_format = c.kv_format;
   return p;
 }
 
@@ -172,8 +192,8 @@ struct DeviceCase {
       return ptr;
     };
     p.q = put(q, in.q.data(), in.q.size() * 2);
-    p.k_cache = put(k, in.k.get(), in.cache_elems * 2);
-    p.v_cache = put(v, in.v.get(), in.cache_elems * 2);
+    p.k_cache = put(k, in.k.get(), in.cache_bytes);
+    p.v_cache = put(v, in.v.get(), in.cache_bytes);
     p.kv_indptr = static_cast<const int32_t*>(put(indptr, c.table.kv_indptr.data(), c.table.kv_indptr.size() * 4));
     p.kv_indices = static_cast<const int32_t*>(put(indices, c.table.kv_indices.data(), c.table.kv_indices.size() * 4));
     const auto& lens = c.table.kv_last_page_len;
@@ -752,7 +772,11 @@ std::vector<float> make_sinks(int hq, uint64_t seed) {
 }
 
 std::string describe_variant(const Case& c) {
-  return " [q_len " + std::to_string(c.q_len) + " " + std::string(c.layout == KINDEX_KV_LAYOUT_HND ? "HND" : "NHD") +
+  const char* format = c.kv_format == KINDEX_KV_FORMAT_FP8_E4M3   ? " e4m3"
+                       : c.kv_format == KINDEX_KV_FORMAT_FP8_E5M2 ? " e5m2"
+                                                                  : "";
+  return " [q_len " + std::to_string(c.q_len) + format + " " +
+         std::string(c.layout == KINDEX_KV_LAYOUT_HND ? "HND" : "NHD") +
          " k_scale " +
          std::to_string(c.k_scale) + " v_scale " + std::to_string(c.v_scale) + " cap " + std::to_string(c.soft_cap) +
          " window " + std::to_string(c.window_left) + (c.sinks.empty() ? "" : " sinks") + "]";
@@ -835,12 +859,14 @@ TEST_F(Decode, VariantsAtEverySegmentCount) {
   }
 }
 
-// The modified kernel is chosen only where a variant needs it: k_scale alone folds into sm_scale.
-TEST_F(Decode, OnlyVariantsNeedingItRunTheModifiedKernel) {
+// The modified kernel is chosen only where a variant needs it (k_scale alone folds into sm_scale); fp8 K/V take the
+// fp8 one.
+TEST_F(Decode, OnlyVariantsNeedingItRunTheModifiedKernels) {
+  using kindex::decode::KernelKind;
   kindex_paged_decode_params p = KINDEX_PAGED_DECODE_PARAMS_INIT;
-  EXPECT_FALSE(kindex::decode::modified_variant(p));
+  EXPECT_EQ(KernelKind::plain, kindex::decode::kernel_kind(p));
   p.k_scale = 3;
-  EXPECT_FALSE(kindex::decode::modified_variant(p));
+  EXPECT_EQ(KernelKind::plain, kindex::decode::kernel_kind(p));
   for (auto set : {+[](kindex_paged_decode_params& q) { q.v_scale = 2; },
                    +[](kindex_paged_decode_params& q) { q.logits_soft_cap = 1; },
                    +[](kindex_paged_decode_params& q) { q.window_left = 0; },
@@ -849,7 +875,51 @@ TEST_F(Decode, OnlyVariantsNeedingItRunTheModifiedKernel) {
                    +[](kindex_paged_decode_params& q) { static const float s = 0; q.sinks = &s; }}) {
     kindex_paged_decode_params q = KINDEX_PAGED_DECODE_PARAMS_INIT;
     set(q);
-    EXPECT_TRUE(kindex::decode::modified_variant(q));
+    EXPECT_EQ(KernelKind::modified, kindex::decode::kernel_kind(q));
+  }
+  for (kindex_kv_format format : {KINDEX_KV_FORMAT_FP8_E4M3, KINDEX_KV_FORMAT_FP8_E5M2}) {
+    p = KINDEX_PAGED_DECODE_PARAMS_INIT;
+    p.kv_format = format;
+    EXPECT_EQ(KernelKind::fp8, kindex::decode::kernel_kind(p));
+  }
+}
+
+// fp8 K/V (e4m3, e5m2) into bf16 and fp16 decodes: every head_dim, groups, page sizes, adversarial tables, one
+// segment, the cost model's split and the most segments, alone (scales 1), with k_scale / v_scale, and with
+// everything else at once (window, soft-cap, sinks, HND, several tokens).
+TEST_F(Decode, Fp8CachesMatchTheReference) {
+  const int dims[] = {64, 128, 256};
+  const int page_sizes[] = {1, 16, 7};
+  int i = 0;
+  for (kindex_kv_format format : {KINDEX_KV_FORMAT_FP8_E4M3, KINDEX_KV_FORMAT_FP8_E5M2}) {
+    for (int d : dims) {
+      for (int mods = 0; mods < 3; ++mods) {
+        ++i;
+        const int ps = page_sizes[i % 3], hkv = 1 + i % 2, group = mods == 2 ? 4 : 1 + (7 * i) % 16;
+        const int64_t n = ps == 1 ? 800 : std::max(24, 1600 / ps);
+        for (int64_t segments : {int64_t(1), int64_t(0), kMostSegments}) {
+          SegmentsScope scope(dev, segments);
+          Case c = generated_case("fp8 d" + std::to_string(d) + " group " + std::to_string(group) + " ps" +
+                                      std::to_string(ps) + " segments " + std::to_string(segments),
+                                  i % 2 ? KINDEX_DTYPE_FP16 : KINDEX_DTYPE_BF16, group * hkv, hkv, d, ps, 8,
+                                  40 * n + 500, n, 500 + i, true);
+          c.kv_format = format;
+          if (mods >= 1) {
+            c.k_scale = 0.37f;
+            c.v_scale = 2.5f;
+          }
+          if (mods == 2) {
+            c.layout = KINDEX_KV_LAYOUT_HND;
+            c.window_left = 45;
+            c.soft_cap = 20;
+            c.sinks = make_sinks(c.num_qo_heads, c.seed);
+            c.q_len = 3;
+          }
+          c.name += describe_variant(c);
+          EXPECT_EQ("", check_case(c, dev));
+        }
+      }
+    }
   }
 }
 
@@ -865,6 +935,9 @@ TEST_F(Decode, SanitizerSmallVariants) {
     c.window_left = 9;
     c.sinks = make_sinks(c.num_qo_heads, c.seed);
     c.q_len = 2;
+    EXPECT_EQ("", check_case(c, dev));
+    c.kv_format = d == 128 ? KINDEX_KV_FORMAT_FP8_E4M3 : KINDEX_KV_FORMAT_FP8_E5M2;
+    c.name += " fp8";
     EXPECT_EQ("", check_case(c, dev));
   }
 }

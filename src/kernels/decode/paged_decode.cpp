@@ -55,7 +55,6 @@ void check_variant(const kindex_paged_decode_params& p) {
     bad("rope_scale", std::to_string(p.rope_scale), "must be finite and > 0");
   if (!(std::isfinite(p.rope_theta) && p.rope_theta > 0))
     bad("rope_theta", std::to_string(p.rope_theta), "must be finite and > 0");
-  if (p.kv_format != KINDEX_KV_FORMAT_SAME_AS_Q) not_yet("kv_format", std::to_string(int(p.kv_format)));
   if (p.pos_encoding != KINDEX_POS_ENCODING_NONE) not_yet("pos_encoding", std::to_string(int(p.pos_encoding)));
 }
 
@@ -100,13 +99,13 @@ DeviceLimits device_limits() {
 
 // Resident CTAs of the main kernel on all SMs of the current device, cached per (device, configuration). Also
 // raises the kernel's shared-memory limit on this device, once: launches rely on it.
-int resident_ctas(const DeviceLimits& device, kindex_dtype dtype, int head_dim, int stages, bool modified) {
+int resident_ctas(const DeviceLimits& device, kindex_dtype dtype, int head_dim, int stages, KernelKind kind) {
   static std::mutex mutex;
-  static std::map<std::tuple<int, int, int, int, bool>, int> cache;
-  const auto key = std::make_tuple(device.device, int(dtype), head_dim, stages, modified);
+  static std::map<std::tuple<int, int, int, int, int>, int> cache;
+  const auto key = std::make_tuple(device.device, int(dtype), head_dim, stages, int(kind));
   std::lock_guard<std::mutex> lock(mutex);
   if (auto it = cache.find(key); it != cache.end()) return it->second;
-  const int ctas = device.sms * detail::ctas_per_sm(dtype, head_dim, stages, modified);
+  const int ctas = device.sms * detail::ctas_per_sm(dtype, head_dim, stages, kind);
   cache[key] = ctas;
   return ctas;
 }
@@ -175,9 +174,11 @@ CostModel device_cost(const DeviceLimits& device) {
 
 }  // namespace
 
-bool modified_variant(const kindex_paged_decode_params& p) {
-  return p.v_scale != 1.0f || p.logits_soft_cap != 0 || p.window_left >= 0 || p.sinks ||
-         p.kv_layout != KINDEX_KV_LAYOUT_NHD || p.q_len_per_req != 1;
+KernelKind kernel_kind(const kindex_paged_decode_params& p) {
+  if (p.kv_format != KINDEX_KV_FORMAT_SAME_AS_Q) return KernelKind::fp8;
+  const bool modified = p.v_scale != 1.0f || p.logits_soft_cap != 0 || p.window_left >= 0 || p.sinks ||
+                        p.kv_layout != KINDEX_KV_LAYOUT_NHD || p.q_len_per_req != 1;
+  return modified ? KernelKind::modified : KernelKind::plain;
 }
 
 int64_t choose_segments(const CostModel& cost, int64_t kv_bytes, int64_t batch, int64_t kv_heads,
@@ -233,11 +234,12 @@ LaunchShape launch_shape(const kindex_paged_decode_params& p, const ShapeOverrid
                                      "needs " + std::to_string(detail::ring_smem_bytes(p.head_dim, 2)) +
                                          " bytes of shared memory per CTA; this device allows " +
                                          std::to_string(limit)));
-  shape.modified = modified_variant(p);
-  const int64_t slots = resident_ctas(device, p.dtype, p.head_dim, shape.stages, shape.modified);
+  shape.kind = kernel_kind(p);
+  const int64_t slots = resident_ctas(device, p.dtype, p.head_dim, shape.stages, shape.kind);
   // One wave: S segments x num_kv_heads CTAs all resident, so the merge can follow a grid-wide barrier.
   const int64_t max_segments = std::max<int64_t>(1, slots / p.num_kv_heads);
-  const int64_t token_bytes = int64_t(p.head_dim) * 2 * 2;  // K and V of one token and KV head
+  const int64_t element_bytes = p.kv_format == KINDEX_KV_FORMAT_SAME_AS_Q ? 2 : 1;
+  const int64_t token_bytes = int64_t(p.head_dim) * 2 * element_bytes;  // K and V of one token and KV head
   const int64_t kv_bytes = p.num_kv_indices * p.page_size * p.num_kv_heads * token_bytes;
   const CostModel cost = device_cost(device);
   if (p.num_kv_indices > 0)

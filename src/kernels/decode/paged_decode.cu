@@ -15,6 +15,12 @@
 // CTA piece each warp parks its (m, l, O) in the ring stage it consumed last, per-row weights are reduced once and
 // the warps merge in fixed order (deterministic), writing the output or a split-KV partial. Split sequences are
 // merged in the same kernel after a grid-wide barrier (merge_split), their rows dealt to the CTAs by the plan.
+//
+// The version-2 variants (kindex.h) run in the same kernel compiled with kMod (kernel_kind picks it): per-row key
+// ranges for the window and the causal limit of several tokens per request (their rows share the 16-row tile),
+// the soft-cap on the scores, the sink and v_scale where a row's result is final, HND strides; and with kFp8 too,
+// fp8 K/V copied at 1 byte an element and converted per chunk in shared memory. The plain instantiation (kMod
+// false) is the kernel as it was before them.
 #include <cooperative_groups.h>
 #include <cub/block/block_scan.cuh>
 #include <cuda_runtime.h>
@@ -22,6 +28,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
+#include <type_traits>
 
 #include "kernels/common/ptx.cuh"
 #include "kernels/decode/paged_decode.hpp"
@@ -101,6 +108,7 @@ struct Args {
   long long stride_page, stride_token, stride_head;  // K/V element strides of the layout (NHD or HND)
   int q_len;            // query tokens per request: a request owns q_len * num_qo_heads rows of q / output / lse
   int rows;             // rows of a CTA's Q tile, group * q_len <= 16: row r is token r / group, head r % group
+  int kv_e5m2;          // the fp8 kernel: K/V are e5m2 (else e4m3)
 };
 
 // Rows of the Q tile, rows per request, and the request row of tile row r (of the CTA of KV head kvh). The plain
@@ -156,24 +164,30 @@ struct Deal {
   }
 };
 
-template <int D, int S>
+// KB: bytes per K/V element in the ring, 2 (bf16/fp16), or 1 (fp8: each chunk is converted into a per-warp K/V
+// tile pair of T before the MMAs read it).
+template <int D, int S, int KB = 2>
 struct Layout {
   // Warps per CTA: 8 (two per scheduler hide each other's MMA/softmax latency), 4 at head_dim 256, where the ring
   // would not fit otherwise.
   static constexpr int kWarps = D == 256 ? 4 : 8;
   static constexpr int kThreads = kWarps * 32;
-  static constexpr int kChunksPerRow = D / 8;  // 16-byte copies per token row
-  static constexpr int kTokPerPass = kChunksPerRow >= 32 ? 1 : 32 / kChunksPerRow;
+  static constexpr int kChunksPerRow = D / 8;  // 16-byte pieces of a Q (and bf16/fp16 K/V) token row
+  static constexpr int kKvChunksPerRow = D * KB / 16;  // 16-byte copies per K/V token row
+  static constexpr int kTokPerPass = kKvChunksPerRow >= 32 ? 1 : 32 / kKvChunksPerRow;
   static constexpr int kTokPerLane = kChunk / kTokPerPass;
   static constexpr int kTileElems = kChunk * D;  // one K or V chunk
   static constexpr int kIdSlots = S + 1;         // page ids are fetched S chunks ahead of their K/V copies
   static constexpr int kQPieces = kRows * D / 8;                      // 16-byte pieces of the Q tile
   static constexpr int kQVec = (kQPieces + kThreads - 1) / kThreads;  // per thread
   static constexpr bool kQInRegisters = D <= 128;         // at 256 the O accumulators need the registers
+  static_assert(kQPieces == kRows * kChunksPerRow && kQVec * kThreads >= kQPieces, "the threads cover the Q tile");
   // Shared memory, in this order.
-  static constexpr int kRingBytes = kWarps * S * 2 * kTileElems * 2;  // bf16/fp16
-  // At the end of a piece a warp's (rows x D) fp32 state goes to the ring stage it consumed last, which no copy
-  // targets until the next piece starts: exactly one stage's bytes (16 rows x D x 4 B = K + V of 16 tokens).
+  static constexpr int kRingBytes = kWarps * S * 2 * kTileElems * KB;
+  static constexpr int kConvBytes = KB == 1 ? kWarps * 2 * kTileElems * 2 : 0;  // fp8: the converted K/V pairs
+  // At the end of a piece a warp's (rows x D) fp32 state goes to the ring stage it consumed last (fp8: to its
+  // converted pair), which no copy targets until the next piece starts: exactly K + V of 16 tokens in bf16/fp16
+  // (16 rows x D x 4 B).
   static_assert(kRows * D * 4 == 2 * kTileElems * 2, "a ring stage holds one warp's merge state");
   // m, l, the merge weights (per warp and row), each warp's merge stage, and per-row lse
   static constexpr int kStatBytes = kWarps * kRows * 3 * 4 + kWarps * 4 + kRows * 4;
@@ -182,7 +196,7 @@ struct Layout {
   static constexpr int kTableBytes = kTable * int(sizeof(Piece));
   static constexpr int kCacheBytes = (2 * kIndptrCache + 1) * 4;
   static constexpr int kSmemBytes =
-      kRingBytes + kStatBytes + kQBytes + kIdBytes + kTableBytes + kCacheBytes;
+      kRingBytes + kConvBytes + kStatBytes + kQBytes + kIdBytes + kTableBytes + kCacheBytes;
   static_assert(kSmemBytes <= 227 * 1024, "more shared memory than an sm_90 CTA may have");
 };
 
@@ -213,9 +227,9 @@ __device__ __forceinline__ void seq_range(const Args& a, int b, int& start, int&
 // copies the chunks' page ids (and stores the in-page offsets) into a small shared ring S chunks ahead, the other
 // issues the K/V copies of a chunk from ids that have long arrived. So a warp keeps S - 1 chunks in flight and
 // never waits on a page id, even at page_size 1 where every token has its own.
-template <int D, int S, class T, bool kPlain, bool kMod>
+template <int D, int S, class T, bool kPlain, bool kMod, class KV = T>
 struct Producer {
-  using L = Layout<D, S>;
+  using L = Layout<D, S, int(sizeof(KV))>;
   using Dl = Deal<L::kWarps>;
   int k, c, seq, dk;     // next chunk to issue, its number in this warp's sequence of chunks, piece k's deal
   int fk, fc, fseq, fdk;  // next chunk whose ids to fetch
@@ -265,37 +279,38 @@ struct Producer {
   }
   // Issues the next chunk's K/V copies into its ring stage (nothing past the end), fetches the ids S chunks
   // further, and commits one group either way.
-  __device__ __forceinline__ void issue(const Args& a, const Piece* table, int n, T* ring, int warp, int lane,
+  __device__ __forceinline__ void issue(const Args& a, const Piece* table, int n, KV* ring, int warp, int lane,
                                         int kvh) {
     __syncwarp();  // every lane is done with the id slot the fetch below may overwrite
     if (k < n) {
       const int stage = seq % S;
       const int slot = (seq % L::kIdSlots) * kChunk;
-      T* kt = ring + ((warp * S + stage) * 2) * L::kTileElems;
-      T* vt = kt + L::kTileElems;
+      KV* kt = ring + ((warp * S + stage) * 2) * L::kTileElems;
+      KV* vt = kt + L::kTileElems;
       const uint32_t k_smem = uint32_t(__cvta_generic_to_shared(kt));
       const uint32_t v_smem = uint32_t(__cvta_generic_to_shared(vt));
-      const int chunk = lane % L::kChunksPerRow;
+      const int chunk = lane % L::kKvChunksPerRow;
       const long long max_page = a.num_pages - 1;
 #pragma unroll
       for (int i = 0; i < L::kTokPerLane; ++i) {
-        const int t = lane / L::kChunksPerRow + i * L::kTokPerPass;
+        const int t = lane / L::kKvChunksPerRow + i * L::kTokPerPass;
         const int toff = offs[slot + t];
         const long long page = min(max((long long)ids[slot + t], 0ll), max_page);  // bad ids stay in bounds
         long long elem;
         if constexpr (kMod) {
-          elem = page * a.stride_page + max(toff, 0) * a.stride_token + kvh * a.stride_head + chunk * 8;
+          elem = page * a.stride_page + max(toff, 0) * a.stride_token + kvh * a.stride_head + chunk * (16 / sizeof(KV));
         } else {
           const long long row = page * a.page_size + max(toff, 0);
           elem = (row * a.num_kv_heads + kvh) * D + chunk * 8;
         }
-        const int so = tile_offset<D>(t, chunk) * 2;
+        // fp8 tiles are [16][D] bytes, unswizzled (the conversion, not ldmatrix, reads them)
+        const int so = sizeof(KV) == 1 ? t * D + chunk * 16 : tile_offset<D>(t, chunk) * 2;
         if constexpr (kPlain) {
-          cp_async16(k_smem + so, static_cast<const T*>(a.k) + elem, toff >= 0);
-          cp_async16(v_smem + so, static_cast<const T*>(a.v) + elem, toff >= 0);
+          cp_async16(k_smem + so, static_cast<const KV*>(a.k) + elem, toff >= 0);
+          cp_async16(v_smem + so, static_cast<const KV*>(a.v) + elem, toff >= 0);
         } else {
-          cp_async16(k_smem + so, static_cast<const T*>(a.k) + elem, toff >= 0, policy);
-          cp_async16(v_smem + so, static_cast<const T*>(a.v) + elem, toff >= 0, policy);
+          cp_async16(k_smem + so, static_cast<const KV*>(a.k) + elem, toff >= 0, policy);
+          cp_async16(v_smem + so, static_cast<const KV*>(a.v) + elem, toff >= 0, policy);
         }
       }
       ++seq;
@@ -376,10 +391,12 @@ __device__ __forceinline__ void load_q_global(const Args& a, int b, int kvh, int
 }
 
 // The CTA's shared memory, carved in Layout's order.
-template <int D, int S, class T>
+template <int D, int S, class T, int KB = 2>
 struct Shared {
-  using L = Layout<D, S>;
-  T* ring;             // [warp][stage][K | V][16][D]
+  using L = Layout<D, S, KB>;
+  using KV = std::conditional_t<KB == 1, uint8_t, T>;
+  KV* ring;            // [warp][stage][K | V][16][D]
+  T* conv;             // fp8: [warp][K | V][16][D], each chunk converted to T
   float* merge_m;      // [warp][row]
   float* merge_l;      // [warp][row]
   float* merge_w;      // [warp][row]: the warp's weight in the row's merge
@@ -392,8 +409,9 @@ struct Shared {
   int* indptr_cache;   // [kIndptrCache + 1]
   int* last_cache;     // [kIndptrCache]
   __device__ __forceinline__ explicit Shared(unsigned char* smem) {
-    ring = reinterpret_cast<T*>(smem);
-    merge_m = reinterpret_cast<float*>(smem + L::kRingBytes);
+    ring = reinterpret_cast<KV*>(smem);
+    conv = reinterpret_cast<T*>(smem + L::kRingBytes);
+    merge_m = reinterpret_cast<float*>(smem + L::kRingBytes + L::kConvBytes);
     merge_l = merge_m + L::kWarps * kRows;
     merge_w = merge_l + L::kWarps * kRows;
     merge_lse = merge_w + L::kWarps * kRows;
@@ -405,8 +423,14 @@ struct Shared {
     indptr_cache = reinterpret_cast<int*>(table + kTable);
     last_cache = indptr_cache + kIndptrCache + 1;
   }
-  // Ring stage `stage` of warp `warp`: its K tile, the V tile follows.
+  // The K tile the MMAs of warp `warp` read for ring stage `stage` (the V tile follows), also its merge area: the
+  // ring stage itself, or (fp8) the warp's converted pair.
   __device__ __forceinline__ T* k_tile(int warp, int stage) const {
+    if constexpr (KB == 1) return conv + warp * 2 * L::kTileElems;
+    else return ring + ((warp * S + stage) * 2) * L::kTileElems;
+  }
+  // fp8: ring stage `stage` of warp `warp`, as copied: its K tile, the V tile follows.
+  __device__ __forceinline__ const KV* kv_stage(int warp, int stage) const {
     return ring + ((warp * S + stage) * 2) * L::kTileElems;
   }
 };
@@ -437,8 +461,8 @@ struct WarpState {
 // (ended by seg_begin, started before it); those starting at or after seg_end a suffix. Empty sequences are owned by
 // the segment holding their position (the last segment owns position N). Counted in one pass of independent loads
 // rather than a binary search of dependent ones; the first entries stay in shared memory for the table stage.
-template <int D, int S, class T>
-__device__ __forceinline__ int2 find_sequences(const Args& a, const Shared<D, S, T>& sh, int seg_begin, int seg_end,
+template <int D, int S, class T, int KB>
+__device__ __forceinline__ int2 find_sequences(const Args& a, const Shared<D, S, T, KB>& sh, int seg_begin, int seg_end,
                                                bool last_seg, int* counts) {
   using L = Layout<D, S>;
   const int lane = threadIdx.x % 32;
@@ -472,8 +496,8 @@ __device__ __forceinline__ int2 find_sequences(const Args& a, const Shared<D, S,
 
 // Stage 2, per table batch of up to kTable sequences: each one's piece of this segment (its page range, tokens, and
 // whether one warp streams it alone), and cta_mask: bit k set when piece k is a CTA piece.
-template <int D, int S, class T>
-__device__ __forceinline__ void build_table(const Args& a, const Shared<D, S, T>& sh, int tb, int n, int seg_begin,
+template <int D, int S, class T, int KB>
+__device__ __forceinline__ void build_table(const Args& a, const Shared<D, S, T, KB>& sh, int tb, int n, int seg_begin,
                                             int seg_end, int solo_tokens, int solo_alone_tokens,
                                             unsigned* cta_mask) {
   if (threadIdx.x >= kTable) return;
@@ -709,8 +733,8 @@ __device__ __forceinline__ void write_solo_result(const Args& a, const WarpState
 
 // End of a CTA piece, step 1: the warp parks its (m, l, O) (rows < group) in the ring stage it consumed last, which
 // is free: the producer is at most S - 1 chunks ahead of the consumer.
-template <int D, int S, class T, bool kMod>
-__device__ __forceinline__ void publish_state(const Args& a, const Shared<D, S, T>& sh, const WarpState<D>& st,
+template <int D, int S, class T, bool kMod, int KB>
+__device__ __forceinline__ void publish_state(const Args& a, const Shared<D, S, T, KB>& sh, const WarpState<D>& st,
                                               int warp, int free_stage, int lane) {
   const int g = lane / 4, t4 = lane % 4, rows = tile_rows<kMod>(a);
   float* mo = reinterpret_cast<float*>(sh.k_tile(warp, free_stage));
@@ -734,8 +758,8 @@ __device__ __forceinline__ void publish_state(const Args& a, const Shared<D, S, 
 // End of a CTA piece, step 2 (after a barrier): the warps' states merged in fixed order (deterministic) into the
 // output or the segment's partial. Each row's weights first: lane group (row r, warp w) of kWarps consecutive
 // threads, reduced by shuffles.
-template <int D, int S, class T, bool kMod>
-__device__ __forceinline__ void merge_warps(const Args& a, const Shared<D, S, T>& sh, const Piece& piece, int seg,
+template <int D, int S, class T, bool kMod, int KB>
+__device__ __forceinline__ void merge_warps(const Args& a, const Shared<D, S, T, KB>& sh, const Piece& piece, int seg,
                                             int kvh) {
   using L = Layout<D, S>;
   const float neg_inf = -__int_as_float(0x7f800000);
@@ -817,8 +841,8 @@ struct RowSlice {
 // sequence cut into ns segments gets merge_warps_per_row(ns) warps; each folds every such warp's share of the
 // segments (its loads in flight together), and the warps' sums are added in warp order. Every sum runs in a fixed
 // order, so results are bit-identical run to run.
-template <int D, int S, class T, bool kMod>
-__device__ __forceinline__ void merge_split(const Args& a, const Shared<D, S, T>& sh) {
+template <int D, int S, class T, bool kMod, int KB>
+__device__ __forceinline__ void merge_split(const Args& a, const Shared<D, S, T, KB>& sh) {
   using L = Layout<D, S>;
   cooperative_groups::this_grid().sync();
   const PlanHeader& h = plan_header(a);
@@ -959,14 +983,40 @@ __device__ __forceinline__ int piece_bounds(const Args& a, const Piece& piece, i
   return a.window_left >= 0 ? clamp(pos0 - a.window_left) : 0;
 }
 
+// fp8: one warp converts its ring stage (K and V, [16][D] bytes each) into its K/V pair of T, swizzled as the MMAs
+// read it (tile_offset). Each lane turns 16-byte pieces of 16 fp8 values into two 16-byte pieces of T.
+template <int D, class T>
+__device__ __forceinline__ void convert_stage(const uint8_t* stage, T* pair, bool e5m2, int lane) {
+  constexpr int kPieces = kChunk * D / 16;  // per tile
+#pragma unroll 1  // a loop, not 2 * D / 32 copies: at head_dim 256 the registers are the O accumulators
+  for (int i = lane; i < 2 * kPieces; i += 32) {
+    const int tile = i / kPieces, t = (i % kPieces) / (D / 16), c = i % (D / 16);
+    const uint4 x = *reinterpret_cast<const uint4*>(stage + tile * kChunk * D + t * D + c * 16);
+    const uint32_t in[4] = {x.x, x.y, x.z, x.w};
+    uint32_t out[8];
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      const uint16_t lo = uint16_t(in[j] & 0xffffu), hi = uint16_t(in[j] >> 16);
+      out[2 * j] = f16x2_to<T>(e5m2 ? fp8x2_to_f16x2<true>(lo) : fp8x2_to_f16x2<false>(lo));
+      out[2 * j + 1] = f16x2_to<T>(e5m2 ? fp8x2_to_f16x2<true>(hi) : fp8x2_to_f16x2<false>(hi));
+    }
+    T* dst = pair + tile * kChunk * D;
+    *reinterpret_cast<uint4*>(dst + tile_offset<D>(t, 2 * c)) = make_uint4(out[0], out[1], out[2], out[3]);
+    *reinterpret_cast<uint4*>(dst + tile_offset<D>(t, 2 * c + 1)) = make_uint4(out[4], out[5], out[6], out[7]);
+  }
+}
+
 // kMod: the modified kernel (launch_run picks it when a version-2 variant is set): soft-cap, window, sinks,
-// v_scale, HND strides. The plain kernel (kMod false) compiles to the same code as before the variants existed.
-template <int D, int S, class T, bool kPlain, bool kMod>
+// v_scale, HND strides, several tokens per request; kFp8 (with kMod): fp8 K/V, converted per chunk in shared
+// memory. The plain kernel (kMod false) compiles to the same code as before the variants existed.
+template <int D, int S, class T, bool kPlain, bool kMod, bool kFp8 = false>
 __global__ void __launch_bounds__((Layout<D, S>::kThreads), 1) decode_kernel(const Args a) {
-  using L = Layout<D, S>;
+  static_assert(!kFp8 || kMod, "fp8 K/V run in the modified kernel");
+  constexpr int KB = kFp8 ? 1 : 2;
+  using L = Layout<D, S, KB>;
   using Dl = Deal<L::kWarps>;
   extern __shared__ __align__(128) unsigned char smem[];
-  const Shared<D, S, T> sh(smem);
+  const Shared<D, S, T, KB> sh(smem);
   __shared__ int counts[2];
   __shared__ unsigned cta_mask[2];  // per table batch: bit k = piece k is a CTA piece (not solo)
 
@@ -996,7 +1046,7 @@ __global__ void __launch_bounds__((Layout<D, S>::kThreads), 1) decode_kernel(con
   const int2 range = find_sequences(a, sh, seg_begin, seg_end, seg == a.num_segments - 1, counts);
 
   const uint32_t q_smem = uint32_t(__cvta_generic_to_shared(sh.q_tile));
-  Producer<D, S, T, kPlain, kMod> prod;
+  Producer<D, S, T, kPlain, kMod, typename Shared<D, S, T, KB>::KV> prod;
   prod.ids = sh.id_ring + warp * L::kIdSlots * kChunk;
   prod.offs = sh.off_ring + warp * L::kIdSlots * kChunk;
   prod.policy = l2_policy(true);
@@ -1058,10 +1108,16 @@ __global__ void __launch_bounds__((Layout<D, S>::kThreads), 1) decode_kernel(con
           prod.issue(a, sh.table, n, sh.ring, warp, lane, kvh);
           cp_async_wait<S - 1>();
           __syncwarp();  // this chunk's copies, made by all lanes, are visible to all lanes
-          const T* kt = sh.k_tile(warp, consumed++ % S);
+          const int stage = consumed++ % S;
+          if (kMod && (c + 1) * kChunk <= lo) continue;  // the window starts after this chunk: nothing to add
+          const T* kt = sh.k_tile(warp, stage);
+          if constexpr (kFp8) {
+            // The issue above began with a __syncwarp: every lane is done reading the previous chunk's pair.
+            convert_stage<D, T>(sh.kv_stage(warp, stage), sh.k_tile(warp, stage), a.kv_e5m2, lane);
+            __syncwarp();  // the pair, written by all lanes, is visible to all lanes
+          }
           const uint32_t k_smem = uint32_t(__cvta_generic_to_shared(kt));
           const uint32_t v_smem = uint32_t(__cvta_generic_to_shared(kt + L::kTileElems));
-          if (kMod && (c + 1) * kChunk <= lo) continue;  // the window starts after this chunk: nothing to add
           float s[2][4] = {{0.f, 0.f, 0.f, 0.f}, {0.f, 0.f, 0.f, 0.f}};
           compute_qk<D, S, T>(qf, k_smem, q_smem, lane, s);
           uint32_t pa[4];
@@ -1277,6 +1333,7 @@ Args make_args(const kindex_paged_decode_params& p, const LaunchShape& shape, vo
   a.stride_head = p.kv_layout == KINDEX_KV_LAYOUT_HND ? ps * d : d;
   a.q_len = p.q_len_per_req;
   a.rows = a.group * p.q_len_per_req;
+  a.kv_e5m2 = p.kv_format == KINDEX_KV_FORMAT_FP8_E5M2;
   return a;
 }
 
@@ -1315,42 +1372,58 @@ cudaError_t launch(Kernel kernel, dim3 grid, dim3 block, size_t smem, cudaStream
   return err;
 }
 
-template <int D, int S, class T, bool kPlain, bool kMod>
+template <int D, int S, class T, bool kPlain, bool kMod, bool kFp8>
 cudaError_t run_kernel(const Args& a, cudaStream_t stream) {
   // The shared-memory limit was raised when the launch shape asked for this kernel's occupancy (ctas_per_sm).
   // S > 1 is one wave by construction (launch_shape): a cooperative launch, merged after a grid barrier.
-  return launch(decode_kernel<D, S, T, kPlain, kMod>, dim3(a.num_segments, a.num_kv_heads),
-                dim3(Layout<D, S>::kThreads),
-                Layout<D, S>::kSmemBytes, stream, a.num_segments > 1, a);
+  using L = Layout<D, S, kFp8 ? 1 : 2>;
+  return launch(decode_kernel<D, S, T, kPlain, kMod, kFp8>, dim3(a.num_segments, a.num_kv_heads), dim3(L::kThreads),
+                L::kSmemBytes, stream, a.num_segments > 1, a);
 }
 
 template <int D, int S>
 cudaError_t run_dtype(const kindex_paged_decode_params& p, const Args& a, const LaunchShape& shape,
                       cudaStream_t stream) {
   const bool bf = p.dtype == KINDEX_DTYPE_BF16;
-  auto go = [&]<bool kPlain, bool kMod>() {
-    return bf ? run_kernel<D, S, __nv_bfloat16, kPlain, kMod>(a, stream)
-              : run_kernel<D, S, __half, kPlain, kMod>(a, stream);
+  auto go = [&]<bool kPlain, bool kMod, bool kFp8>() {
+    return bf ? run_kernel<D, S, __nv_bfloat16, kPlain, kMod, kFp8>(a, stream)
+              : run_kernel<D, S, __half, kPlain, kMod, kFp8>(a, stream);
   };
-  // The modified kernel comes with the hinted copies only (half the instantiations; its variants are rarer).
-  if (shape.modified) return go.template operator()<false, true>();
-  return shape.plain_copies ? go.template operator()<true, false>() : go.template operator()<false, false>();
+  // The modified kernels come with the hinted copies only (fewer instantiations; their variants are rarer).
+  if (shape.kind == KernelKind::fp8) return go.template operator()<false, true, true>();
+  if (shape.kind == KernelKind::modified) return go.template operator()<false, true, false>();
+  return shape.plain_copies ? go.template operator()<true, false, false>() : go.template operator()<false, false, false>();
 }
 
-// Raises the shared-memory limit of the kernels of this configuration (the plain one's two copy variants, or the
-// modified one) (launches rely on it) and returns the resident CTAs per SM of the fewest.
+// Raises the shared-memory limit of the kernels of one kind in this configuration (the plain one's two copy
+// variants, or the modified one, or the fp8 one) (launches rely on it) and returns the resident CTAs per SM of the
+// fewest.
 template <int D, int S, class T>
-int occupancy(bool modified) {
-  constexpr int smem = Layout<D, S>::kSmemBytes;
+int occupancy(KernelKind kind) {
+  struct Kernel {
+    const void* function;
+    int smem, threads;
+  };
+  auto kernel = [](auto function, auto layout) {
+    using L = decltype(layout);
+    return Kernel{reinterpret_cast<const void*>(function), L::kSmemBytes, L::kThreads};
+  };
+  Kernel kernels[2] = {kernel(decode_kernel<D, S, T, false, false, false>, Layout<D, S>{}),
+                       kernel(decode_kernel<D, S, T, true, false, false>, Layout<D, S>{})};
+  int count = 2;
+  if (kind == KernelKind::modified) {
+    kernels[0] = kernel(decode_kernel<D, S, T, false, true, false>, Layout<D, S>{});
+    count = 1;
+  } else if (kind == KernelKind::fp8) {
+    kernels[0] = kernel(decode_kernel<D, S, T, false, true, true>, Layout<D, S, 1>{});
+    count = 1;
+  }
   int fewest = 1 << 20;
-  const void* kernels[2] = {modified ? reinterpret_cast<const void*>(decode_kernel<D, S, T, false, true>)
-                                     : reinterpret_cast<const void*>(decode_kernel<D, S, T, false, false>),
-                            modified ? nullptr : reinterpret_cast<const void*>(decode_kernel<D, S, T, true, false>)};
-  for (const void* kernel : kernels) {
-    if (!kernel) continue;
+  for (int i = 0; i < count; ++i) {
     int blocks = 0;
-    if (cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem) != cudaSuccess ||
-        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, kernel, Layout<D, S>::kThreads, smem) != cudaSuccess)
+    const Kernel& k = kernels[i];
+    if (cudaFuncSetAttribute(k.function, cudaFuncAttributeMaxDynamicSharedMemorySize, k.smem) != cudaSuccess ||
+        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, k.function, k.threads, k.smem) != cudaSuccess)
       return 1;
     fewest = std::min(fewest, blocks);
   }
@@ -1391,9 +1464,9 @@ int ring_stages(int head_dim, size_t smem_limit) {
   return ring_smem_bytes(head_dim, 2) <= smem_limit ? 2 : 0;
 }
 
-int ctas_per_sm(kindex_dtype dtype, int head_dim, int stages, bool modified) {
+int ctas_per_sm(kindex_dtype dtype, int head_dim, int stages, KernelKind kind) {
   return with_config(head_dim, stages, [&]<int D, int S>() {
-    return dtype == KINDEX_DTYPE_BF16 ? occupancy<D, S, __nv_bfloat16>(modified) : occupancy<D, S, __half>(modified);
+    return dtype == KINDEX_DTYPE_BF16 ? occupancy<D, S, __nv_bfloat16>(kind) : occupancy<D, S, __half>(kind);
   });
 }
 

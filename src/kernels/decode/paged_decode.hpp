@@ -32,12 +32,15 @@ struct CostModel {
   double merge_us = 0;           // grid barrier and merge of the sequences cut over several segments
 };
 
+// The run kernel's three instantiation families (kernel_kind).
+enum class KernelKind { plain, modified, fp8 };
+
 // The launch shape and workspace layout of one problem size on the current device, computed on the host.
 struct LaunchShape {
   int64_t num_segments = 1;  // S: CTAs per KV head
   int stages = 0;            // the cp.async ring depth the device's shared memory allows (detail::ring_stages)
   bool plain_copies = false;  // K/V copies without a cache-policy operand (long streams, kPlainCopiesL2Multiple)
-  bool modified = false;      // a version-2 variant is set (modified_variant): the modified kernel runs
+  KernelKind kind = KernelKind::plain;  // which run kernel (kernel_kind)
   int piece_tokens = 0;       // a piece's fixed cost in tokens, for the device plan
   // Workspace, in this order: the validation slot, the plan, the partial outputs and lse.
   size_t validate_bytes = 0;  // validation mode's first-bad-entry slot
@@ -56,10 +59,10 @@ struct ShapeOverrides {
 // hinted ones 2-11% faster up to 284 MB; the crossover lies between 4.7 and 6.9 L2 sizes (60 MB).
 constexpr int64_t kPlainCopiesL2Multiple = 6;
 
-// Whether the call needs the modified kernel: v_scale, soft-cap, window, sinks, HND or several query tokens per
-// request (k_scale alone folds into
-// sm_scale, so the plain kernel runs it). The plain kernel's code is the same as before the variants existed.
-bool modified_variant(const kindex_paged_decode_params& p);
+// The run kernel a call needs: fp8 K/V (kv_format) the fp8 one; v_scale, soft-cap, window, sinks, HND or several
+// query tokens per request the modified one; else the plain one (k_scale alone folds into sm_scale), whose code is
+// the same as before the variants existed.
+KernelKind kernel_kind(const kindex_paged_decode_params& p);
 
 // Checks every host-side field (throws kindex::Error naming the field and value) and sizes the launch.
 LaunchShape launch_shape(const kindex_paged_decode_params& p, const ShapeOverrides& overrides = {});
@@ -89,8 +92,8 @@ namespace detail {
 // shipped depth where it fits (sm_90, sm_100), else 2 (sm_80's 163 KB); 0 if not even that fits.
 int ring_stages(int head_dim, size_t smem_limit);
 size_t ring_smem_bytes(int head_dim, int stages);  // shared memory per CTA of that configuration
-// Resident CTAs per SM of the run kernel for this configuration (its shared memory decides), plain or modified.
-int ctas_per_sm(kindex_dtype dtype, int head_dim, int stages, bool modified);
+// Resident CTAs per SM of the run kernel of this kind and configuration (its shared memory decides).
+int ctas_per_sm(kindex_dtype dtype, int head_dim, int stages, KernelKind kind);
 // Bytes of the device plan for S segments and `batch` sequences.
 size_t plan_bytes(int64_t num_segments, int64_t batch);
 // Enqueues the validation kernel; first_bad receives (kind << 40 | index) of the first bad entry, or ~0.

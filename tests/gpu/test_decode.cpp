@@ -121,11 +121,14 @@ HostInputs make_inputs(const Case& c) {
     std::fill(k16 + b, k16 + e, nan_bits);
     std::fill(v16 + b, v16 + e, nan_bits);
   }, 1 << 20);
-  // Referenced token rows (page * page_size + offset), filled with values that depend only on the element.
+  // Referenced token rows (page * page_size + offset), filled with values that depend only on the element. With a
+  // window, the pages wholly before the first key a request's tokens see stay NaN: the kernel must not read them.
   std::vector<int64_t> rows;
   for (int b = 0; b < c.batch(); ++b) {
     const int64_t first = c.table.kv_indptr[b], pages = c.table.kv_indptr[b + 1] - first;
-    for (int64_t j = 0; j < pages; ++j) {
+    const int64_t kv_len = pages ? (pages - 1) * c.page_size + c.table.kv_last_page_len[b] : 0;
+    const int64_t first_seen = c.window_left < 0 ? 0 : kv_len - c.q_len - c.window_left;
+    for (int64_t j = first_seen > 0 ? first_seen / c.page_size : 0; j < pages; ++j) {
       const int64_t tokens = j + 1 < pages ? c.page_size : c.table.kv_last_page_len[b];
       for (int64_t t = 0; t < tokens; ++t) rows.push_back(int64_t(c.table.kv_indices[first + j]) * c.page_size + t);
     }

@@ -73,6 +73,16 @@ __host__ __device__ constexpr size_t items_offset(long long segments) {
   return align_up(seg_table_offset() + size_t(segments + 1) * sizeof(int), 16);
 }
 
+// Whole pages at the start of a sequence of `tokens` keys that none of its q_len query tokens sees under the window
+// (window_left >= 0; else 0): the plan leaves them out of its costs and cuts, and the modified kernel out of its
+// pieces, so they are never streamed. Pages, not tokens: the rest of the first page is masked per row.
+__host__ __device__ __forceinline__ int pages_before_window(long long tokens, int q_len, int window_left,
+                                                            int page_size) {
+  if (window_left < 0 || tokens <= 0) return 0;
+  const long long first_seen = tokens - q_len - window_left;  // the first key token 0 sees
+  return first_seen > 0 ? int(first_seen / page_size) : 0;
+}
+
 // Warps that merge one row of a sequence cut into ns segments (a power of two up to the CTA's warps), and so the
 // rows one merge task holds.
 __host__ __device__ __forceinline__ int merge_warps_per_row(int ns, int warps) {
@@ -496,7 +506,7 @@ __device__ __forceinline__ int2 find_sequences(const Args& a, const Shared<D, S,
 
 // Stage 2, per table batch of up to kTable sequences: each one's piece of this segment (its page range, tokens, and
 // whether one warp streams it alone), and cta_mask: bit k set when piece k is a CTA piece.
-template <int D, int S, class T, int KB>
+template <bool kMod, int D, int S, class T, int KB>
 __device__ __forceinline__ void build_table(const Args& a, const Shared<D, S, T, KB>& sh, int tb, int n, int seg_begin,
                                             int seg_end, int solo_tokens, int solo_alone_tokens,
                                             unsigned* cta_mask) {
@@ -514,10 +524,15 @@ __device__ __forceinline__ void build_table(const Args& a, const Shared<D, S, T,
       last = a.last_len ? __ldg(a.last_len + b) : a.page_size;
     }
     last = clampi(last, 1, a.page_size);
+    if constexpr (kMod) {  // the pages before the window are not the sequence's as far as the pieces go (the plan's)
+      if (end > start)
+        start += pages_before_window((long long)(end - start - 1) * a.page_size + last, a.q_len, a.window_left,
+                                     a.page_size);
+    }
     const int pb = max(start, seg_begin), pe = min(end, seg_end);
     Piece p{b, pb, 0, start >= seg_begin && end <= seg_end, 0};
     if (pe > pb) p.tokens = (pe - pb - 1) * a.page_size + (pe == end ? last : a.page_size);
-    else if (start != end) p.whole = -1;  // malformed indptr: nothing of it lies here
+    else if (start != end) p.whole = -1;  // nothing of it lies here: malformed indptr, or pages before the window
     // Solo where the segment holds several pieces; alone, a piece is better streamed by all warps unless it is so
     // short (one chunk) that one warp does all the work anyway: then solo saves the CTA merge.
     p.solo = p.tokens > 0 && p.tokens <= (n > 1 ? solo_tokens : solo_alone_tokens) && p.whole >= 0;
@@ -1059,7 +1074,7 @@ __global__ void __launch_bounds__((Layout<D, S>::kThreads), 1) decode_kernel(con
     const int n = min(kTable, range.y - tb);
     prefetch_q_rows<D, S, T, kMod>(a, tb, n, kvh);
     __syncthreads();  // the previous batch's table is no longer read
-    build_table(a, sh, tb, n, seg_begin, seg_end, solo_tokens, solo_alone_tokens, cta_mask);
+    build_table<kMod>(a, sh, tb, n, seg_begin, seg_end, solo_tokens, solo_alone_tokens, cta_mask);
     __syncthreads();
     // The CTA pieces in order (the Q tile is staged for them only): next_cta(k) is the first one after piece k.
     const unsigned long long ctas = (unsigned long long)cta_mask[0] | ((unsigned long long)cta_mask[1] << 32);
@@ -1165,6 +1180,7 @@ struct PlanArgs {
   char* plan;
   int batch, num_kv_indices, page_size, num_segments, piece_tokens, warps;
   int num_qo_heads;  // rows per request to merge: q_len_per_req * num_qo_heads
+  int q_len, window_left;  // the pages before the window are left out (pages_before_window)
 };
 
 __global__ void __launch_bounds__(kPlanThreads) plan_kernel(const PlanArgs a) {
@@ -1180,6 +1196,9 @@ __global__ void __launch_bounds__(kPlanThreads) plan_kernel(const PlanArgs a) {
     end = clampi(__ldg(a.indptr + b + 1), start, N);
     const int last = a.last_len ? clampi(__ldg(a.last_len + b), 1, a.page_size) : a.page_size;
     tokens = end > start ? (long long)(end - start - 1) * a.page_size + last : 0;
+    const int skip = pages_before_window(tokens, a.q_len, a.window_left, a.page_size);
+    start += skip;
+    tokens -= (long long)skip * a.page_size;
   };
   auto cost = [&](long long tokens) { return tokens > 0 ? tokens + a.piece_tokens : 0ll; };
 
@@ -1498,6 +1517,8 @@ int launch_plan(const kindex_paged_decode_params& p, const LaunchShape& shape, v
   a.num_segments = int(shape.num_segments);
   a.piece_tokens = shape.piece_tokens;
   a.num_qo_heads = p.num_qo_heads * p.q_len_per_req;  // the merge's rows per request
+  a.q_len = p.q_len_per_req;
+  a.window_left = p.window_left;
   a.warps = with_config(p.head_dim, shape.stages, []<int D, int S>() { return Layout<D, S>::kWarps; });
   return launch(plan_kernel, dim3(1), dim3(kPlanThreads), size_t(shape.num_segments + 1) * sizeof(int), stream, false,
                 a);

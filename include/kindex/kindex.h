@@ -156,9 +156,10 @@ typedef struct kindex_paged_decode_params {
 KINDEX_API kindex_status kindex_paged_decode_workspace_size(const kindex_paged_decode_params* params,
                                                             size_t* bytes);
 /* Plan once per batch step, run once per layer: the plan (written into the workspace on the device, from kv_indptr
- * and kv_last_page_len alone) balances the work over the GPU for this page table; every run with the same sizes and
- * page table reuses it. Both only enqueue on the stream (no host sync unless validate is set), so both can be
- * captured in a CUDA graph. A run whose workspace holds no plan of the same sizes writes NaN. */
+ * and kv_last_page_len alone) balances the work over the GPU for this page table; every run with the same sizes
+ * (q_len_per_req and window_left included) and page table reuses it. Both only enqueue on the stream (no host sync
+ * unless validate is set), so both can be captured in a CUDA graph. A run whose workspace holds no plan of the same
+ * sizes writes NaN. */
 KINDEX_API kindex_status kindex_paged_decode_plan(const kindex_paged_decode_params* params, void* workspace,
                                                   size_t workspace_bytes, void* stream /* cudaStream_t */);
 KINDEX_API kindex_status kindex_paged_decode_run(const kindex_paged_decode_params* params, void* workspace,

@@ -73,13 +73,15 @@ KINDEX_API const char* kindex_version(void);
  *               kv_len - q_len_per_req + j and sees keys 0 .. that position (causal among the new tokens).
  *   window_left  < 0 (default -1): no window; else a query at position i sees keys i - window_left .. i.
  *   logits_soft_cap  > 0: a logit s = sm_scale * q.k becomes cap * tanh(s / cap); 0 (default): off.
- *   sinks       NULL (default) or [num_qo_heads] fp32: sinks[h] (natural-log units, on the scale of the logits)
- *               joins the softmax denominator of every row of head h as one more logit with no value row.
+ *   sinks       NULL (default) or [num_qo_heads] fp32, finite: sinks[h] (natural-log units, on the scale of the
+ *               logits, not soft-capped) joins the softmax of every row of head h as one more logit with a zero
+ *               value row (FlashInfer's AttentionSink).
  *   pos_encoding  NONE (default) or ROPE_LLAMA: the kernel rotates q (at its position) and every k (at its position
  *               in the sequence) by Llama's rotary embedding: dimension pairs (i, i + head_dim/2), frequency
  *               1 / (rope_scale * rope_theta^(2i / head_dim)); rope_scale default 1, rope_theta default 1e4.
- *   lse is the base-2 log-sum-exp of the logits that enter the softmax (after soft-cap and masking, sinks not
- *   included), FlashInfer's convention. A row that sees no key gives zeros and -inf.
+ *   lse is the base-2 log-sum-exp of the logits that enter the softmax: after soft-cap and masking, and with the
+ *   sink included (FlashInfer's AttentionSink writes log2 of its denominator, sink term and all). A row that sees
+ *   no key gives zeros and lse -inf, or with a sink zeros and lse sinks[h] * log2(e).
  * ------------------------------------------------------------------------------------------------------- */
 typedef enum kindex_kv_format {
   KINDEX_KV_FORMAT_SAME_AS_Q = 0, /* k_cache / v_cache hold `dtype` */
@@ -154,9 +156,10 @@ typedef struct kindex_paged_decode_params {
 KINDEX_API kindex_status kindex_paged_decode_workspace_size(const kindex_paged_decode_params* params,
                                                             size_t* bytes);
 /* Plan once per batch step, run once per layer: the plan (written into the workspace on the device, from kv_indptr
- * and kv_last_page_len alone) balances the work over the GPU for this page table; every run with the same sizes and
- * page table reuses it. Both only enqueue on the stream (no host sync unless validate is set), so both can be
- * captured in a CUDA graph. A run whose workspace holds no plan of the same sizes writes NaN. */
+ * and kv_last_page_len alone) balances the work over the GPU for this page table; every run with the same sizes
+ * (q_len_per_req and window_left included) and page table reuses it. Both only enqueue on the stream (no host sync
+ * unless validate is set), so both can be captured in a CUDA graph. A run whose workspace holds no plan of the same
+ * sizes writes NaN. */
 KINDEX_API kindex_status kindex_paged_decode_plan(const kindex_paged_decode_params* params, void* workspace,
                                                   size_t workspace_bytes, void* stream /* cudaStream_t */);
 KINDEX_API kindex_status kindex_paged_decode_run(const kindex_paged_decode_params* params, void* workspace,

@@ -1,9 +1,11 @@
 #pragma once
-// Host-side bf16 / fp16 <-> float conversion, round to nearest even (as torch and the CUDA intrinsics do).
+// Host-side bf16 / fp16 <-> float conversion, round to nearest even (as torch and the CUDA intrinsics do), and
+// fp8 (e4m3, e5m2) -> float, exact.
 #include <bit>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <limits>
 
 namespace kindex {
 
@@ -51,5 +53,16 @@ inline uint16_t float_to_f16(float f) {
   if (rem > 0x1000u || (rem == 0x1000u && (h & 1u))) ++h;
   return uint16_t(sign | h);
 }
+
+// fp8 e4m3 as torch.float8_e4m3fn (OCP "fn": bias 7, no infinities, S.1111.111 is NaN; max 448) to float, exactly.
+inline float fp8_e4m3_to_float(uint8_t x) {
+  const int exp = (x >> 3) & 0xf, man = x & 7;
+  if (exp == 0xf && man == 7) return std::numeric_limits<float>::quiet_NaN();
+  const float v = exp == 0 ? std::ldexp(float(man), -9) : std::ldexp(float(8 + man), exp - 10);
+  return x & 0x80 ? -v : v;
+}
+
+// fp8 e5m2 (torch.float8_e5m2: bias 15, IEEE-style infinities and NaN) is the top byte of an fp16.
+inline float fp8_e5m2_to_float(uint8_t x) { return f16_to_float(uint16_t(x) << 8); }
 
 }  // namespace kindex

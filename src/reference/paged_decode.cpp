@@ -1,7 +1,10 @@
-// CPU reference of FlashInfer-Bench gqa_paged_decode_*: for every (sequence, query head), softmax(sm_scale * q.K)
-// over the sequence's tokens, times V; lse is the base-2 log-sum-exp of the same logits. Everything is computed in
-// fp64 and the output rounded once to its dtype, so the result is the correctly rounded exact answer (up to fp64
-// summation order), a stricter target than the upstream fp32 PyTorch reference.
+// CPU reference of FlashInfer-Bench gqa_paged_decode_*: for every (query token, query head), softmax(sm_scale * q.K)
+// over the keys the token sees, times V; lse is the base-2 log-sum-exp of the same logits. The version-2 variants
+// (kindex.h) straight from their definitions: k = k_scale * k_cache, v = v_scale * v_cache, the soft-cap
+// cap * tanh(s / cap), the causal limit and window of each of a request's q_len_per_req tokens, a sink as one more
+// logit with no value row, the HND layout and fp8 caches (e4m3fn, e5m2; values widened exactly). Everything is computed in fp64 and the output rounded once to its
+// dtype, so the result is the correctly rounded exact answer (up to fp64 summation order), a stricter target than
+// the upstream fp32 PyTorch reference.
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -48,6 +51,20 @@ void validate(const kindex_paged_decode_params& p) {
   }
   if (p.num_kv_indices > 0 && (!p.k_cache || !p.v_cache))
     fail(p.k_cache ? "v_cache" : "k_cache", "NULL", "is required when num_kv_indices > 0");
+  if (p.kv_format < KINDEX_KV_FORMAT_SAME_AS_Q || p.kv_format > KINDEX_KV_FORMAT_FP8_E5M2)
+    fail("kv_format", str(int(p.kv_format)), "must be SAME_AS_Q, FP8_E4M3 or FP8_E5M2");
+  if (p.kv_layout != KINDEX_KV_LAYOUT_NHD && p.kv_layout != KINDEX_KV_LAYOUT_HND)
+    fail("kv_layout", str(int(p.kv_layout)), "must be NHD or HND");
+  if (!(std::isfinite(p.k_scale) && p.k_scale > 0)) fail("k_scale", str(p.k_scale), "must be finite and > 0");
+  if (!(std::isfinite(p.v_scale) && p.v_scale > 0)) fail("v_scale", str(p.v_scale), "must be finite and > 0");
+  if (p.q_len_per_req < 1 || p.q_len_per_req > 8) fail("q_len_per_req", str(p.q_len_per_req), "must be in [1, 8]");
+  if (!(std::isfinite(p.logits_soft_cap) && p.logits_soft_cap >= 0))
+    fail("logits_soft_cap", str(p.logits_soft_cap), "must be finite and >= 0");
+  if (p.pos_encoding != KINDEX_POS_ENCODING_NONE)
+    fail("pos_encoding", str(int(p.pos_encoding)), "not implemented here yet");
+  if (p.sinks)
+    for (int32_t h = 0; h < p.num_qo_heads; ++h)
+      if (!std::isfinite(p.sinks[h])) fail("sinks[" + str(h) + "]", str(p.sinks[h]), "must be finite");
 
   if (p.kv_indptr[0] != 0) fail("kv_indptr[0]", str(p.kv_indptr[0]), "must be 0");
   for (int32_t b = 0; b < p.batch_size; ++b) {
@@ -123,66 +140,92 @@ void widen_row(const uint16_t* __restrict__ src, double* __restrict__ dst, int64
   for (int64_t d = 0; d < n; ++d) dst[d] = load<kDtype>(src, d);
 }
 
+// Row `row` (n elements from element offset `offset`) of a K or V cache in the params' kv_format, widened exactly.
+template <kindex_dtype kDtype>
+void widen_kv_row(const kindex_paged_decode_params& p, const void* cache, int64_t offset, double* dst, int64_t n) {
+  const auto* bytes = static_cast<const uint8_t*>(cache) + offset;
+  switch (p.kv_format) {
+    case KINDEX_KV_FORMAT_FP8_E4M3:
+      for (int64_t d = 0; d < n; ++d) dst[d] = fp8_e4m3_to_float(bytes[d]);
+      break;
+    case KINDEX_KV_FORMAT_FP8_E5M2:
+      for (int64_t d = 0; d < n; ++d) dst[d] = fp8_e5m2_to_float(bytes[d]);
+      break;
+    default:
+      widen_row<kDtype>(static_cast<const uint16_t*>(cache) + offset, dst, n);
+  }
+}
+
 template <kindex_dtype kDtype>
 void run(const kindex_paged_decode_params& p) {
   const int64_t batch = p.batch_size, hq = p.num_qo_heads, hkv = p.num_kv_heads, dim = p.head_dim;
-  const int64_t group = hq / hkv, page_size = p.page_size;
+  const int64_t group = hq / hkv, page_size = p.page_size, q_len = p.q_len_per_req;
   const auto* q = static_cast<const uint16_t*>(p.q);
-  const auto* k_cache = static_cast<const uint16_t*>(p.k_cache);
-  const auto* v_cache = static_cast<const uint16_t*>(p.v_cache);
   auto* out = static_cast<uint16_t*>(p.output);
-  const double sm_scale = p.sm_scale;
-  const double inv_ln2 = 1.0 / std::log(2.0);
+  const double sm_scale = double(p.sm_scale) * double(p.k_scale), cap = p.logits_soft_cap, v_scale = p.v_scale;
+  const double inv_ln2 = 1.0 / std::log(2.0), neg_inf = -std::numeric_limits<double>::infinity();
+  const bool hnd = p.kv_layout == KINDEX_KV_LAYOUT_HND;
 
-  // One task per (sequence, KV head): it reads that head's K/V rows once for all `group` query heads.
+  // One task per (sequence, KV head): it reads that head's K/V rows once for all of the request's query rows
+  // (q_len tokens x group heads).
   parallel_for(batch * hkv, [&](int64_t begin, int64_t end) {
-    std::vector<double> q_rows(group * dim), row(dim), acc(group * dim), max_score(group), sum_exp(group), scores;
+    const int64_t rows = q_len * group;
+    std::vector<double> q_rows(rows * dim), row(dim), acc(rows * dim), max_score(rows), sum_exp(rows), scores;
     for (int64_t task = begin; task < end; ++task) {
       const int64_t b = task / hkv, kv_head = task % hkv, head0 = kv_head * group;
       const int64_t first = p.kv_indptr[b], pages = p.kv_indptr[b + 1] - first;
       const int64_t last_len = pages == 0 ? 0 : (p.kv_last_page_len ? p.kv_last_page_len[b] : page_size);
       const int64_t tokens = pages == 0 ? 0 : (pages - 1) * page_size + last_len;
-      if (tokens == 0) {
-        for (int64_t g = 0; g < group; ++g) {
-          std::memset(out + (b * hq + head0 + g) * dim, 0, size_t(dim) * sizeof(uint16_t));
-          if (p.lse) p.lse[b * hq + head0 + g] = -std::numeric_limits<float>::infinity();
-        }
-        continue;
-      }
-      widen_row<kDtype>(q + (b * hq + head0) * dim, q_rows.data(), group * dim);  // the group's heads are adjacent
+      // Query row r = (token j, head head0 + g), j = r / group: q / output row (b * q_len + j) * hq + head0 + g.
+      auto q_row = [&](int64_t r) { return (b * q_len + r / group) * hq + head0 + r % group; };
+      for (int64_t r = 0; r < rows; ++r) widen_row<kDtype>(q + q_row(r) * dim, &q_rows[r * dim], dim);
       auto kv_row = [&](int64_t t) {  // element offset of token t's row for this KV head
-        int64_t page = p.kv_indices[first + t / page_size];
-        return ((page * page_size + t % page_size) * hkv + kv_head) * dim;
+        const int64_t page = p.kv_indices[first + t / page_size], slot = t % page_size;
+        return (hnd ? (page * hkv + kv_head) * page_size + slot : (page * page_size + slot) * hkv + kv_head) * dim;
+      };
+      // Token j sits at position tokens - q_len + j and sees keys max(0, position - window_left) .. position.
+      auto sees = [&](int64_t r, int64_t t) {
+        const int64_t pos = tokens - q_len + r / group;
+        return t <= pos && (p.window_left < 0 || t >= pos - p.window_left);
       };
 
-      scores.resize(size_t(tokens * group));
+      scores.assign(size_t(tokens * rows), neg_inf);
       for (int64_t t = 0; t < tokens; ++t) {
-        widen_row<kDtype>(k_cache + kv_row(t), row.data(), dim);
-        for (int64_t g = 0; g < group; ++g) scores[t * group + g] = sm_scale * dot(&q_rows[g * dim], row.data(), dim);
+        widen_kv_row<kDtype>(p, p.k_cache, kv_row(t), row.data(), dim);
+        for (int64_t r = 0; r < rows; ++r) {
+          if (!sees(r, t)) continue;
+          const double s = sm_scale * dot(&q_rows[r * dim], row.data(), dim);
+          scores[t * rows + r] = cap > 0 ? cap * std::tanh(s / cap) : s;
+        }
       }
-      for (int64_t g = 0; g < group; ++g) {
-        double m = -std::numeric_limits<double>::infinity();
-        for (int64_t t = 0; t < tokens; ++t) m = std::max(m, scores[t * group + g]);
-        max_score[g] = m;
-        sum_exp[g] = 0.0;
+      // The sink is one more logit in the denominator (with no value row), so also in the max.
+      auto sink = [&](int64_t r) { return p.sinks ? double(p.sinks[head0 + r % group]) : neg_inf; };
+      for (int64_t r = 0; r < rows; ++r) {
+        double m = sink(r);
+        for (int64_t t = 0; t < tokens; ++t) m = std::max(m, scores[t * rows + r]);
+        max_score[r] = m;
+        sum_exp[r] = m == neg_inf ? 0.0 : std::exp(sink(r) - m);
       }
       for (int64_t t = 0; t < tokens; ++t)
-        for (int64_t g = 0; g < group; ++g) {
-          double e = std::exp(scores[t * group + g] - max_score[g]);
-          scores[t * group + g] = e;
-          sum_exp[g] += e;
+        for (int64_t r = 0; r < rows; ++r) {
+          const double x = scores[t * rows + r];
+          const double e = x == neg_inf ? 0.0 : std::exp(x - max_score[r]);
+          scores[t * rows + r] = e;
+          sum_exp[r] += e;
         }
 
       std::fill(acc.begin(), acc.end(), 0.0);
       for (int64_t t = 0; t < tokens; ++t) {
-        widen_row<kDtype>(v_cache + kv_row(t), row.data(), dim);
-        for (int64_t g = 0; g < group; ++g) axpy(&acc[g * dim], scores[t * group + g], row.data(), dim);
+        widen_kv_row<kDtype>(p, p.v_cache, kv_row(t), row.data(), dim);
+        for (int64_t r = 0; r < rows; ++r)
+          if (scores[t * rows + r] != 0.0) axpy(&acc[r * dim], scores[t * rows + r], row.data(), dim);
       }
-      for (int64_t g = 0; g < group; ++g) {
-        const int64_t head = head0 + g;
-        for (int64_t d = 0; d < dim; ++d)
-          out[(b * hq + head) * dim + d] = round_to(kDtype, acc[g * dim + d] / sum_exp[g]);
-        if (p.lse) p.lse[b * hq + head] = float((max_score[g] + std::log(sum_exp[g])) * inv_ln2);
+      // A row that sees no key (and has no sink) gives zeros and -inf.
+      for (int64_t r = 0; r < rows; ++r) {
+        const int64_t o = q_row(r);
+        const double scale = sum_exp[r] > 0 ? v_scale / sum_exp[r] : 0.0;
+        for (int64_t d = 0; d < dim; ++d) out[o * dim + d] = round_to(kDtype, acc[r * dim + d] * scale);
+        if (p.lse) p.lse[o] = sum_exp[r] > 0 ? float((max_score[r] + std::log(sum_exp[r])) * inv_ln2) : float(neg_inf);
       }
     }
   });

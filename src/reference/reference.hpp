@@ -10,7 +10,9 @@ namespace kindex::reference {
 // FlashInfer-Bench gqa_paged_decode_* semantics for any num_qo_heads / num_kv_heads (divisible), head_dim and
 // page_size; bf16 or fp16 q/k/v/output; lse fp32, the base-2 log-sum-exp of sm_scale * q.k (skipped when NULL).
 // Scores, softmax and the weighted sum are fp64; the output is rounded once to its dtype (correctly rounded).
-// kv_last_page_len NULL means full last pages; an empty sequence gives zeros and lse = -inf.
+// kv_last_page_len NULL means full last pages; a row that sees no key gives zeros and lse = -inf (with a sink:
+// zeros and the sink's lse). The version-2 fields as kindex.h defines them: k_scale / v_scale, HND, q_len_per_req,
+// window_left, logits_soft_cap, sinks (host pointer), fp8 KV; RoPE is refused (not implemented here yet).
 // Errors: kv_indptr not starting at 0, decreasing, or not ending at num_kv_indices; a page id outside
 // [0, num_pages); a non-empty sequence's kv_last_page_len outside [1, page_size].
 void paged_decode(const kindex_paged_decode_params& p);

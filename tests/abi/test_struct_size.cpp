@@ -6,6 +6,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <cmath>
 #include <cstring>
 #include <string>
 
@@ -113,6 +114,47 @@ TEST_F(StructSize, VersionOneDecodeParamsAreTakenWithTheNewFieldsAtTheirDefaults
   bad.kv_layout = static_cast<kindex_kv_layout>(7);
   EXPECT_EQ(KINDEX_STATUS_INVALID_ARGUMENT, size(&bad, &ws));
   EXPECT_NE(std::string::npos, last_error().find("params.kv_layout = 7")) << last_error();
+  // Every other version-2 field out of range, by name.
+  struct Bad {
+    const char* message;
+    void (*apply)(kindex_paged_decode_params&);
+  };
+  const Bad bads[] = {
+      {"params.kv_format = 3", [](kindex_paged_decode_params& p) { p.kv_format = static_cast<kindex_kv_format>(3); }},
+      {"params.v_scale = nan", [](kindex_paged_decode_params& p) { p.v_scale = NAN; }},
+      {"params.k_scale = inf", [](kindex_paged_decode_params& p) { p.k_scale = INFINITY; }},
+      {"params.q_len_per_req = 0", [](kindex_paged_decode_params& p) { p.q_len_per_req = 0; }},
+      {"params.logits_soft_cap = -1", [](kindex_paged_decode_params& p) { p.logits_soft_cap = -1; }},
+      {"params.pos_encoding = 2",
+       [](kindex_paged_decode_params& p) { p.pos_encoding = static_cast<kindex_pos_encoding>(2); }},
+      {"params.rope_scale = 0", [](kindex_paged_decode_params& p) { p.rope_scale = 0; }},
+      {"params.rope_theta = -1", [](kindex_paged_decode_params& p) { p.rope_theta = -1; }},
+  };
+  for (const Bad& b : bads) {
+    bad = full;
+    b.apply(bad);
+    EXPECT_EQ(KINDEX_STATUS_INVALID_ARGUMENT, size(&bad, &ws)) << b.message;
+    EXPECT_NE(std::string::npos, last_error().find(b.message)) << last_error();
+  }
+  // The variants the kernels do not run yet are NOT_SUPPORTED, by name; those they run are taken.
+  bad = full;
+  bad.q_len_per_req = 3;  // group 8 x 3 tokens: more rows than one 16-row tile
+  EXPECT_EQ(KINDEX_STATUS_NOT_SUPPORTED, size(&bad, &ws));
+  EXPECT_NE(std::string::npos, last_error().find("params.q_len_per_req = 3 with group size 8")) << last_error();
+  bad = full;
+  bad.pos_encoding = KINDEX_POS_ENCODING_ROPE_LLAMA;
+  EXPECT_EQ(KINDEX_STATUS_NOT_SUPPORTED, size(&bad, &ws));
+  EXPECT_NE(std::string::npos, last_error().find("params.pos_encoding = 1")) << last_error();
+  kindex_paged_decode_params good = full;
+  good.q_len_per_req = 2;
+  good.kv_layout = KINDEX_KV_LAYOUT_HND;
+  good.k_scale = 0.5f;
+  good.v_scale = 2;
+  good.logits_soft_cap = 30;
+  good.window_left = 128;
+  EXPECT_EQ(KINDEX_STATUS_OK, size(&good, &ws)) << last_error();
+  good.kv_format = KINDEX_KV_FORMAT_FP8_E5M2;
+  EXPECT_EQ(KINDEX_STATUS_OK, size(&good, &ws)) << last_error();
 }
 
 TEST_F(StructSize, OlderSmallerBackwardParamsAreRefusedNamingTheField) {

@@ -67,6 +67,13 @@ struct Case {
   bool pass_last_page_len = true;  // page_size 1 definitions have no kv_last_page_len input
   float sm_scale = 0;
   uint64_t seed = 1;
+  // The version-2 variants (kindex.h), at their defaults.
+  kindex_kv_layout layout = KINDEX_KV_LAYOUT_NHD;
+  float k_scale = 1, v_scale = 1, soft_cap = 0;
+  int window_left = -1;
+  std::vector<float> sinks{};  // empty: none; else one per query head
+  int q_len = 1;             // query tokens per request
+  kindex_kv_format kv_format = KINDEX_KV_FORMAT_SAME_AS_Q;
   int batch() const { return int(table.kv_indptr.size()) - 1; }
   int64_t num_kv_indices() const { return int64_t(table.kv_indices.size()); }
 };
@@ -76,8 +83,8 @@ struct Case {
 // output.
 struct HostInputs {
   std::vector<uint16_t> q;
-  std::unique_ptr<uint16_t[]> k, v;
-  size_t cache_elems = 0;
+  std::unique_ptr<uint8_t[]> k, v;  // bf16 / fp16 (2 bytes an element) or fp8 (1)
+  size_t cache_elems = 0, cache_bytes = 0;
 };
 
 uint16_t to_half_bits(kindex_dtype dtype, float x) {
@@ -91,37 +98,64 @@ float quick_normal(uint64_t seed, uint64_t stream, uint64_t i) {
   return float((s / 65536.0 - 2.0) * 1.7320508075688772);
 }
 
+// An fp8 value of magnitude 2^-3 .. 2^2 (exponent fields 4..9 of e4m3, 12..17 of e5m2), any sign and mantissa.
+uint8_t fp8_draw(kindex_kv_format format, uint64_t seed, uint64_t stream, uint64_t i) {
+  const uint64_t h = kindex::mix64(kindex::mix64(seed ^ stream) + i);
+  const int e = int(h % 6), m = int((h >> 8) & 7), sign = int((h >> 16) & 1) << 7;
+  return uint8_t(format == KINDEX_KV_FORMAT_FP8_E4M3 ? sign | (4 + e) << 3 | m : sign | (12 + e) << 2 | (m & 3));
+}
+
 HostInputs make_inputs(const Case& c) {
   HostInputs in;
   const int64_t row_elems = int64_t(c.num_kv_heads) * c.head_dim;
+  const bool fp8 = c.kv_format != KINDEX_KV_FORMAT_SAME_AS_Q;
   in.cache_elems = size_t(c.num_pages) * c.page_size * row_elems;
-  in.k.reset(new uint16_t[in.cache_elems]);
-  in.v.reset(new uint16_t[in.cache_elems]);
-  const uint16_t nan_bits = c.dtype == KINDEX_DTYPE_BF16 ? 0x7fc0 : 0x7e00;
-  kindex::parallel_for(int64_t(in.cache_elems), [&](int64_t b, int64_t e) {
-    std::fill(in.k.get() + b, in.k.get() + e, nan_bits);
-    std::fill(in.v.get() + b, in.v.get() + e, nan_bits);
+  in.cache_bytes = in.cache_elems * (fp8 ? 1 : 2);
+  in.k.reset(new uint8_t[in.cache_bytes]);
+  in.v.reset(new uint8_t[in.cache_bytes]);
+  // NaN everywhere first: 0x7f is NaN in e4m3 and in e5m2.
+  const uint16_t nan_bits = fp8 ? 0x7f7f : c.dtype == KINDEX_DTYPE_BF16 ? 0x7fc0 : 0x7e00;
+  auto* k16 = reinterpret_cast<uint16_t*>(in.k.get());
+  auto* v16 = reinterpret_cast<uint16_t*>(in.v.get());
+  kindex::parallel_for(int64_t(in.cache_bytes / 2), [&](int64_t b, int64_t e) {
+    std::fill(k16 + b, k16 + e, nan_bits);
+    std::fill(v16 + b, v16 + e, nan_bits);
   }, 1 << 20);
-  // Referenced token rows (page * page_size + offset), filled with values that depend only on the row.
+  // Referenced token rows (page * page_size + offset), filled with values that depend only on the element. With a
+  // window, the pages wholly before the first key a request's tokens see stay NaN: the kernel must not read them.
   std::vector<int64_t> rows;
   for (int b = 0; b < c.batch(); ++b) {
     const int64_t first = c.table.kv_indptr[b], pages = c.table.kv_indptr[b + 1] - first;
-    for (int64_t j = 0; j < pages; ++j) {
+    const int64_t kv_len = pages ? (pages - 1) * c.page_size + c.table.kv_last_page_len[b] : 0;
+    const int64_t first_seen = c.window_left < 0 ? 0 : kv_len - c.q_len - c.window_left;
+    for (int64_t j = first_seen > 0 ? first_seen / c.page_size : 0; j < pages; ++j) {
       const int64_t tokens = j + 1 < pages ? c.page_size : c.table.kv_last_page_len[b];
       for (int64_t t = 0; t < tokens; ++t) rows.push_back(int64_t(c.table.kv_indices[first + j]) * c.page_size + t);
     }
   }
   const uint64_t ks = kindex::stream_id("k_cache"), vs = kindex::stream_id("v_cache");
+  const bool hnd = c.layout == KINDEX_KV_LAYOUT_HND;
   kindex::parallel_for(int64_t(rows.size()), [&](int64_t b, int64_t e) {
     for (int64_t r = b; r < e; ++r) {
-      const int64_t base = rows[size_t(r)] * row_elems;
-      for (int64_t i = 0; i < row_elems; ++i) {
-        in.k[size_t(base + i)] = to_half_bits(c.dtype, quick_normal(c.seed, ks, uint64_t(base + i)));
-        in.v[size_t(base + i)] = to_half_bits(c.dtype, quick_normal(c.seed, vs, uint64_t(base + i)));
+      const int64_t page = rows[size_t(r)] / c.page_size, slot = rows[size_t(r)] % c.page_size;
+      for (int64_t kv = 0; kv < c.num_kv_heads; ++kv) {
+        // NHD: [page][slot][kv][d]; HND: [page][kv][slot][d].
+        const int64_t base = (hnd ? (page * c.num_kv_heads + kv) * c.page_size + slot
+                                  : (page * c.page_size + slot) * c.num_kv_heads + kv) * c.head_dim;
+        for (int64_t i = 0; i < c.head_dim; ++i) {
+          const size_t at = size_t(base + i);
+          if (fp8) {
+            in.k[at] = fp8_draw(c.kv_format, c.seed, ks, at);
+            in.v[at] = fp8_draw(c.kv_format, c.seed, vs, at);
+          } else {
+            k16[at] = to_half_bits(c.dtype, quick_normal(c.seed, ks, at));
+            v16[at] = to_half_bits(c.dtype, quick_normal(c.seed, vs, at));
+          }
+        }
       }
     }
   }, 256);
-  in.q.resize(size_t(c.batch()) * c.num_qo_heads * c.head_dim);
+  in.q.resize(size_t(c.batch()) * c.q_len * c.num_qo_heads * c.head_dim);
   const uint64_t qs = kindex::stream_id("q");
   for (size_t i = 0; i < in.q.size(); ++i) in.q[i] = to_half_bits(c.dtype, quick_normal(c.seed, qs, i));
   return in;
@@ -133,37 +167,46 @@ kindex_paged_decode_params host_params(const Case& c) {
       c.pass_last_page_len ? c.table.kv_last_page_len.data() : nullptr);
   p.dtype = c.dtype;
   p.sm_scale = c.sm_scale;
+  p.kv_layout = c.layout;
+  p.k_scale = c.k_scale;
+  p.v_scale = c.v_scale;
+  p.logits_soft_cap = c.soft_cap;
+  p.window_left = c.window_left;
+  p.sinks = c.sinks.empty() ? nullptr : c.sinks.data();
+  p.q_len_per_req = c.q_len;
+  p.kv_format = c.kv_format;
   return p;
 }
 
 // Device copies of a case's inputs and outputs; `run` poisons the outputs with NaN and calls the C ABI.
 struct DeviceCase {
-  DeviceBuffer q, k, v, indptr, indices, last, out, lse, ws;
+  DeviceBuffer q, k, v, indptr, indices, last, out, lse, ws, sinks;
   kindex_paged_decode_params p = KINDEX_PAGED_DECODE_PARAMS_INIT;
   size_t out_elems = 0, lse_elems = 0;
 
   // Returns "" or the failure.
   std::string upload(const Case& c, const HostInputs& in) {
     p = host_params(c);
-    out_elems = size_t(c.batch()) * c.num_qo_heads * c.head_dim;
-    lse_elems = size_t(c.batch()) * c.num_qo_heads;
+    out_elems = size_t(c.batch()) * c.q_len * c.num_qo_heads * c.head_dim;
+    lse_elems = size_t(c.batch()) * c.q_len * c.num_qo_heads;
     auto put = [](DeviceBuffer& d, const void* src, size_t bytes) -> void* {
       void* ptr = d.get(std::max<size_t>(bytes, 16));
       if (ptr && bytes && cudaMemcpy(ptr, src, bytes, cudaMemcpyHostToDevice) != cudaSuccess) return nullptr;
       return ptr;
     };
     p.q = put(q, in.q.data(), in.q.size() * 2);
-    p.k_cache = put(k, in.k.get(), in.cache_elems * 2);
-    p.v_cache = put(v, in.v.get(), in.cache_elems * 2);
+    p.k_cache = put(k, in.k.get(), in.cache_bytes);
+    p.v_cache = put(v, in.v.get(), in.cache_bytes);
     p.kv_indptr = static_cast<const int32_t*>(put(indptr, c.table.kv_indptr.data(), c.table.kv_indptr.size() * 4));
     p.kv_indices = static_cast<const int32_t*>(put(indices, c.table.kv_indices.data(), c.table.kv_indices.size() * 4));
     const auto& lens = c.table.kv_last_page_len;
     p.kv_last_page_len =
         c.pass_last_page_len ? static_cast<const int32_t*>(put(last, lens.data(), lens.size() * 4)) : nullptr;
+    if (!c.sinks.empty()) p.sinks = static_cast<const float*>(put(sinks, c.sinks.data(), c.sinks.size() * 4));
     p.output = out.get(out_elems * 2 + 16);
     p.lse = static_cast<float*>(lse.get(lse_elems * 4 + 16));
     if (!p.q || !p.k_cache || !p.v_cache || !p.kv_indptr || !p.kv_indices || !p.output || !p.lse ||
-        (c.pass_last_page_len && !p.kv_last_page_len))
+        (c.pass_last_page_len && !p.kv_last_page_len) || (!c.sinks.empty() && !p.sinks))
       return "device allocation or upload failed: " + std::string(cudaGetErrorString(cudaGetLastError()));
     return "";
   }
@@ -225,8 +268,9 @@ struct SegmentsScope {
   ~SegmentsScope() { dev.overrides.reset(); }
 };
 
-// Runs a case on the GPU and checks it against the CPU reference: the FIB comparator on every non-empty
-// sequence's output and lse, exact zeros and -inf on empty ones. Returns "" or what failed.
+// Runs a case on the GPU and checks it against the CPU reference: the FIB comparator on the output and lse of every
+// row that sees a key (or has a sink), exact zeros and -inf on the others (empty sequences; with several tokens per
+// request, tokens before a short sequence's keys). Returns "" or what failed.
 std::string check_case(const Case& c, DeviceCase& dev) {
   const HostInputs in = make_inputs(c);
   if (std::string e = dev.upload(c, in); !e.empty()) return c.name + ": " + e;
@@ -246,31 +290,30 @@ std::string check_case(const Case& c, DeviceCase& dev) {
   hp.lse = ref_l.data();
   kindex::reference::paged_decode(hp);
 
-  // Gather the non-empty sequences' rows for the comparator; check the empty ones exactly.
-  const int hq = c.num_qo_heads, d = c.head_dim;
-  std::vector<int> live;
-  for (int b = 0; b < c.batch(); ++b) {
-    if (c.table.kv_indptr[b + 1] > c.table.kv_indptr[b]) {
-      live.push_back(b);
+  // Gather the rows that see something for the comparator (lse -inf is not a number it compares); check the
+  // others exactly.
+  const int d = c.head_dim;
+  std::vector<size_t> live;
+  for (size_t row = 0; row < ref_l.size(); ++row) {
+    if (!(std::isinf(ref_l[row]) && ref_l[row] < 0)) {
+      live.push_back(row);
       continue;
     }
-    for (int i = 0; i < hq * d; ++i)
-      if (got_o[size_t(b) * hq * d + i] & 0x7fff)
-        return c.name + ": empty sequence " + std::to_string(b) + " output not zero";
-    for (int h = 0; h < hq; ++h)
-      if (!(std::isinf(got_l[size_t(b) * hq + h]) && got_l[size_t(b) * hq + h] < 0))
-        return c.name + ": empty sequence " + std::to_string(b) + " lse not -inf";
+    for (int i = 0; i < d; ++i)
+      if (got_o[row * d + i] & 0x7fff) return c.name + ": row " + std::to_string(row) + " sees no key: output not zero";
+    if (!(std::isinf(got_l[row]) && got_l[row] < 0))
+      return c.name + ": row " + std::to_string(row) + " sees no key: lse " + std::to_string(got_l[row]) + ", not -inf";
   }
   const kindex::DType dt = c.dtype == KINDEX_DTYPE_BF16 ? kindex::DType::bf16 : kindex::DType::f16;
   const int64_t n = int64_t(live.size());
-  kindex::Tensor ao(dt, {n, hq, d}), eo(dt, {n, hq, d});
-  kindex::Tensor al(kindex::DType::f32, {n, hq}), el(kindex::DType::f32, {n, hq});
+  kindex::Tensor ao(dt, {n, d}), eo(dt, {n, d});
+  kindex::Tensor al(kindex::DType::f32, {n}), el(kindex::DType::f32, {n});
   for (int64_t i = 0; i < n; ++i) {
-    const size_t b = size_t(live[size_t(i)]);
-    std::memcpy(ao.ptr<uint16_t>() + i * hq * d, got_o.data() + b * hq * d, size_t(hq * d) * 2);
-    std::memcpy(eo.ptr<uint16_t>() + i * hq * d, ref_o.data() + b * hq * d, size_t(hq * d) * 2);
-    std::memcpy(al.ptr<float>() + i * hq, got_l.data() + b * hq, size_t(hq) * 4);
-    std::memcpy(el.ptr<float>() + i * hq, ref_l.data() + b * hq, size_t(hq) * 4);
+    const size_t row = live[size_t(i)];
+    std::memcpy(ao.ptr<uint16_t>() + i * d, got_o.data() + row * d, size_t(d) * 2);
+    std::memcpy(eo.ptr<uint16_t>() + i * d, ref_o.data() + row * d, size_t(d) * 2);
+    al.ptr<float>()[i] = got_l[row];
+    el.ptr<float>()[i] = ref_l[row];
   }
   const auto ro = kindex::compare::compare_fib("output", ao.view(), eo.view());
   const auto rl = kindex::compare::compare_fib("lse", al.view(), el.view());
@@ -672,6 +715,14 @@ TEST_F(Decode, BadArgumentsNameTheField) {
       {"params.k_cache", [](kindex_paged_decode_params& p) { p.k_cache = static_cast<const char*>(p.k_cache) + 2; }},
       {"params.kv_indices", [](kindex_paged_decode_params& p) { p.kv_indices = nullptr; }},
       {"params.output", [](kindex_paged_decode_params& p) { p.output = nullptr; }},
+      // The version-2 fields (the ABI test has the rest, and the variants refused as NOT_SUPPORTED).
+      {"params.v_scale", [](kindex_paged_decode_params& p) { p.v_scale = NAN; }},
+      {"params.logits_soft_cap", [](kindex_paged_decode_params& p) { p.logits_soft_cap = -2; }},
+      {"params.q_len_per_req", [](kindex_paged_decode_params& p) { p.q_len_per_req = 9; }},
+      {"params.sinks",  // misaligned
+       [](kindex_paged_decode_params& p) {
+         p.sinks = reinterpret_cast<const float*>(static_cast<const char*>(p.q) + 2);
+       }},
   };
   size_t bytes = 0;
   for (const auto& b : bads) {
@@ -711,6 +762,221 @@ TEST_F(Decode, SanitizerSmall) {
     Case c = generated_case("sanitizer d" + std::to_string(d), d == 128 ? KINDEX_DTYPE_BF16 : KINDEX_DTYPE_FP16, 12, 2,
                             d, 5, 5, 300, 40, 21, true);
     EXPECT_EQ("", check_case(c, dev));
+  }
+}
+
+// ---- The version-2 variants (kindex.h): the modified kernel against the reference. ----
+
+// Per-head sink logits in [-4, 4): some far above, some far below the rows' logits.
+std::vector<float> make_sinks(int hq, uint64_t seed) {
+  std::vector<float> sinks(static_cast<size_t>(hq));
+  for (int h = 0; h < hq; ++h) sinks[size_t(h)] = float(kindex::uniform01(seed, 77, uint64_t(h)) * 8 - 4);
+  return sinks;
+}
+
+std::string describe_variant(const Case& c) {
+  const char* format = c.kv_format == KINDEX_KV_FORMAT_FP8_E4M3   ? " e4m3"
+                       : c.kv_format == KINDEX_KV_FORMAT_FP8_E5M2 ? " e5m2"
+                                                                  : "";
+  return " [q_len " + std::to_string(c.q_len) + format + " " +
+         std::string(c.layout == KINDEX_KV_LAYOUT_HND ? "HND" : "NHD") +
+         " k_scale " +
+         std::to_string(c.k_scale) + " v_scale " + std::to_string(c.v_scale) + " cap " + std::to_string(c.soft_cap) +
+         " window " + std::to_string(c.window_left) + (c.sinks.empty() ? "" : " sinks") + "]";
+}
+
+// Each variant alone and in combination, over adversarial tables (empty, 1-token, partial last pages, shared and
+// repeated ids), head_dim 64/128/256, groups 1..16, at one segment, the cost model's split and the most segments:
+// windows inside one page, across pages, longer than every sequence and 0 (the query's own key only); soft-caps
+// far below and far above the logits; sinks; HND.
+TEST_F(Decode, VariantsMatchTheReference) {
+  struct Variant {
+    kindex_kv_layout layout;
+    float k_scale, v_scale, soft_cap;
+    int window_left;
+    bool sinks;
+  };
+  const Variant variants[] = {
+      {KINDEX_KV_LAYOUT_NHD, 1, 1.75f, 0, -1, false},     // v_scale alone
+      {KINDEX_KV_LAYOUT_NHD, 1, 1, 0.02f, -1, false},     // a cap far below the logits: nearly uniform weights
+      {KINDEX_KV_LAYOUT_NHD, 1, 1, 1e4f, -1, false},      // a cap far above them: nearly no cap
+      {KINDEX_KV_LAYOUT_NHD, 1, 1, 5, -1, false},
+      {KINDEX_KV_LAYOUT_NHD, 1, 1, 0, 0, false},          // the query's own key only
+      {KINDEX_KV_LAYOUT_NHD, 1, 1, 0, 2, false},          // inside one page
+      {KINDEX_KV_LAYOUT_NHD, 1, 1, 0, 100, false},        // across pages
+      {KINDEX_KV_LAYOUT_NHD, 1, 1, 0, 1 << 30, false},    // longer than every sequence
+      {KINDEX_KV_LAYOUT_NHD, 1, 1, 0, -1, true},          // sinks (and empty sequences: zeros, the sink's lse)
+      {KINDEX_KV_LAYOUT_HND, 1, 1, 0, -1, false},
+      {KINDEX_KV_LAYOUT_NHD, 0.25f, 1, 0, -1, false},     // k_scale alone: the plain kernel
+      {KINDEX_KV_LAYOUT_HND, 0.5f, 2.5f, 8, 37, true},    // everything at once
+      {KINDEX_KV_LAYOUT_NHD, 3, 0.5f, 30, 5, true},
+  };
+  const int dims[] = {64, 128, 256};
+  const int page_sizes[] = {1, 16, 7, 64};
+  int i = 0;
+  for (const Variant& v : variants) {
+    ++i;
+    const int d = dims[i % 3], ps = page_sizes[i % 4], hkv = 1 + i % 3, group = 1 + (5 * i) % 16;
+    const kindex_dtype dt = i % 2 ? KINDEX_DTYPE_FP16 : KINDEX_DTYPE_BF16;
+    const int64_t n = ps == 1 ? 900 : std::max(24, 1800 / ps);
+    for (int64_t segments : {int64_t(1), int64_t(0), kMostSegments}) {
+      SegmentsScope scope(dev, segments);
+      Case c = generated_case("variant " + std::to_string(i) + " group " + std::to_string(group) + " d" +
+                                  std::to_string(d) + " ps" + std::to_string(ps) + " segments " +
+                                  std::to_string(segments),
+                              dt, group * hkv, hkv, d, ps, 9, 40 * n + 500, n, 300 + i, true);
+      c.layout = v.layout;
+      c.k_scale = v.k_scale;
+      c.v_scale = v.v_scale;
+      c.soft_cap = v.soft_cap;
+      c.window_left = v.window_left;
+      if (v.sinks) c.sinks = make_sinks(c.num_qo_heads, c.seed);
+      c.name += describe_variant(c);
+      EXPECT_EQ("", check_case(c, dev));
+    }
+  }
+}
+
+// Every segment count with everything at once: the sink and v_scale applied exactly once per row whether a
+// sequence is written whole (solo or CTA-merged) or merged from partials, and partials that the window leaves
+// empty (lse -inf) weigh nothing.
+TEST_F(Decode, VariantsAtEverySegmentCount) {
+  for (int64_t segments : {1, 2, 3, 5, 8, 13, 31, 64, 1 << 20}) {
+    SegmentsScope scope(dev, segments);
+    for (int window : {3, 200}) {
+      Case c = generated_case("segments " + std::to_string(segments) + " window " + std::to_string(window),
+                              KINDEX_DTYPE_BF16, 16, 2, 128, 7, 9, 5000, 700, 5 + window, true);
+      c.layout = KINDEX_KV_LAYOUT_HND;
+      c.v_scale = 0.75f;
+      c.soft_cap = 10;
+      c.window_left = window;
+      c.sinks = make_sinks(c.num_qo_heads, c.seed);
+      EXPECT_EQ("", check_case(c, dev));
+      Case lone = generated_case("segments " + std::to_string(segments) + ", one long, window " +
+                                     std::to_string(window),
+                                 KINDEX_DTYPE_FP16, 32, 1, 64, 1, 3, 40000, 30000, 6 + window, false);
+      lone.window_left = window;
+      lone.sinks = make_sinks(lone.num_qo_heads, lone.seed);
+      EXPECT_EQ("", check_case(lone, dev));
+    }
+  }
+}
+
+// The modified kernel is chosen only where a variant needs it (k_scale alone folds into sm_scale); fp8 K/V take the
+// fp8 one.
+TEST_F(Decode, OnlyVariantsNeedingItRunTheModifiedKernels) {
+  using kindex::decode::KernelKind;
+  kindex_paged_decode_params p = KINDEX_PAGED_DECODE_PARAMS_INIT;
+  EXPECT_EQ(KernelKind::plain, kindex::decode::kernel_kind(p));
+  p.k_scale = 3;
+  EXPECT_EQ(KernelKind::plain, kindex::decode::kernel_kind(p));
+  for (auto set : {+[](kindex_paged_decode_params& q) { q.v_scale = 2; },
+                   +[](kindex_paged_decode_params& q) { q.logits_soft_cap = 1; },
+                   +[](kindex_paged_decode_params& q) { q.window_left = 0; },
+                   +[](kindex_paged_decode_params& q) { q.kv_layout = KINDEX_KV_LAYOUT_HND; },
+                   +[](kindex_paged_decode_params& q) { q.q_len_per_req = 2; },
+                   +[](kindex_paged_decode_params& q) { static const float s = 0; q.sinks = &s; }}) {
+    kindex_paged_decode_params q = KINDEX_PAGED_DECODE_PARAMS_INIT;
+    set(q);
+    EXPECT_EQ(KernelKind::modified, kindex::decode::kernel_kind(q));
+  }
+  for (kindex_kv_format format : {KINDEX_KV_FORMAT_FP8_E4M3, KINDEX_KV_FORMAT_FP8_E5M2}) {
+    p = KINDEX_PAGED_DECODE_PARAMS_INIT;
+    p.kv_format = format;
+    EXPECT_EQ(KernelKind::fp8, kindex::decode::kernel_kind(p));
+  }
+}
+
+// fp8 K/V (e4m3, e5m2) into bf16 and fp16 decodes: every head_dim, groups, page sizes, adversarial tables, one
+// segment, the cost model's split and the most segments, alone (scales 1), with k_scale / v_scale, and with
+// everything else at once (window, soft-cap, sinks, HND, several tokens).
+TEST_F(Decode, Fp8CachesMatchTheReference) {
+  const int dims[] = {64, 128, 256};
+  const int page_sizes[] = {1, 16, 7};
+  int i = 0;
+  for (kindex_kv_format format : {KINDEX_KV_FORMAT_FP8_E4M3, KINDEX_KV_FORMAT_FP8_E5M2}) {
+    for (int d : dims) {
+      for (int mods = 0; mods < 3; ++mods) {
+        ++i;
+        const int ps = page_sizes[i % 3], hkv = 1 + i % 2, group = mods == 2 ? 4 : 1 + (7 * i) % 16;
+        const int64_t n = ps == 1 ? 800 : std::max(24, 1600 / ps);
+        for (int64_t segments : {int64_t(1), int64_t(0), kMostSegments}) {
+          SegmentsScope scope(dev, segments);
+          Case c = generated_case("fp8 d" + std::to_string(d) + " group " + std::to_string(group) + " ps" +
+                                      std::to_string(ps) + " segments " + std::to_string(segments),
+                                  i % 2 ? KINDEX_DTYPE_FP16 : KINDEX_DTYPE_BF16, group * hkv, hkv, d, ps, 8,
+                                  40 * n + 500, n, 500 + i, true);
+          c.kv_format = format;
+          if (mods >= 1) {
+            c.k_scale = 0.37f;
+            c.v_scale = 2.5f;
+          }
+          if (mods == 2) {
+            c.layout = KINDEX_KV_LAYOUT_HND;
+            c.window_left = 45;
+            c.soft_cap = 20;
+            c.sinks = make_sinks(c.num_qo_heads, c.seed);
+            c.q_len = 3;
+          }
+          c.name += describe_variant(c);
+          EXPECT_EQ("", check_case(c, dev));
+        }
+      }
+    }
+  }
+}
+
+// Small variant cases for compute-sanitizer: every head_dim, split and merged, HND, window, sinks, soft-cap.
+TEST_F(Decode, SanitizerSmallVariants) {
+  SegmentsScope scope(dev, kMostSegments);
+  for (int d : {64, 128, 256}) {
+    Case c = generated_case("sanitizer variants d" + std::to_string(d), d == 128 ? KINDEX_DTYPE_BF16 : KINDEX_DTYPE_FP16,
+                            12, 2, d, 5, 5, 300, 40, 22, true);
+    c.layout = KINDEX_KV_LAYOUT_HND;
+    c.v_scale = 2;
+    c.soft_cap = 20;
+    c.window_left = 9;
+    c.sinks = make_sinks(c.num_qo_heads, c.seed);
+    c.q_len = 2;
+    EXPECT_EQ("", check_case(c, dev));
+    c.kv_format = d == 128 ? KINDEX_KV_FORMAT_FP8_E4M3 : KINDEX_KV_FORMAT_FP8_E5M2;
+    c.name += " fp8";
+    EXPECT_EQ("", check_case(c, dev));
+  }
+}
+
+// Several query tokens per request (speculative decoding, MTP): token j of a request of n keys sees keys up to
+// n - q_len + j (tokens of a sequence shorter than that see none: zeros and -inf), the q / output / lse rows of a
+// request are [q_len][num_qo_heads]. Every q_len with the largest group that fits one 16-row tile and a smaller
+// one, head_dim 64/128/256, adversarial tables, alone and with window, soft-cap, sinks and HND, at one segment, the
+// cost model's split and the most segments.
+TEST_F(Decode, SeveralTokensPerRequestMatchTheReference) {
+  const int dims[] = {64, 128, 256};
+  const int page_sizes[] = {1, 16, 5};
+  for (int q_len = 2; q_len <= 8; ++q_len) {
+    for (int group : {16 / q_len, std::min(16 / q_len, 1 + q_len % 3)}) {
+      const int d = dims[(q_len + group) % 3], ps = page_sizes[q_len % 3], hkv = 1 + group % 2;
+      const int64_t n = ps == 1 ? 500 : std::max(24, 1000 / ps);
+      for (int64_t segments : {int64_t(1), int64_t(0), kMostSegments}) {
+        SegmentsScope scope(dev, segments);
+        for (bool mods : {false, true}) {
+          Case c = generated_case("q_len " + std::to_string(q_len) + " group " + std::to_string(group) + " d" +
+                                      std::to_string(d) + " ps" + std::to_string(ps) + " segments " +
+                                      std::to_string(segments),
+                                  q_len % 2 ? KINDEX_DTYPE_FP16 : KINDEX_DTYPE_BF16, group * hkv, hkv, d, ps, 7,
+                                  40 * n + 500, n, 400 + q_len * 16 + group, true);
+          c.q_len = q_len;
+          if (mods) {
+            c.layout = KINDEX_KV_LAYOUT_HND;
+            c.window_left = 1 + q_len % 4 * 20;  // 1: inside one page, the earlier tokens' windows end before
+            c.soft_cap = 15;
+            c.sinks = make_sinks(c.num_qo_heads, c.seed);
+          }
+          c.name += describe_variant(c);
+          EXPECT_EQ("", check_case(c, dev));
+        }
+      }
+    }
   }
 }
 

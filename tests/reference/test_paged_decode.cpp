@@ -27,10 +27,19 @@ struct Case {
   std::vector<int> seq_tokens;  // tokens per sequence (0: empty)
   bool pass_last_page_len;      // false: NULL (only valid when every sequence fills its last page)
   uint64_t seed;
+  int q_len = 1;     // query tokens per request
+  bool hnd = false;  // K/V caches [num_pages, num_kv_heads, page_size, head_dim]
+};
+
+// The version-2 score and output modifiers (kindex.h), at their defaults.
+struct Mods {
+  float k_scale = 1, v_scale = 1, soft_cap = 0;
+  int window_left = -1;
+  std::vector<float> sinks;  // empty: none
 };
 
 std::string describe(const Case& c) {
-  std::string s = "group " + std::to_string(c.group) + " kv " + std::to_string(c.num_kv_heads) + " d " +
+  std::string s = "q_len " + std::to_string(c.q_len) + (c.hnd ? " HND" : "") + " group " + std::to_string(c.group) + " kv " + std::to_string(c.num_kv_heads) + " d " +
                   std::to_string(c.head_dim) + " ps " + std::to_string(c.page_size) + " " +
                   std::string(dtype_name(c.dtype)) + " seqs";
   for (int t : c.seq_tokens) s += " " + std::to_string(t);
@@ -65,17 +74,21 @@ struct Problem {
       indptr.push_back(int32_t(indices.size()));
       last_len.push_back(pages ? t - (pages - 1) * ps : 0);
     }
-    q = Tensor(c.dtype, {batch, hq, dim});
-    k_cache = Tensor(c.dtype, {num_pages, ps, hkv, dim});
+    q = Tensor(c.dtype, {int64_t(batch) * c.q_len, hq, dim});
+    k_cache = Tensor(c.dtype, {num_pages, ps, hkv, dim});  // HND: the same elements, read as [pages, hkv, ps, dim]
     v_cache = Tensor(c.dtype, {num_pages, ps, hkv, dim});
-    output = Tensor(c.dtype, {batch, hq, dim});
+    output = Tensor(c.dtype, {int64_t(batch) * c.q_len, hq, dim});
     fill_normal(q, c.seed, stream_id("q"));
     fill_normal(k_cache, c.seed, stream_id("k_cache"));
     fill_normal(v_cache, c.seed, stream_id("v_cache"));
-    lse.assign(size_t(batch * hq), 12345.0f);
+    lse.assign(size_t(batch * c.q_len * hq), 12345.0f);
+  }
+  // Element offset of token `slot` of page `page` for KV head `kv`.
+  int64_t kv_row(int64_t page, int slot, int kv) const {
+    return (c.hnd ? (page * hkv + kv) * ps + slot : (page * ps + slot) * hkv + kv) * dim;
   }
 
-  kindex_paged_decode_params params() {
+  kindex_paged_decode_params params(const Mods& m = {}) {
     kindex_paged_decode_params p = catalog::decode_params({hq, hkv, dim, ps, num_pages}, indptr, indices,
                                                           c.pass_last_page_len ? last_len.data() : nullptr);
     p.dtype = c.dtype == DType::bf16 ? KINDEX_DTYPE_BF16 : KINDEX_DTYPE_FP16;
@@ -85,6 +98,13 @@ struct Problem {
     p.sm_scale = float(1.0 / std::sqrt(double(dim)));
     p.output = output.data();
     p.lse = lse.data();
+    p.q_len_per_req = c.q_len;
+    p.kv_layout = c.hnd ? KINDEX_KV_LAYOUT_HND : KINDEX_KV_LAYOUT_NHD;
+    p.k_scale = m.k_scale;
+    p.v_scale = m.v_scale;
+    p.logits_soft_cap = m.soft_cap;
+    p.window_left = m.window_left;
+    p.sinks = m.sinks.empty() ? nullptr : m.sinks.data();
     return p;
   }
 };
@@ -97,12 +117,13 @@ double ulp(DType t, double x) {
   return std::ldexp(1.0, e - mantissa_bits);
 }
 
-void check_against_naive(Problem& pb) {
+void check_against_naive(Problem& pb, const Mods& mods = {}) {
   SCOPED_TRACE(describe(pb.c));
-  kindex_paged_decode_params p = pb.params();
+  kindex_paged_decode_params p = pb.params(mods);
   reference::paged_decode(p);
   const TensorView q = pb.q.view(), k = pb.k_cache.view(), v = pb.v_cache.view(), out = pb.output.view();
-  const long double sm_scale = p.sm_scale;
+  const long double sm_scale = p.sm_scale, cap = mods.soft_cap;
+  const int q_len = pb.c.q_len;
   for (int b = 0; b < pb.batch; ++b) {
     // The sequence's tokens, spelled out: (page id, slot) for every slot of every page, the last page cut short.
     std::vector<std::pair<int64_t, int>> tokens;
@@ -112,38 +133,46 @@ void check_against_naive(Problem& pb) {
       for (int s = 0; s < slots; ++s) tokens.push_back({pb.indices[size_t(j)], s});
     }
     ASSERT_EQ(int(tokens.size()), pb.c.seq_tokens[b]);
-    for (int h = 0; h < pb.hq; ++h) {
-      const int kv = h / pb.c.group;
-      const int64_t o = (int64_t(b) * pb.hq + h) * pb.dim;
-      if (tokens.empty()) {
-        for (int d = 0; d < pb.dim; ++d) ASSERT_EQ(out.get(o + d), 0.0) << "empty sequence " << b;
-        ASSERT_EQ(pb.lse[size_t(b * pb.hq + h)], -std::numeric_limits<float>::infinity());
-        continue;
-      }
-      std::vector<long double> logits;
-      for (auto [page, slot] : tokens) {
-        const int64_t row = ((page * pb.ps + slot) * pb.hkv + kv) * pb.dim;
-        long double dot = 0;
-        for (int d = 0; d < pb.dim; ++d) dot += (long double)q.get(o + d) * (long double)k.get(row + d);
-        logits.push_back(dot * sm_scale);
-      }
-      long double sum = 0;
-      for (long double l : logits) sum += std::exp(l);
-      const long double lse2 = std::log(sum) / std::log(2.0L);
-      EXPECT_NEAR(pb.lse[size_t(b * pb.hq + h)], double(lse2), 1e-6 + 2e-7 * std::fabs(double(lse2)))
-          << "lse b " << b << " h " << h;
-      for (int d = 0; d < pb.dim; ++d) {
-        long double exact = 0;
-        for (size_t t = 0; t < tokens.size(); ++t) {
-          const int64_t row = ((tokens[t].first * pb.ps + tokens[t].second) * pb.hkv + kv) * pb.dim;
-          exact += std::exp(logits[t]) / sum * (long double)v.get(row + d);
+    for (int j = 0; j < q_len; ++j)
+      for (int h = 0; h < pb.hq; ++h) {
+        const int kv = h / pb.c.group;
+        const int64_t qo = (int64_t(b) * q_len + j) * pb.hq + h, o = qo * pb.dim;
+        // Token j is at position n - q_len + j: the keys it sees, by index, and its logits.
+        const int64_t pos = int64_t(tokens.size()) - q_len + j;
+        std::vector<size_t> seen;
+        for (size_t t = 0; t < tokens.size(); ++t)
+          if (int64_t(t) <= pos && (mods.window_left < 0 || int64_t(t) >= pos - mods.window_left)) seen.push_back(t);
+        const bool sink = !mods.sinks.empty();
+        if (seen.empty() && !sink) {
+          for (int d = 0; d < pb.dim; ++d) ASSERT_EQ(out.get(o + d), 0.0) << "b " << b << " j " << j << " sees nothing";
+          ASSERT_EQ(pb.lse[size_t(qo)], -std::numeric_limits<float>::infinity());
+          continue;
         }
-        // The reference rounds once to the dtype: it must be the nearest representable value.
-        const double got = out.get(o + d), want = double(exact);
-        ASSERT_LE(std::fabs(got - want), 0.5 * ulp(pb.c.dtype, got) * (1 + 1e-9) + 1e-12 * std::fabs(want))
-            << "b " << b << " h " << h << " d " << d << ": " << got << " vs exact " << want;
+        std::vector<long double> logits;
+        for (size_t t : seen) {
+          const int64_t row = pb.kv_row(tokens[t].first, tokens[t].second, kv);
+          long double dot = 0;
+          for (int d = 0; d < pb.dim; ++d)
+            dot += (long double)q.get(o + d) * (long double)mods.k_scale * (long double)k.get(row + d);
+          const long double s = dot * sm_scale;
+          logits.push_back(cap > 0 ? cap * std::tanh(s / cap) : s);
+        }
+        long double sum = sink ? std::exp((long double)mods.sinks[size_t(h)]) : 0;
+        for (long double l : logits) sum += std::exp(l);
+        const long double lse2 = std::log(sum) / std::log(2.0L);
+        EXPECT_NEAR(pb.lse[size_t(qo)], double(lse2), 1e-6 + 2e-7 * std::fabs(double(lse2))) << "lse b " << b << " h " << h;
+        for (int d = 0; d < pb.dim; ++d) {
+          long double exact = 0;
+          for (size_t i = 0; i < seen.size(); ++i) {
+            const int64_t row = pb.kv_row(tokens[seen[i]].first, tokens[seen[i]].second, kv);
+            exact += std::exp(logits[i]) / sum * (long double)mods.v_scale * (long double)v.get(row + d);
+          }
+          // The reference rounds once to the dtype: it must be the nearest representable value.
+          const double got = out.get(o + d), want = double(exact);
+          ASSERT_LE(std::fabs(got - want), 0.5 * ulp(pb.c.dtype, got) * (1 + 1e-9) + 1e-12 * std::fabs(want))
+              << "b " << b << " j " << j << " h " << h << " d " << d << ": " << got << " vs exact " << want;
+        }
       }
-    }
   }
 }
 
@@ -271,4 +300,229 @@ TEST(PagedDecodeReference, BadIndicesNameTheField) {
   EXPECT_EQ(decode_error(pb, p).field(), "kv_indptr");
 
   EXPECT_NO_THROW(reference::paged_decode(pb.params()));  // the table restored is valid again
+}
+
+// ---- The version-2 variants (kindex.h): the naive computation above, and hand-checkable identities. ----
+
+TEST(PagedDecodeReference, VariantsMatchNaive) {
+  const int q_lens[] = {1, 2, 3, 8};
+  for (uint64_t seed = 200; seed < 216; ++seed) {
+    auto pick = [&](uint64_t stream, int n) { return int(uniform01(seed, stream, 0) * n); };
+    Case c{1 + pick(1, 4), 1 + pick(2, 2), pick(3, 2) ? 64 : 128, pick(4, 2) ? 1 : 16,
+           pick(5, 2) ? DType::bf16 : DType::f16, {}, true, seed, q_lens[pick(9, 4)], pick(10, 2) == 1};
+    for (int b = 0; b < 3; ++b) c.seq_tokens.push_back(int(uniform01(seed, 8, uint64_t(b)) * 60));
+    Problem pb(c);
+    Mods m;
+    m.k_scale = pick(11, 2) ? 0.5f : 1.0f;
+    m.v_scale = pick(12, 2) ? 1.75f : 1.0f;
+    m.soft_cap = pick(13, 3) == 0 ? 0.0f : pick(14, 2) ? 0.05f : 30.0f;  // 0.05: every logit near the cap
+    m.window_left = pick(15, 3) == 0 ? -1 : pick(16, 40);
+    if (pick(17, 2))
+      for (int h = 0; h < pb.hq; ++h) m.sinks.push_back(float(uniform01(seed, 18, uint64_t(h)) * 6 - 3));
+    SCOPED_TRACE("k_scale " + std::to_string(m.k_scale) + " v_scale " + std::to_string(m.v_scale) + " cap " +
+                 std::to_string(m.soft_cap) + " window " + std::to_string(m.window_left) + " sinks " +
+                 std::to_string(m.sinks.size()));
+    check_against_naive(pb, m);
+  }
+}
+
+// One token: the lse is its logit, cap * tanh(s / cap), in base 2, and the output its value row.
+TEST(PagedDecodeReference, SoftCapIsCapTimesTanh) {
+  for (float cap : {0.5f, 4.0f, 50.0f}) {
+    Problem pb({1, 1, 64, 1, DType::bf16, {1}, false, 30});
+    Mods m;
+    m.soft_cap = cap;
+    kindex_paged_decode_params p = pb.params(m);
+    reference::paged_decode(p);
+    const TensorView q = pb.q.view(), k = pb.k_cache.view();
+    double s = 0;
+    for (int d = 0; d < 64; ++d) s += q.get(d) * k.get(int64_t(pb.indices[0]) * 64 + d);
+    s *= double(p.sm_scale);
+    EXPECT_NEAR(pb.lse[0] * std::log(2.0), cap * std::tanh(s / cap), 1e-5) << "cap " << cap << " s " << s;
+    EXPECT_LE(std::fabs(pb.lse[0] * std::log(2.0)), cap * (1 + 1e-6));
+    for (int d = 0; d < 64; ++d) EXPECT_EQ(pb.output.get(d), pb.v_cache.get(int64_t(pb.indices[0]) * 64 + d));
+  }
+}
+
+// A window of w keys left of a query is the sequence cut to its last w + 1 tokens (page_size 1: drop page ids).
+TEST(PagedDecodeReference, WindowEqualsTheTruncatedSequence) {
+  for (int w : {0, 5, 29, 30, 100}) {
+    Problem full({4, 2, 64, 1, DType::bf16, {30}, false, 31});
+    Mods m;
+    m.window_left = w;
+    reference::paged_decode(full.params(m));
+    Problem cut = full;  // shares q and the caches (Tensor copies share data); its own output
+    cut.output = Tensor(full.output.dtype(), full.output.shape());
+    const int keep = std::min(30, w + 1);
+    cut.indices.erase(cut.indices.begin(), cut.indices.end() - keep);
+    cut.indptr = {0, keep};
+    cut.c.seq_tokens = {keep};
+    reference::paged_decode(cut.params());
+    for (int64_t i = 0; i < full.output.numel(); ++i) ASSERT_EQ(full.output.get(i), cut.output.get(i)) << "w " << w;
+    EXPECT_EQ(full.lse, cut.lse) << "w " << w;
+  }
+}
+
+// A sink is one more key with no value: sink 0 equals an extra token whose K row is 0 (logit 0) and V row is 0.
+TEST(PagedDecodeReference, SinkEqualsAnExtraKeyWithAZeroValueRow) {
+  Problem with_key({3, 1, 64, 1, DType::f16, {12}, false, 32});
+  Problem with_sink({3, 1, 64, 1, DType::f16, {11}, false, 32});
+  with_sink.q = with_key.q;
+  with_sink.k_cache = with_key.k_cache;
+  with_sink.v_cache = with_key.v_cache;
+  with_sink.num_pages = with_key.num_pages;
+  // The extra key's page (the last id) holds zeros, and no other token of the sequence uses it.
+  const int32_t zero_page = int32_t(with_key.num_pages - 1);
+  for (size_t i = 0; i + 1 < with_key.indices.size(); ++i) with_key.indices[i] = int32_t(i * 5 % zero_page);
+  with_key.indices.back() = zero_page;
+  with_sink.indices.assign(with_key.indices.begin(), with_key.indices.end() - 1);
+  with_sink.indptr = {0, 11};
+  for (int d = 0; d < 64; ++d) {
+    with_key.k_cache.set(zero_page * 64 + d, 0.0);
+    with_key.v_cache.set(zero_page * 64 + d, 0.0);
+  }
+  reference::paged_decode(with_key.params());
+  Mods m;
+  m.sinks.assign(3, 0.0f);
+  reference::paged_decode(with_sink.params(m));
+  for (int64_t i = 0; i < with_key.output.numel(); ++i)
+    EXPECT_NEAR(with_key.output.get(i), with_sink.output.get(i), 1e-3 * std::fabs(with_key.output.get(i))) << i;
+  for (size_t h = 0; h < 3; ++h) EXPECT_NEAR(with_key.lse[h], with_sink.lse[h], 1e-6) << h;
+  // No key at all: zeros, and the sink's own lse (base 2).
+  Problem empty({3, 1, 64, 1, DType::f16, {0}, false, 33});
+  m.sinks = {0.5f, -1.0f, 2.0f};
+  reference::paged_decode(empty.params(m));
+  for (int64_t i = 0; i < empty.output.numel(); ++i) ASSERT_EQ(empty.output.get(i), 0.0);
+  for (size_t h = 0; h < 3; ++h) EXPECT_FLOAT_EQ(empty.lse[h], float(m.sinks[h] / std::log(2.0)));
+}
+
+// HND holds the same tokens as NHD with the page's token and head axes swapped.
+TEST(PagedDecodeReference, HndEqualsNhdPermuted) {
+  Problem nhd({3, 3, 64, 16, DType::bf16, {40, 1, 16}, true, 34});
+  Problem hnd = nhd;  // shares q (Tensor copies share data); its own caches and output
+  hnd.c.hnd = true;
+  hnd.k_cache = Tensor(nhd.k_cache.dtype(), nhd.k_cache.shape());
+  hnd.v_cache = Tensor(nhd.v_cache.dtype(), nhd.v_cache.shape());
+  hnd.output = Tensor(nhd.output.dtype(), nhd.output.shape());
+  for (int64_t pg = 0; pg < nhd.num_pages; ++pg)
+    for (int s = 0; s < 16; ++s)
+      for (int kv = 0; kv < 3; ++kv)
+        for (int d = 0; d < 64; ++d) {
+          hnd.k_cache.set(hnd.kv_row(pg, s, kv) + d, nhd.k_cache.get(nhd.kv_row(pg, s, kv) + d));
+          hnd.v_cache.set(hnd.kv_row(pg, s, kv) + d, nhd.v_cache.get(nhd.kv_row(pg, s, kv) + d));
+        }
+  reference::paged_decode(nhd.params());
+  reference::paged_decode(hnd.params());
+  for (int64_t i = 0; i < nhd.output.numel(); ++i) ASSERT_EQ(nhd.output.get(i), hnd.output.get(i)) << i;
+  EXPECT_EQ(nhd.lse, hnd.lse);
+}
+
+// k_scale multiplies the logits as sm_scale does; v_scale multiplies the output (exactly, for a power of two) and
+// leaves lse alone.
+TEST(PagedDecodeReference, KScaleFoldsIntoSmScaleAndVScaleScalesTheOutput) {
+  Problem base({2, 2, 64, 16, DType::bf16, {37, 3}, true, 35});
+  Problem scaled = base;  // shares q and the caches (Tensor copies share data); its own output
+  scaled.output = Tensor(base.output.dtype(), base.output.shape());
+  kindex_paged_decode_params p = base.params();
+  p.sm_scale *= 4;
+  reference::paged_decode(p);
+  Mods m;
+  m.k_scale = 4;
+  m.v_scale = 2;
+  reference::paged_decode(scaled.params(m));
+  for (int64_t i = 0; i < base.output.numel(); ++i) ASSERT_EQ(2 * base.output.get(i), scaled.output.get(i)) << i;
+  EXPECT_EQ(base.lse, scaled.lse);
+}
+
+// Token j of a request of q_len tokens over n keys is a one-token decode over the first n - q_len + j + 1 keys.
+TEST(PagedDecodeReference, SeveralTokensPerRequestAreCausal) {
+  const int q_len = 4, n = 9;
+  Problem multi({2, 2, 64, 1, DType::bf16, {n}, false, 36, q_len});
+  reference::paged_decode(multi.params());
+  for (int j = 0; j < q_len; ++j) {
+    Problem one({2, 2, 64, 1, DType::bf16, {n - q_len + j + 1}, false, 36});
+    one.k_cache = multi.k_cache;
+    one.v_cache = multi.v_cache;
+    one.num_pages = multi.num_pages;
+    one.indices.assign(multi.indices.begin(), multi.indices.begin() + (n - q_len + j + 1));
+    one.indptr = {0, n - q_len + j + 1};
+    const int64_t row = int64_t(multi.hq) * multi.dim;
+    for (int64_t i = 0; i < row; ++i) one.q.set(i, multi.q.get(j * row + i));
+    reference::paged_decode(one.params());
+    for (int64_t i = 0; i < row; ++i) ASSERT_EQ(one.output.get(i), multi.output.get(j * row + i)) << "j " << j;
+    for (int h = 0; h < multi.hq; ++h) EXPECT_EQ(one.lse[size_t(h)], multi.lse[size_t(j * multi.hq + h)]) << j;
+  }
+}
+
+TEST(PagedDecodeReference, BadVariantFieldsNameTheField) {
+  Problem pb({2, 1, 64, 16, DType::bf16, {20}, true, 37});
+  auto field_of = [&](auto&& change) {
+    kindex_paged_decode_params p = pb.params();
+    change(p);
+    return decode_error(pb, p).field();
+  };
+  EXPECT_EQ("k_scale", field_of([](auto& p) { p.k_scale = 0; }));
+  EXPECT_EQ("v_scale", field_of([](auto& p) { p.v_scale = INFINITY; }));
+  EXPECT_EQ("q_len_per_req", field_of([](auto& p) { p.q_len_per_req = 9; }));
+  EXPECT_EQ("logits_soft_cap", field_of([](auto& p) { p.logits_soft_cap = -1; }));
+  EXPECT_EQ("kv_layout", field_of([](auto& p) { p.kv_layout = kindex_kv_layout(2); }));
+  const float bad_sinks[] = {0.0f, NAN};
+  EXPECT_EQ("sinks[1]", field_of([&](auto& p) { p.sinks = bad_sinks; }));
+}
+
+TEST(PagedDecodeReference, Fp8ValuesDecodeExactly) {
+  EXPECT_EQ(fp8_e4m3_to_float(0x38), 1.0f);
+  EXPECT_EQ(fp8_e4m3_to_float(0xb8), -1.0f);
+  EXPECT_EQ(fp8_e4m3_to_float(0x7e), 448.0f);
+  EXPECT_EQ(fp8_e4m3_to_float(0x01), std::ldexp(1.0f, -9));
+  EXPECT_EQ(fp8_e4m3_to_float(0x07), 7 * std::ldexp(1.0f, -9));  // the largest subnormal
+  EXPECT_EQ(fp8_e4m3_to_float(0x08), std::ldexp(1.0f, -6));      // the smallest normal
+  EXPECT_EQ(fp8_e4m3_to_float(0x0f), 1.875f * std::ldexp(1.0f, -6));
+  EXPECT_TRUE(std::isnan(fp8_e4m3_to_float(0x7f)));
+  EXPECT_EQ(fp8_e5m2_to_float(0x3c), 1.0f);
+  EXPECT_EQ(fp8_e5m2_to_float(0x7b), 57344.0f);
+  EXPECT_EQ(fp8_e5m2_to_float(0x01), std::ldexp(1.0f, -16));
+  EXPECT_TRUE(std::isinf(fp8_e5m2_to_float(0x7c)));
+}
+
+// An fp8 cache decodes as the bf16 / fp16 cache of its values (every fp8 value is one exactly), scales and all.
+TEST(PagedDecodeReference, Fp8CacheEqualsTheCacheOfItsValues) {
+  for (kindex_kv_format format : {KINDEX_KV_FORMAT_FP8_E4M3, KINDEX_KV_FORMAT_FP8_E5M2}) {
+    for (DType dtype : {DType::bf16, DType::f16}) {
+      Problem wide({4, 2, 64, 16, dtype, {50, 0, 17}, true, 38});
+      const int64_t n = wide.k_cache.numel();
+      std::vector<uint8_t> k8(static_cast<size_t>(n)), v8(static_cast<size_t>(n));
+      for (int64_t i = 0; i < n; ++i) {
+        // Magnitudes 2^-3 .. 2^2 (exponent fields 4..9 of e4m3, 12..17 of e5m2), any sign and mantissa.
+        const auto draw = [&](uint64_t stream) {
+          const uint64_t h = mix64(mix64(stream) + uint64_t(i));
+          const int e = int(h % 6), m = int((h >> 8) & 7), sign = int((h >> 16) & 1) << 7;
+          return uint8_t(format == KINDEX_KV_FORMAT_FP8_E4M3 ? sign | (4 + e) << 3 | m : sign | (12 + e) << 2 | (m & 3));
+        };
+        k8[size_t(i)] = draw(1);
+        v8[size_t(i)] = draw(2);
+        const auto value = [&](uint8_t x) {
+          return format == KINDEX_KV_FORMAT_FP8_E4M3 ? fp8_e4m3_to_float(x) : fp8_e5m2_to_float(x);
+        };
+        wide.k_cache.set(i, value(k8[size_t(i)]));
+        wide.v_cache.set(i, value(v8[size_t(i)]));
+        ASSERT_EQ(wide.k_cache.get(i), value(k8[size_t(i)])) << "not exact in the dtype";
+      }
+      Problem narrow = wide;  // shares q (Tensor copies share data); its own output
+      narrow.output = Tensor(wide.output.dtype(), wide.output.shape());
+      Mods m;
+      m.k_scale = 0.7f;
+      m.v_scale = 1.3f;
+      m.window_left = 20;
+      reference::paged_decode(wide.params(m));
+      kindex_paged_decode_params p = narrow.params(m);
+      p.kv_format = format;
+      p.k_cache = k8.data();
+      p.v_cache = v8.data();
+      reference::paged_decode(p);
+      for (int64_t i = 0; i < wide.output.numel(); ++i)
+        ASSERT_EQ(wide.output.get(i), narrow.output.get(i)) << int(format) << " " << i;
+      EXPECT_EQ(wide.lse, narrow.lse);
+    }
+  }
 }

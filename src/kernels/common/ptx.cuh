@@ -94,6 +94,44 @@ struct Mma {
   }
 };
 
+// ---- fp8 -------------------------------------------------------------------------------------------------------
+// Two fp8 values (e4m3 "fn", or e5m2 when kE5M2), the first in the low byte, to an fp16x2 (the first in the low
+// half), exactly: every fp8 value is an fp16 value. sm_89+ has an instruction; before it, bits: an e5m2 byte is
+// the top byte of its fp16, and an e4m3 byte's exponent and mantissa placed as an fp16's (bias 15, not 7) give the
+// value / 2^8, normal or subnormal, so one exact multiply by 256 finishes it (the e4m3 NaN becomes 480 there).
+template <bool kE5M2>
+__device__ __forceinline__ uint32_t fp8x2_to_f16x2(uint16_t x) {
+  uint32_t r;
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
+  if constexpr (kE5M2) asm("cvt.rn.f16x2.e5m2x2 %0, %1;" : "=r"(r) : "h"(x));
+  else asm("cvt.rn.f16x2.e4m3x2 %0, %1;" : "=r"(r) : "h"(x));
+#else
+  const uint32_t b = (uint32_t(x) & 0xffu) | ((uint32_t(x) & 0xff00u) << 8);  // byte i in the low byte of half i
+  if constexpr (kE5M2) {
+    r = b << 8;
+  } else {
+    const uint32_t h = ((b & 0x00800080u) << 8) | ((b & 0x007f007fu) << 7);
+    __half2 v;
+    memcpy(&v, &h, 4);
+    v = __hmul2(v, __half2half2(__ushort_as_half(0x5c00)));  // x 256
+    memcpy(&r, &v, 4);
+  }
+#endif
+  return r;
+}
+// The same fp16x2 as T x2 (the A/B register Mma<T>::pack makes): fp16 as is, bf16 exactly (fp8 values fit bf16).
+template <class T>
+__device__ __forceinline__ uint32_t f16x2_to(uint32_t h) {
+  if constexpr (std::is_same_v<T, __half>) {
+    return h;
+  } else {
+    __half2 x;
+    memcpy(&x, &h, 4);
+    const float2 f = __half22float2(x);
+    return Mma<T>::pack(f.x, f.y);
+  }
+}
+
 // ---- math ------------------------------------------------------------------------------------------------------
 __device__ __forceinline__ float fast_exp2(float x) {
   float y;

@@ -56,14 +56,6 @@ void check_variant(const kindex_paged_decode_params& p) {
     bad("rope_scale", std::to_string(p.rope_scale), "must be finite and > 0");
   if (!(std::isfinite(p.rope_theta) && p.rope_theta > 0))
     bad("rope_theta", std::to_string(p.rope_theta), "must be finite and > 0");
-  if (p.kv_format != KINDEX_KV_FORMAT_SAME_AS_Q) not_yet("kv_format", std::to_string(int(p.kv_format)));
-  if (p.kv_layout != KINDEX_KV_LAYOUT_NHD) not_yet("kv_layout", std::to_string(int(p.kv_layout)));
-  if (p.k_scale != 1.0f) not_yet("k_scale", std::to_string(p.k_scale));
-  if (p.v_scale != 1.0f) not_yet("v_scale", std::to_string(p.v_scale));
-  if (p.q_len_per_req != 1) not_yet("q_len_per_req", std::to_string(p.q_len_per_req));
-  if (p.window_left >= 0) not_yet("window_left", std::to_string(p.window_left));
-  if (p.logits_soft_cap != 0) not_yet("logits_soft_cap", std::to_string(p.logits_soft_cap));
-  if (p.sinks) not_yet("sinks", "non-NULL");
   if (p.pos_encoding != KINDEX_POS_ENCODING_NONE) not_yet("pos_encoding", std::to_string(int(p.pos_encoding)));
 }
 
@@ -108,13 +100,13 @@ DeviceLimits device_limits() {
 
 // Resident CTAs of the main kernel on all SMs of the current device, cached per (device, configuration). Also
 // raises the kernel's shared-memory limit on this device, once: launches rely on it.
-int resident_ctas(const DeviceLimits& device, kindex_dtype dtype, int head_dim, int stages) {
+int resident_ctas(const DeviceLimits& device, kindex_dtype dtype, int head_dim, int stages, KernelKind kind) {
   static std::mutex mutex;
-  static std::map<std::tuple<int, int, int, int>, int> cache;
-  const auto key = std::make_tuple(device.device, int(dtype), head_dim, stages);
+  static std::map<std::tuple<int, int, int, int, int>, int> cache;
+  const auto key = std::make_tuple(device.device, int(dtype), head_dim, stages, int(kind));
   std::lock_guard<std::mutex> lock(mutex);
   if (auto it = cache.find(key); it != cache.end()) return it->second;
-  const int ctas = device.sms * detail::ctas_per_sm(dtype, head_dim, stages);
+  const int ctas = device.sms * detail::ctas_per_sm(dtype, head_dim, stages, kind);
   cache[key] = ctas;
   return ctas;
 }
@@ -140,6 +132,7 @@ void check_pointers(const kindex_paged_decode_params& p, bool plan_only) {
   need(p.q, "q", 16);
   need(p.output, "output", 16);
   if (p.lse && !aligned(p.lse, 4)) bad("lse", address(p.lse), "must be 4-byte aligned");
+  if (p.sinks && !aligned(p.sinks, 4)) bad("sinks", address(p.sinks), "must be 4-byte aligned");
   if (p.num_kv_indices > 0) {
     need(p.k_cache, "k_cache", 16);
     need(p.v_cache, "v_cache", 16);
@@ -183,6 +176,13 @@ CostModel device_cost(const DeviceLimits& device) {
 
 }  // namespace
 
+KernelKind kernel_kind(const kindex_paged_decode_params& p) {
+  if (p.kv_format != KINDEX_KV_FORMAT_SAME_AS_Q) return KernelKind::fp8;
+  const bool modified = p.v_scale != 1.0f || p.logits_soft_cap != 0 || p.window_left >= 0 || p.sinks ||
+                        p.kv_layout != KINDEX_KV_LAYOUT_NHD || p.q_len_per_req != 1;
+  return modified ? KernelKind::modified : KernelKind::plain;
+}
+
 int64_t choose_segments(const CostModel& cost, int64_t kv_bytes, int64_t batch, int64_t kv_heads,
                         int64_t max_segments) {
   int64_t best = 1;
@@ -219,6 +219,11 @@ LaunchShape launch_shape(const kindex_paged_decode_params& p, const ShapeOverrid
     bad("num_pages", std::to_string(p.num_pages), "must be >= 1 when num_kv_indices > 0");
   if (!std::isfinite(p.sm_scale)) bad("sm_scale", std::to_string(p.sm_scale), "must be finite");
   check_variant(p);
+  // A request's query rows (its tokens x the group) fill one 16-row MMA tile; more would need a loop over tiles.
+  if ((p.num_qo_heads / p.num_kv_heads) * p.q_len_per_req > kMaxGroup)
+    not_yet("q_len_per_req", std::to_string(p.q_len_per_req) + " with group size " +
+                                 std::to_string(p.num_qo_heads / p.num_kv_heads) +
+                                 " (q_len_per_req x group > " + std::to_string(kMaxGroup) + ")");
 
   LaunchShape shape;
   if (p.batch_size == 0) return shape;
@@ -231,10 +236,12 @@ LaunchShape launch_shape(const kindex_paged_decode_params& p, const ShapeOverrid
                                      "needs " + std::to_string(detail::ring_smem_bytes(p.head_dim, 2)) +
                                          " bytes of shared memory per CTA; this device allows " +
                                          std::to_string(limit)));
-  const int64_t slots = resident_ctas(device, p.dtype, p.head_dim, shape.stages);
+  shape.kind = kernel_kind(p);
+  const int64_t slots = resident_ctas(device, p.dtype, p.head_dim, shape.stages, shape.kind);
   // One wave: S segments x num_kv_heads CTAs all resident, so the merge can follow a grid-wide barrier.
   const int64_t max_segments = std::max<int64_t>(1, slots / p.num_kv_heads);
-  const int64_t token_bytes = int64_t(p.head_dim) * 2 * 2;  // K and V of one token and KV head
+  const int64_t element_bytes = p.kv_format == KINDEX_KV_FORMAT_SAME_AS_Q ? 2 : 1;
+  const int64_t token_bytes = int64_t(p.head_dim) * 2 * element_bytes;  // K and V of one token and KV head
   const int64_t kv_bytes = p.num_kv_indices * p.page_size * p.num_kv_heads * token_bytes;
   const CostModel cost = device_cost(device);
   if (p.num_kv_indices > 0)
@@ -248,7 +255,7 @@ LaunchShape launch_shape(const kindex_paged_decode_params& p, const ShapeOverrid
   shape.plan_bytes = detail::plan_bytes(shape.num_segments, p.batch_size);
   if (shape.num_segments > 1)
     shape.partial_bytes = size_t(shape.num_segments + p.batch_size) * size_t(p.num_qo_heads) *
-                          size_t(p.head_dim + 1) * sizeof(float);
+                          size_t(p.q_len_per_req) * size_t(p.head_dim + 1) * sizeof(float);
   return shape;
 }
 

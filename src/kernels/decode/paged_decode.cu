@@ -15,6 +15,12 @@
 // CTA piece each warp parks its (m, l, O) in the ring stage it consumed last, per-row weights are reduced once and
 // the warps merge in fixed order (deterministic), writing the output or a split-KV partial. Split sequences are
 // merged in the same kernel after a grid-wide barrier (merge_split), their rows dealt to the CTAs by the plan.
+//
+// The version-2 variants (kindex.h) run in the same kernel compiled with kMod (kernel_kind picks it): per-row key
+// ranges for the window and the causal limit of several tokens per request (their rows share the 16-row tile),
+// the soft-cap on the scores, the sink and v_scale where a row's result is final, HND strides; and with kFp8 too,
+// fp8 K/V copied at 1 byte an element and converted per chunk in shared memory. The plain instantiation (kMod
+// false) is the kernel as it was before them.
 #include <cooperative_groups.h>
 #include <cub/block/block_scan.cuh>
 #include <cuda_runtime.h>
@@ -22,6 +28,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
+#include <type_traits>
 
 #include "kernels/common/ptx.cuh"
 #include "kernels/decode/paged_decode.hpp"
@@ -66,6 +73,16 @@ __host__ __device__ constexpr size_t items_offset(long long segments) {
   return align_up(seg_table_offset() + size_t(segments + 1) * sizeof(int), 16);
 }
 
+// Whole pages at the start of a sequence of `tokens` keys that none of its q_len query tokens sees under the window
+// (window_left >= 0; else 0): the plan leaves them out of its costs and cuts, and the modified kernel out of its
+// pieces, so they are never streamed. Pages, not tokens: the rest of the first page is masked per row.
+__host__ __device__ __forceinline__ int pages_before_window(long long tokens, int q_len, int window_left,
+                                                            int page_size) {
+  if (window_left < 0 || tokens <= 0) return 0;
+  const long long first_seen = tokens - q_len - window_left;  // the first key token 0 sees
+  return first_seen > 0 ? int(first_seen / page_size) : 0;
+}
+
 // Warps that merge one row of a sequence cut into ns segments (a power of two up to the CTA's warps), and so the
 // rows one merge task holds.
 __host__ __device__ __forceinline__ int merge_warps_per_row(int ns, int warps) {
@@ -84,15 +101,40 @@ struct Args {
   const int* last_len;  // may be null: every last page is full
   void* out;
   float* lse;           // may be null
-  float* part_o;        // [num_segments + batch][num_qo_heads][head_dim], normalised partial outputs
-  float* part_lse;      // [num_segments + batch][num_qo_heads]
+  float* part_o;        // [num_segments + batch][q_len * num_qo_heads][head_dim], normalised partial outputs
+  float* part_lse;      // [num_segments + batch][q_len * num_qo_heads]
   const char* plan;     // the device plan (PlanHeader, seg_begin, SplitItem)
   int batch, num_qo_heads, num_kv_heads, group, page_size;
   int num_kv_indices;   // N
   int num_segments;
   long long num_pages;
-  float scale_log2;     // sm_scale * log2(e)
+  float scale_log2;     // sm_scale * k_scale * log2(e)
+  // The version-2 variants (kindex.h), read only by the modified kernel (kMod; launch_run picks it):
+  float cap_pre;        // logits_soft_cap > 0: sm_scale * k_scale / cap (the logit in log2 units is
+  float cap_post;       //   cap_post * tanh(q.k * cap_pre), cap_post = cap * log2(e)); 0: no soft-cap
+  float out_scale;      // v_scale, applied to the final output only
+  int window_left;      // < 0: no window
+  const float* sinks;   // [num_qo_heads] natural-log logits, or null
+  long long stride_page, stride_token, stride_head;  // K/V element strides of the layout (NHD or HND)
+  int q_len;            // query tokens per request: a request owns q_len * num_qo_heads rows of q / output / lse
+  int rows;             // rows of a CTA's Q tile, group * q_len <= 16: row r is token r / group, head r % group
+  int kv_e5m2;          // the fp8 kernel: K/V are e5m2 (else e4m3)
 };
+
+// Rows of the Q tile, rows per request, and the request row of tile row r (of the CTA of KV head kvh). The plain
+// kernel's tile holds the group's heads of one token: r -> kvh * group + r, as before the variants.
+template <bool kMod>
+__device__ __forceinline__ int tile_rows(const Args& a) {
+  return kMod ? a.rows : a.group;
+}
+template <bool kMod>
+__device__ __forceinline__ int request_rows(const Args& a) {
+  return kMod ? a.num_qo_heads * a.q_len : a.num_qo_heads;
+}
+template <bool kMod>
+__device__ __forceinline__ int request_row(const Args& a, int kvh, int r) {
+  return kMod ? (r / a.group) * a.num_qo_heads + kvh * a.group + r % a.group : kvh * a.group + r;
+}
 
 __device__ __forceinline__ const PlanHeader& plan_header(const Args& a) {
   return *reinterpret_cast<const PlanHeader*>(a.plan);
@@ -132,24 +174,30 @@ struct Deal {
   }
 };
 
-template <int D, int S>
+// KB: bytes per K/V element in the ring, 2 (bf16/fp16), or 1 (fp8: each chunk is converted into a per-warp K/V
+// tile pair of T before the MMAs read it).
+template <int D, int S, int KB = 2>
 struct Layout {
   // Warps per CTA: 8 (two per scheduler hide each other's MMA/softmax latency), 4 at head_dim 256, where the ring
   // would not fit otherwise.
   static constexpr int kWarps = D == 256 ? 4 : 8;
   static constexpr int kThreads = kWarps * 32;
-  static constexpr int kChunksPerRow = D / 8;  // 16-byte copies per token row
-  static constexpr int kTokPerPass = kChunksPerRow >= 32 ? 1 : 32 / kChunksPerRow;
+  static constexpr int kChunksPerRow = D / 8;  // 16-byte pieces of a Q (and bf16/fp16 K/V) token row
+  static constexpr int kKvChunksPerRow = D * KB / 16;  // 16-byte copies per K/V token row
+  static constexpr int kTokPerPass = kKvChunksPerRow >= 32 ? 1 : 32 / kKvChunksPerRow;
   static constexpr int kTokPerLane = kChunk / kTokPerPass;
   static constexpr int kTileElems = kChunk * D;  // one K or V chunk
   static constexpr int kIdSlots = S + 1;         // page ids are fetched S chunks ahead of their K/V copies
   static constexpr int kQPieces = kRows * D / 8;                      // 16-byte pieces of the Q tile
   static constexpr int kQVec = (kQPieces + kThreads - 1) / kThreads;  // per thread
   static constexpr bool kQInRegisters = D <= 128;         // at 256 the O accumulators need the registers
+  static_assert(kQPieces == kRows * kChunksPerRow && kQVec * kThreads >= kQPieces, "the threads cover the Q tile");
   // Shared memory, in this order.
-  static constexpr int kRingBytes = kWarps * S * 2 * kTileElems * 2;  // bf16/fp16
-  // At the end of a piece a warp's (rows x D) fp32 state goes to the ring stage it consumed last, which no copy
-  // targets until the next piece starts: exactly one stage's bytes (16 rows x D x 4 B = K + V of 16 tokens).
+  static constexpr int kRingBytes = kWarps * S * 2 * kTileElems * KB;
+  static constexpr int kConvBytes = KB == 1 ? kWarps * 2 * kTileElems * 2 : 0;  // fp8: the converted K/V pairs
+  // At the end of a piece a warp's (rows x D) fp32 state goes to the ring stage it consumed last (fp8: to its
+  // converted pair), which no copy targets until the next piece starts: exactly K + V of 16 tokens in bf16/fp16
+  // (16 rows x D x 4 B).
   static_assert(kRows * D * 4 == 2 * kTileElems * 2, "a ring stage holds one warp's merge state");
   // m, l, the merge weights (per warp and row), each warp's merge stage, and per-row lse
   static constexpr int kStatBytes = kWarps * kRows * 3 * 4 + kWarps * 4 + kRows * 4;
@@ -158,7 +206,7 @@ struct Layout {
   static constexpr int kTableBytes = kTable * int(sizeof(Piece));
   static constexpr int kCacheBytes = (2 * kIndptrCache + 1) * 4;
   static constexpr int kSmemBytes =
-      kRingBytes + kStatBytes + kQBytes + kIdBytes + kTableBytes + kCacheBytes;
+      kRingBytes + kConvBytes + kStatBytes + kQBytes + kIdBytes + kTableBytes + kCacheBytes;
   static_assert(kSmemBytes <= 227 * 1024, "more shared memory than an sm_90 CTA may have");
 };
 
@@ -189,9 +237,9 @@ __device__ __forceinline__ void seq_range(const Args& a, int b, int& start, int&
 // copies the chunks' page ids (and stores the in-page offsets) into a small shared ring S chunks ahead, the other
 // issues the K/V copies of a chunk from ids that have long arrived. So a warp keeps S - 1 chunks in flight and
 // never waits on a page id, even at page_size 1 where every token has its own.
-template <int D, int S, class T, bool kPlain>
+template <int D, int S, class T, bool kPlain, bool kMod, class KV = T>
 struct Producer {
-  using L = Layout<D, S>;
+  using L = Layout<D, S, int(sizeof(KV))>;
   using Dl = Deal<L::kWarps>;
   int k, c, seq, dk;     // next chunk to issue, its number in this warp's sequence of chunks, piece k's deal
   int fk, fc, fseq, fdk;  // next chunk whose ids to fetch
@@ -241,32 +289,38 @@ struct Producer {
   }
   // Issues the next chunk's K/V copies into its ring stage (nothing past the end), fetches the ids S chunks
   // further, and commits one group either way.
-  __device__ __forceinline__ void issue(const Args& a, const Piece* table, int n, T* ring, int warp, int lane,
+  __device__ __forceinline__ void issue(const Args& a, const Piece* table, int n, KV* ring, int warp, int lane,
                                         int kvh) {
     __syncwarp();  // every lane is done with the id slot the fetch below may overwrite
     if (k < n) {
       const int stage = seq % S;
       const int slot = (seq % L::kIdSlots) * kChunk;
-      T* kt = ring + ((warp * S + stage) * 2) * L::kTileElems;
-      T* vt = kt + L::kTileElems;
+      KV* kt = ring + ((warp * S + stage) * 2) * L::kTileElems;
+      KV* vt = kt + L::kTileElems;
       const uint32_t k_smem = uint32_t(__cvta_generic_to_shared(kt));
       const uint32_t v_smem = uint32_t(__cvta_generic_to_shared(vt));
-      const int chunk = lane % L::kChunksPerRow;
+      const int chunk = lane % L::kKvChunksPerRow;
       const long long max_page = a.num_pages - 1;
 #pragma unroll
       for (int i = 0; i < L::kTokPerLane; ++i) {
-        const int t = lane / L::kChunksPerRow + i * L::kTokPerPass;
+        const int t = lane / L::kKvChunksPerRow + i * L::kTokPerPass;
         const int toff = offs[slot + t];
         const long long page = min(max((long long)ids[slot + t], 0ll), max_page);  // bad ids stay in bounds
-        const long long row = page * a.page_size + max(toff, 0);
-        const long long elem = (row * a.num_kv_heads + kvh) * D + chunk * 8;
-        const int so = tile_offset<D>(t, chunk) * 2;
-        if constexpr (kPlain) {
-          cp_async16(k_smem + so, static_cast<const T*>(a.k) + elem, toff >= 0);
-          cp_async16(v_smem + so, static_cast<const T*>(a.v) + elem, toff >= 0);
+        long long elem;
+        if constexpr (kMod) {
+          elem = page * a.stride_page + max(toff, 0) * a.stride_token + kvh * a.stride_head + chunk * (16 / sizeof(KV));
         } else {
-          cp_async16(k_smem + so, static_cast<const T*>(a.k) + elem, toff >= 0, policy);
-          cp_async16(v_smem + so, static_cast<const T*>(a.v) + elem, toff >= 0, policy);
+          const long long row = page * a.page_size + max(toff, 0);
+          elem = (row * a.num_kv_heads + kvh) * D + chunk * 8;
+        }
+        // fp8 tiles are [16][D] bytes, unswizzled (the conversion, not ldmatrix, reads them)
+        const int so = sizeof(KV) == 1 ? t * D + chunk * 16 : tile_offset<D>(t, chunk) * 2;
+        if constexpr (kPlain) {
+          cp_async16(k_smem + so, static_cast<const KV*>(a.k) + elem, toff >= 0);
+          cp_async16(v_smem + so, static_cast<const KV*>(a.v) + elem, toff >= 0);
+        } else {
+          cp_async16(k_smem + so, static_cast<const KV*>(a.k) + elem, toff >= 0, policy);
+          cp_async16(v_smem + so, static_cast<const KV*>(a.v) + elem, toff >= 0, policy);
         }
       }
       ++seq;
@@ -280,7 +334,7 @@ struct Producer {
 
 // The Q tile of one sequence (its group's rows, zeros below) moves global -> registers -> shared memory one piece
 // ahead, so a piece never waits on its Q.
-template <int D, int S, class T>
+template <int D, int S, class T, bool kMod>
 struct QStage {
   using L = Layout<D, S>;
   uint4 v[L::kQVec];
@@ -289,9 +343,16 @@ struct QStage {
     for (int i = 0; i < L::kQVec; ++i) {
       const int idx = threadIdx.x + i * L::kThreads, row = idx / L::kChunksPerRow, col = idx % L::kChunksPerRow;
       v[i] = make_uint4(0, 0, 0, 0);
-      if (idx < L::kQPieces && row < a.group)
-        v[i] = __ldg(reinterpret_cast<const uint4*>(static_cast<const T*>(a.q) +
-                                                    ((long long)b * a.num_qo_heads + kvh * a.group + row) * D) + col);
+      if constexpr (kMod) {
+        if (idx < L::kQPieces && row < a.rows)
+          v[i] = __ldg(reinterpret_cast<const uint4*>(
+                           static_cast<const T*>(a.q) +
+                           ((long long)b * request_rows<kMod>(a) + request_row<kMod>(a, kvh, row)) * D) + col);
+      } else {
+        if (idx < L::kQPieces && row < a.group)
+          v[i] = __ldg(reinterpret_cast<const uint4*>(static_cast<const T*>(a.q) +
+                                                      ((long long)b * a.num_qo_heads + kvh * a.group + row) * D) + col);
+      }
     }
   }
   __device__ __forceinline__ void store(T* q_tile) const {
@@ -311,13 +372,25 @@ __device__ __forceinline__ void load_q_fragment(uint32_t q_smem, int kk, int lan
 }
 
 // The same fragments straight from global memory (a solo piece; rows >= group are zero).
-template <int D, class T>
+template <int D, class T, bool kMod>
 __device__ __forceinline__ void load_q_global(const Args& a, int b, int kvh, int lane, uint32_t (&f)[D / 16][4]) {
   const int g = lane / 4, t4 = lane % 4;
-  const uint32_t* r0 = reinterpret_cast<const uint32_t*>(static_cast<const T*>(a.q) +
-                                                         ((long long)b * a.num_qo_heads + kvh * a.group + g) * D);
-  const uint32_t* r1 = r0 + 8 * D / 2;
-  const bool v0 = g < a.group, v1 = g + 8 < a.group;
+  const uint32_t* r0;
+  const uint32_t* r1;
+  bool v0, v1;
+  if constexpr (kMod) {  // rows g and g + 8 need not be 8 rows apart in q
+    const T* q = static_cast<const T*>(a.q) + (long long)b * request_rows<kMod>(a) * D;
+    r0 = reinterpret_cast<const uint32_t*>(q + (long long)request_row<kMod>(a, kvh, g) * D);
+    r1 = reinterpret_cast<const uint32_t*>(q + (long long)request_row<kMod>(a, kvh, g + 8) * D);
+    v0 = g < a.rows;
+    v1 = g + 8 < a.rows;
+  } else {
+    r0 = reinterpret_cast<const uint32_t*>(static_cast<const T*>(a.q) +
+                                           ((long long)b * a.num_qo_heads + kvh * a.group + g) * D);
+    r1 = r0 + 8 * D / 2;
+    v0 = g < a.group;
+    v1 = g + 8 < a.group;
+  }
 #pragma unroll
   for (int kk = 0; kk < D / 16; ++kk) {
     f[kk][0] = v0 ? __ldg(r0 + kk * 8 + t4) : 0u;
@@ -328,10 +401,12 @@ __device__ __forceinline__ void load_q_global(const Args& a, int b, int kvh, int
 }
 
 // The CTA's shared memory, carved in Layout's order.
-template <int D, int S, class T>
+template <int D, int S, class T, int KB = 2>
 struct Shared {
-  using L = Layout<D, S>;
-  T* ring;             // [warp][stage][K | V][16][D]
+  using L = Layout<D, S, KB>;
+  using KV = std::conditional_t<KB == 1, uint8_t, T>;
+  KV* ring;            // [warp][stage][K | V][16][D]
+  T* conv;             // fp8: [warp][K | V][16][D], each chunk converted to T
   float* merge_m;      // [warp][row]
   float* merge_l;      // [warp][row]
   float* merge_w;      // [warp][row]: the warp's weight in the row's merge
@@ -344,8 +419,9 @@ struct Shared {
   int* indptr_cache;   // [kIndptrCache + 1]
   int* last_cache;     // [kIndptrCache]
   __device__ __forceinline__ explicit Shared(unsigned char* smem) {
-    ring = reinterpret_cast<T*>(smem);
-    merge_m = reinterpret_cast<float*>(smem + L::kRingBytes);
+    ring = reinterpret_cast<KV*>(smem);
+    conv = reinterpret_cast<T*>(smem + L::kRingBytes);
+    merge_m = reinterpret_cast<float*>(smem + L::kRingBytes + L::kConvBytes);
     merge_l = merge_m + L::kWarps * kRows;
     merge_w = merge_l + L::kWarps * kRows;
     merge_lse = merge_w + L::kWarps * kRows;
@@ -357,8 +433,14 @@ struct Shared {
     indptr_cache = reinterpret_cast<int*>(table + kTable);
     last_cache = indptr_cache + kIndptrCache + 1;
   }
-  // Ring stage `stage` of warp `warp`: its K tile, the V tile follows.
+  // The K tile the MMAs of warp `warp` read for ring stage `stage` (the V tile follows), also its merge area: the
+  // ring stage itself, or (fp8) the warp's converted pair.
   __device__ __forceinline__ T* k_tile(int warp, int stage) const {
+    if constexpr (KB == 1) return conv + warp * 2 * L::kTileElems;
+    else return ring + ((warp * S + stage) * 2) * L::kTileElems;
+  }
+  // fp8: ring stage `stage` of warp `warp`, as copied: its K tile, the V tile follows.
+  __device__ __forceinline__ const KV* kv_stage(int warp, int stage) const {
     return ring + ((warp * S + stage) * 2) * L::kTileElems;
   }
 };
@@ -389,8 +471,8 @@ struct WarpState {
 // (ended by seg_begin, started before it); those starting at or after seg_end a suffix. Empty sequences are owned by
 // the segment holding their position (the last segment owns position N). Counted in one pass of independent loads
 // rather than a binary search of dependent ones; the first entries stay in shared memory for the table stage.
-template <int D, int S, class T>
-__device__ __forceinline__ int2 find_sequences(const Args& a, const Shared<D, S, T>& sh, int seg_begin, int seg_end,
+template <int D, int S, class T, int KB>
+__device__ __forceinline__ int2 find_sequences(const Args& a, const Shared<D, S, T, KB>& sh, int seg_begin, int seg_end,
                                                bool last_seg, int* counts) {
   using L = Layout<D, S>;
   const int lane = threadIdx.x % 32;
@@ -424,8 +506,8 @@ __device__ __forceinline__ int2 find_sequences(const Args& a, const Shared<D, S,
 
 // Stage 2, per table batch of up to kTable sequences: each one's piece of this segment (its page range, tokens, and
 // whether one warp streams it alone), and cta_mask: bit k set when piece k is a CTA piece.
-template <int D, int S, class T>
-__device__ __forceinline__ void build_table(const Args& a, const Shared<D, S, T>& sh, int tb, int n, int seg_begin,
+template <bool kMod, int D, int S, class T, int KB>
+__device__ __forceinline__ void build_table(const Args& a, const Shared<D, S, T, KB>& sh, int tb, int n, int seg_begin,
                                             int seg_end, int solo_tokens, int solo_alone_tokens,
                                             unsigned* cta_mask) {
   if (threadIdx.x >= kTable) return;
@@ -442,10 +524,15 @@ __device__ __forceinline__ void build_table(const Args& a, const Shared<D, S, T>
       last = a.last_len ? __ldg(a.last_len + b) : a.page_size;
     }
     last = clampi(last, 1, a.page_size);
+    if constexpr (kMod) {  // the pages before the window are not the sequence's as far as the pieces go (the plan's)
+      if (end > start)
+        start += pages_before_window((long long)(end - start - 1) * a.page_size + last, a.q_len, a.window_left,
+                                     a.page_size);
+    }
     const int pb = max(start, seg_begin), pe = min(end, seg_end);
     Piece p{b, pb, 0, start >= seg_begin && end <= seg_end, 0};
     if (pe > pb) p.tokens = (pe - pb - 1) * a.page_size + (pe == end ? last : a.page_size);
-    else if (start != end) p.whole = -1;  // malformed indptr: nothing of it lies here
+    else if (start != end) p.whole = -1;  // nothing of it lies here: malformed indptr, or pages before the window
     // Solo where the segment holds several pieces; alone, a piece is better streamed by all warps unless it is so
     // short (one chunk) that one warp does all the work anyway: then solo saves the CTA merge.
     p.solo = p.tokens > 0 && p.tokens <= (n > 1 ? solo_tokens : solo_alone_tokens) && p.whole >= 0;
@@ -457,13 +544,14 @@ __device__ __forceinline__ void build_table(const Args& a, const Shared<D, S, T>
 }
 
 // The Q rows of a table batch's pieces, into L2 while the ids arrive: the Q loads then hit it.
-template <int D, int S, class T>
+// (kMod: the first token's rows only: a hint.)
+template <int D, int S, class T, bool kMod>
 __device__ __forceinline__ void prefetch_q_rows(const Args& a, int tb, int n, int kvh) {
   const int lines = (a.group * D * int(sizeof(T)) + 127) / 128;  // per piece
   for (int i = threadIdx.x; i < n * lines; i += Layout<D, S>::kThreads) {
     const int piece = i / lines, line = i % lines;
-    const char* row = reinterpret_cast<const char*>(static_cast<const T*>(a.q) +
-                                                    ((long long)(tb + piece) * a.num_qo_heads + kvh * a.group) * D);
+    const char* row = reinterpret_cast<const char*>(
+        static_cast<const T*>(a.q) + ((long long)(tb + piece) * request_rows<kMod>(a) + kvh * a.group) * D);
     prefetch_l2(row + line * 128);
   }
 }
@@ -502,11 +590,20 @@ __device__ __forceinline__ void compute_qk(uint32_t (&qf)[Layout<D, S>::kQInRegi
   }
 }
 
-// Per chunk, step 2: the online softmax in log2 units (tokens at or past `valid` masked): new row maxima, O and l
-// rescaled, and P returned packed as the A fragment of P V (the S accumulator layout already is, k = token).
-template <int D, class T>
+// What the modified kernel does to a chunk's scores: the soft-cap (Args::cap_pre / cap_post), and the tokens
+// [lo, hi) that rows g (index 0) and g + 8 (index 1) see (the window and the causal limit), relative to the chunk.
+struct ScoreMod {
+  float cap_pre = 0, cap_post = 0;
+  int lo[2] = {0, 0}, hi[2] = {0x7fffffff, 0x7fffffff};
+};
+
+// Per chunk, step 2: the online softmax in log2 units (tokens at or past `valid` masked; kMod: also those before
+// mod.lo and from mod.hi on, and the soft-cap): new row maxima, O and l rescaled, and P returned packed as the A
+// fragment of P V (the S accumulator layout already is, k = token).
+template <int D, class T, bool kMod = false>
 __device__ __forceinline__ void update_local_state(WarpState<D>& st, const float (&s)[2][4], int valid,
-                                                   float scale_log2, int t4, uint32_t (&pa)[4]) {
+                                                   float scale_log2, int t4, uint32_t (&pa)[4],
+                                                   const ScoreMod& mod = {}) {
   using Tr = Mma<T>;
   const float neg_inf = -__int_as_float(0x7f800000);
   float x[2][4];
@@ -515,7 +612,13 @@ __device__ __forceinline__ void update_local_state(WarpState<D>& st, const float
 #pragma unroll
     for (int e = 0; e < 4; ++e) {
       const int tok = nb * 8 + 2 * t4 + (e & 1);
-      x[nb][e] = tok < valid ? s[nb][e] * scale_log2 : neg_inf;
+      if constexpr (kMod) {
+        // tanhf, not tanh.approx: its ~2^-11 error, times a cap of 30-50, would move the weights by percents.
+        const float logit = mod.cap_pre > 0 ? mod.cap_post * tanhf(s[nb][e] * mod.cap_pre) : s[nb][e] * scale_log2;
+        x[nb][e] = tok >= mod.lo[e >> 1] && tok < min(valid, mod.hi[e >> 1]) ? logit : neg_inf;
+      } else {
+        x[nb][e] = tok < valid ? s[nb][e] * scale_log2 : neg_inf;
+      }
     }
   float mx0 = fmaxf(fmaxf(x[0][0], x[0][1]), fmaxf(x[1][0], x[1][1]));
   float mx1 = fmaxf(fmaxf(x[0][2], x[0][3]), fmaxf(x[1][2], x[1][3]));
@@ -523,17 +626,24 @@ __device__ __forceinline__ void update_local_state(WarpState<D>& st, const float
   mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 2));
   mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 1));
   mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 2));
-  const float mn0 = fmaxf(st.m[0], mx0), mn1 = fmaxf(st.m[1], mx1);  // finite: a chunk has a valid token
-  const float al0 = fast_exp2(st.m[0] - mn0), al1 = fast_exp2(st.m[1] - mn1);
+  // Finite in the plain kernel: a chunk has a valid token. The modified kernel's rows may have seen none yet (the
+  // window): they subtract 0 instead, so -inf - -inf gives no NaN and their p, l and O stay 0.
+  const float mn0 = fmaxf(st.m[0], mx0), mn1 = fmaxf(st.m[1], mx1);
+  float b0 = mn0, b1 = mn1;
+  if constexpr (kMod) {
+    b0 = mn0 == neg_inf ? 0.f : mn0;
+    b1 = mn1 == neg_inf ? 0.f : mn1;
+  }
+  const float al0 = fast_exp2(st.m[0] - b0), al1 = fast_exp2(st.m[1] - b1);
   st.m[0] = mn0;
   st.m[1] = mn1;
   float p[2][4];
 #pragma unroll
   for (int nb = 0; nb < 2; ++nb) {
-    p[nb][0] = fast_exp2(x[nb][0] - mn0);
-    p[nb][1] = fast_exp2(x[nb][1] - mn0);
-    p[nb][2] = fast_exp2(x[nb][2] - mn1);
-    p[nb][3] = fast_exp2(x[nb][3] - mn1);
+    p[nb][0] = fast_exp2(x[nb][0] - b0);
+    p[nb][1] = fast_exp2(x[nb][1] - b0);
+    p[nb][2] = fast_exp2(x[nb][2] - b1);
+    p[nb][3] = fast_exp2(x[nb][3] - b1);
   }
   st.l[0] = st.l[0] * al0 + (p[0][0] + p[0][1] + p[1][0] + p[1][1]);
   st.l[1] = st.l[1] * al1 + (p[0][2] + p[0][3] + p[1][2] + p[1][3]);
@@ -563,54 +673,92 @@ __device__ __forceinline__ void accumulate_pv(WarpState<D>& st, const uint32_t (
   }
 }
 
+// The sink joins a row's softmax as one more logit s2 (base 2) with a zero value row: the row's lse (base 2; -inf
+// for no key) becomes log2(2^lse + 2^s2), and its output scales by the factor returned, 2^(old lse - new lse).
+__device__ __forceinline__ float join_sink(float& lse, float s2) {
+  const float m = fmaxf(lse, s2);
+  const float total = m + log2f(exp2f(lse - m) + exp2f(s2 - m));
+  const float factor = exp2f(lse - total);
+  lse = total;
+  return factor;
+}
+
+// The modified kernel's end of a row with running max m (log2 units) and sum l: the factor its O accumulator is
+// multiplied by and its lse. A row that saw no key gives 0 and -inf; a final one (not a partial) then takes the sink
+// and v_scale, so each is applied exactly once per row.
+__device__ __forceinline__ float finish_row(const Args& a, float m, float l, bool final_row, int head, float& lse) {
+  const float neg_inf = -__int_as_float(0x7f800000);
+  float factor = l > 0.f ? 1.f / l : 0.f;
+  lse = l > 0.f ? m + log2f(l) : neg_inf;
+  if (final_row) {
+    if (a.sinks) factor *= join_sink(lse, __ldg(a.sinks + head) * 1.4426950408889634f);
+    factor *= a.out_scale;
+  }
+  return factor;
+}
+
 // End of a solo piece: its one warp writes the result (or the segment's partial) from its registers.
-template <int D, class T>
+template <int D, class T, bool kMod>
 __device__ __forceinline__ void write_solo_result(const Args& a, const WarpState<D>& st, const Piece& piece, int seg,
                                                   int kvh, int g, int t4) {
   using Tr = Mma<T>;
-  const float inv0 = 1.f / st.l[0], inv1 = 1.f / st.l[1];
-  const long long head0 = (long long)piece.b * a.num_qo_heads + kvh * a.group;
-  const long long slot_head0 = ((long long)seg + piece.b) * a.num_qo_heads + kvh * a.group;
+  const int rows = tile_rows<kMod>(a);
+  float inv0 = 1.f / st.l[0], inv1 = 1.f / st.l[1], lse0 = 0.f, lse1 = 0.f;
+  long long row0, row1;  // rows g and g + 8 of the output and lse (whole) or of the partials
+  if constexpr (kMod) {
+    const long long slot = piece.whole ? piece.b : (long long)seg + piece.b, per = request_rows<kMod>(a);
+    row0 = slot * per + request_row<kMod>(a, kvh, g);
+    row1 = slot * per + request_row<kMod>(a, kvh, g + 8);
+    inv0 = finish_row(a, st.m[0], st.l[0], piece.whole && g < rows, kvh * a.group + g % a.group, lse0);
+    inv1 = finish_row(a, st.m[1], st.l[1], piece.whole && g + 8 < rows, kvh * a.group + (g + 8) % a.group, lse1);
+  } else {
+    const long long head0 = (long long)piece.b * a.num_qo_heads + kvh * a.group;
+    const long long slot_head0 = ((long long)seg + piece.b) * a.num_qo_heads + kvh * a.group;
+    row0 = (piece.whole ? head0 : slot_head0) + g;
+    row1 = row0 + 8;
+  }
 #pragma unroll
   for (int j = 0; j < D / 8; ++j) {
     const int d = j * 8 + 2 * t4;
     if (piece.whole) {
-      if (g < a.group)
-        *reinterpret_cast<uint32_t*>(static_cast<T*>(a.out) + (head0 + g) * D + d) =
+      if (g < rows)
+        *reinterpret_cast<uint32_t*>(static_cast<T*>(a.out) + row0 * D + d) =
             Tr::pack(st.o[j][0] * inv0, st.o[j][1] * inv0);
-      if (g + 8 < a.group)
-        *reinterpret_cast<uint32_t*>(static_cast<T*>(a.out) + (head0 + g + 8) * D + d) =
+      if (g + 8 < rows)
+        *reinterpret_cast<uint32_t*>(static_cast<T*>(a.out) + row1 * D + d) =
             Tr::pack(st.o[j][2] * inv1, st.o[j][3] * inv1);
     } else {
-      if (g < a.group)
-        *reinterpret_cast<float2*>(a.part_o + (slot_head0 + g) * D + d) =
-            make_float2(st.o[j][0] * inv0, st.o[j][1] * inv0);
-      if (g + 8 < a.group)
-        *reinterpret_cast<float2*>(a.part_o + (slot_head0 + g + 8) * D + d) =
-            make_float2(st.o[j][2] * inv1, st.o[j][3] * inv1);
+      if (g < rows)
+        *reinterpret_cast<float2*>(a.part_o + row0 * D + d) = make_float2(st.o[j][0] * inv0, st.o[j][1] * inv0);
+      if (g + 8 < rows)
+        *reinterpret_cast<float2*>(a.part_o + row1 * D + d) = make_float2(st.o[j][2] * inv1, st.o[j][3] * inv1);
     }
   }
   if (t4 == 0) {
     float* lse_out = piece.whole ? a.lse : a.part_lse;
-    const long long h0 = piece.whole ? head0 : slot_head0;
-    if (lse_out && g < a.group) lse_out[h0 + g] = st.m[0] + __log2f(st.l[0]);
-    if (lse_out && g + 8 < a.group) lse_out[h0 + g + 8] = st.m[1] + __log2f(st.l[1]);
+    if constexpr (kMod) {
+      if (lse_out && g < rows) lse_out[row0] = lse0;
+      if (lse_out && g + 8 < rows) lse_out[row1] = lse1;
+    } else {
+      if (lse_out && g < rows) lse_out[row0] = st.m[0] + __log2f(st.l[0]);
+      if (lse_out && g + 8 < rows) lse_out[row1] = st.m[1] + __log2f(st.l[1]);
+    }
   }
 }
 
 // End of a CTA piece, step 1: the warp parks its (m, l, O) (rows < group) in the ring stage it consumed last, which
 // is free: the producer is at most S - 1 chunks ahead of the consumer.
-template <int D, int S, class T>
-__device__ __forceinline__ void publish_state(const Args& a, const Shared<D, S, T>& sh, const WarpState<D>& st,
+template <int D, int S, class T, bool kMod, int KB>
+__device__ __forceinline__ void publish_state(const Args& a, const Shared<D, S, T, KB>& sh, const WarpState<D>& st,
                                               int warp, int free_stage, int lane) {
-  const int g = lane / 4, t4 = lane % 4;
+  const int g = lane / 4, t4 = lane % 4, rows = tile_rows<kMod>(a);
   float* mo = reinterpret_cast<float*>(sh.k_tile(warp, free_stage));
   __syncwarp();  // every lane's ldmatrix reads of that stage are done
 #pragma unroll
   for (int j = 0; j < D / 8; ++j) {
-    if (g < a.group)
+    if (g < rows)
       *reinterpret_cast<float2*>(mo + merge_offset<D>(g, j * 8 + 2 * t4)) = make_float2(st.o[j][0], st.o[j][1]);
-    if (g + 8 < a.group)
+    if (g + 8 < rows)
       *reinterpret_cast<float2*>(mo + merge_offset<D>(g + 8, j * 8 + 2 * t4)) = make_float2(st.o[j][2], st.o[j][3]);
   }
   if (lane == 0) sh.merge_stage[warp] = free_stage;
@@ -625,8 +773,8 @@ __device__ __forceinline__ void publish_state(const Args& a, const Shared<D, S, 
 // End of a CTA piece, step 2 (after a barrier): the warps' states merged in fixed order (deterministic) into the
 // output or the segment's partial. Each row's weights first: lane group (row r, warp w) of kWarps consecutive
 // threads, reduced by shuffles.
-template <int D, int S, class T>
-__device__ __forceinline__ void merge_warps(const Args& a, const Shared<D, S, T>& sh, const Piece& piece, int seg,
+template <int D, int S, class T, bool kMod, int KB>
+__device__ __forceinline__ void merge_warps(const Args& a, const Shared<D, S, T, KB>& sh, const Piece& piece, int seg,
                                             int kvh) {
   using L = Layout<D, S>;
   const float neg_inf = -__int_as_float(0x7f800000);
@@ -636,19 +784,31 @@ __device__ __forceinline__ void merge_warps(const Args& a, const Shared<D, S, T>
     float mm = mw;
 #pragma unroll
     for (int o = 1; o < L::kWarps; o <<= 1) mm = fmaxf(mm, __shfl_xor_sync(0xffffffffu, mm, o));
-    const float e = piece.tokens > 0 ? fast_exp2(mw - mm) : 0.f;  // 0 for a warp without tokens
+    // 0 for a warp without tokens (kMod: also where no warp saw a key of the row, the window's doing)
+    float e;
+    if constexpr (kMod) e = mm == neg_inf ? 0.f : fast_exp2(mw - mm);
+    else e = piece.tokens > 0 ? fast_exp2(mw - mm) : 0.f;
     float sum = sh.merge_l[w * kRows + r] * e;
 #pragma unroll
     for (int o = 1; o < L::kWarps; o <<= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
-    sh.merge_w[w * kRows + r] = piece.tokens > 0 ? e / sum : 0.f;
-    if (w == 0) sh.merge_lse[r] = piece.tokens > 0 ? mm + __log2f(sum) : neg_inf;
+    if constexpr (kMod) {
+      float lse;
+      const float factor = finish_row(a, mm, sum, piece.whole && r < a.rows, kvh * a.group + r % a.group, lse);
+      sh.merge_w[w * kRows + r] = e * factor;
+      if (w == 0) sh.merge_lse[r] = lse;
+    } else {
+      sh.merge_w[w * kRows + r] = piece.tokens > 0 ? e / sum : 0.f;
+      if (w == 0) sh.merge_lse[r] = piece.tokens > 0 ? mm + __log2f(sum) : neg_inf;
+    }
   }
   __syncthreads();
-  const int rows = a.group;
-  const long long head0 = (long long)piece.b * a.num_qo_heads + kvh * a.group;
-  const long long slot_head0 = ((long long)seg + piece.b) * a.num_qo_heads + kvh * a.group;
+  const int rows = tile_rows<kMod>(a);
+  const long long per = request_rows<kMod>(a);
+  const long long head0 = (long long)piece.b * per + (kMod ? 0 : kvh * a.group);
+  const long long slot_head0 = ((long long)seg + piece.b) * per + (kMod ? 0 : kvh * a.group);
   for (int i = threadIdx.x; i < rows * D; i += L::kThreads) {
-    const int r = i / D, d = i % D;
+    const int r = i / D, d = i % D;  // tile row r, request row q (relative to head0 / slot_head0)
+    const int q = kMod ? request_row<kMod>(a, kvh, r) : r;
     float acc = 0.f;
 #pragma unroll
     for (int w = 0; w < L::kWarps; ++w) {
@@ -659,11 +819,11 @@ __device__ __forceinline__ void merge_warps(const Args& a, const Shared<D, S, T>
       }
     }
     if (piece.whole) {
-      static_cast<T*>(a.out)[(head0 + r) * D + d] = Mma<T>::from_float(acc);
-      if (d == 0 && a.lse) a.lse[head0 + r] = sh.merge_lse[r];
+      static_cast<T*>(a.out)[(head0 + q) * D + d] = Mma<T>::from_float(acc);
+      if (d == 0 && a.lse) a.lse[head0 + q] = sh.merge_lse[r];
     } else {
-      a.part_o[(slot_head0 + r) * D + d] = acc;
-      if (d == 0) a.part_lse[slot_head0 + r] = sh.merge_lse[r];
+      a.part_o[(slot_head0 + q) * D + d] = acc;
+      if (d == 0) a.part_lse[slot_head0 + q] = sh.merge_lse[r];
     }
   }
 }
@@ -696,8 +856,8 @@ struct RowSlice {
 // sequence cut into ns segments gets merge_warps_per_row(ns) warps; each folds every such warp's share of the
 // segments (its loads in flight together), and the warps' sums are added in warp order. Every sum runs in a fixed
 // order, so results are bit-identical run to run.
-template <int D, int S, class T>
-__device__ __forceinline__ void merge_split(const Args& a, const Shared<D, S, T>& sh) {
+template <int D, int S, class T, bool kMod, int KB>
+__device__ __forceinline__ void merge_split(const Args& a, const Shared<D, S, T, KB>& sh) {
   using L = Layout<D, S>;
   cooperative_groups::this_grid().sync();
   const PlanHeader& h = plan_header(a);
@@ -732,25 +892,28 @@ __device__ __forceinline__ void merge_split(const Args& a, const Shared<D, S, T>
     const int ns = s1 - s0 + 1;
     const int wpr = merge_warps_per_row(ns, L::kWarps), rows = L::kWarps / wpr;
     const int head = (task - first_task[lo]) * rows + warp / wpr, wi = warp % wpr;
-    const bool active = head < a.num_qo_heads && task >= first_task[lo];
+    const int per = request_rows<kMod>(a);  // rows of a request: the merge's "heads"
+    const bool active = head < per && task >= first_task[lo];
     int start, end;
     seq_range(a, b, start, end);
     // Segment s holds a piece of the sequence (and so a partial) when their page ranges meet.
     auto has_piece = [&](int s) {
       return max(start, clampi(seg[s], 0, a.num_kv_indices)) < min(end, clampi(seg[s + 1], 0, a.num_kv_indices));
     };
-    const long long row0 = (long long)b * a.num_qo_heads + head;  // slot (s + b) of head: (row0 + s * H)
+    const long long row0 = (long long)b * per + head;  // slot (s + b) of head: (row0 + s * per)
     RowSlice<D> acc;
 #pragma unroll
     for (int i = 0; i < RowSlice<D>::kFloats; ++i) acc.v[i] = 0.f;
     float mx = neg_inf, sum = 0.f;
     if (active) {
       for (int s = s0 + lane; s <= s1; s += 32)
-        if (has_piece(s)) mx = fmaxf(mx, __ldcg(a.part_lse + row0 + (long long)s * a.num_qo_heads));
+        if (has_piece(s)) mx = fmaxf(mx, __ldcg(a.part_lse + row0 + (long long)s * per));
 #pragma unroll
       for (int o = 16; o; o >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
+      // The modified kernel's partials may all be empty (the window ends before them): then every weight is 0.
+      const bool none = kMod && mx == neg_inf;
       for (int s = s0 + lane; s <= s1; s += 32)
-        if (has_piece(s)) sum += exp2f(__ldcg(a.part_lse + row0 + (long long)s * a.num_qo_heads) - mx);
+        if (!none && has_piece(s)) sum += exp2f(__ldcg(a.part_lse + row0 + (long long)s * per) - mx);
 #pragma unroll
       for (int o = 16; o; o >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
       // This warp's share: segments s0 + wi, s0 + wi + wpr, ..., kBatch rows of loads in flight at a time (fewer
@@ -763,8 +926,8 @@ __device__ __forceinline__ void merge_split(const Args& a, const Shared<D, S, T>
         for (int u = 0; u < kBatch; ++u) {
           const int su = s + u * wpr;
           wt[u] = 0.f;
-          if (su <= s1 && has_piece(su)) {
-            const long long slot = row0 + (long long)su * a.num_qo_heads;
+          if (!none && su <= s1 && has_piece(su)) {
+            const long long slot = row0 + (long long)su * per;
             wt[u] = exp2f(__ldcg(a.part_lse + slot) - mx);
             part[u].load(a.part_o + slot * D, lane);
           }
@@ -788,20 +951,22 @@ __device__ __forceinline__ void merge_split(const Args& a, const Shared<D, S, T>
       __syncthreads();  // the sums area is free for the next task
     }
     if (active && wi == 0) {
-      const float inv = 1.f / sum;
+      float inv, lse = 0.f;
+      if constexpr (kMod) inv = finish_row(a, mx, sum, true, head % a.num_qo_heads, lse);
+      else inv = 1.f / sum;
       T* out = static_cast<T*>(a.out) + row0 * D;
 #pragma unroll
       for (int i = 0; i < RowSlice<D>::kFloats; ++i) out[RowSlice<D>::column(lane, i)] = Mma<T>::from_float(acc.v[i] * inv);
-      if (lane == 0 && a.lse) a.lse[row0] = mx + log2f(sum);
+      if (lane == 0 && a.lse) a.lse[row0] = kMod ? lse : mx + log2f(sum);
     }
   }
 }
 
 // A run without its plan: every output element and lse NaN (one CTA; the call is wrong anyway).
-template <int D, class T>
+template <int D, class T, bool kMod>
 __device__ void poison_outputs(const Args& a) {
   const float nan = __int_as_float(0x7fc00000);
-  const long long rows = (long long)a.batch * a.num_qo_heads;
+  const long long rows = (long long)a.batch * request_rows<kMod>(a);
   for (long long i = threadIdx.x; i < rows * D; i += blockDim.x) static_cast<T*>(a.out)[i] = Mma<T>::from_float(nan);
   if (a.lse)
     for (long long i = threadIdx.x; i < rows; i += blockDim.x) a.lse[i] = nan;
@@ -812,12 +977,61 @@ __device__ void poison_outputs(const Args& a) {
 // accumulate_pv, the next chunk's copies issued first), then either writes the piece alone (solo) or publishes its
 // state for merge_warps; finally, when sequences were cut over segments, merge_split. With one segment there is no
 // plan: the CTA of each KV head takes the whole page list.
-template <int D, int S, class T, bool kPlain>
+// The keys of a piece (kMod: window_left >= 0 or q_len > 1) that tile rows g and g + 8 see, into mod.lo / mod.hi
+// relative to the piece and within [0, piece.tokens]: token j of the request sits at position kv_len - q_len + j
+// and sees keys from that position - window_left (or 0) to that position. Returns the first key any row sees (the
+// same in every lane: chunks before it are skipped whole).
+__device__ __forceinline__ int piece_bounds(const Args& a, const Piece& piece, int g, ScoreMod& mod) {
+  int start, end;
+  seq_range(a, piece.b, start, end);
+  const int last = a.last_len ? clampi(__ldg(a.last_len + piece.b), 1, a.page_size) : a.page_size;
+  const long long kv_len = (long long)(end - start - 1) * a.page_size + last;  // the piece has tokens: end > start
+  const long long first = (long long)(piece.page_begin - start) * a.page_size;  // the piece's first token
+  auto clamp = [&](long long x) { return int(min(max(x, 0ll), (long long)piece.tokens)); };
+  const long long pos0 = kv_len - a.q_len - first;  // token 0's position, relative to the piece
+#pragma unroll
+  for (int i = 0; i < 2; ++i) {
+    const long long pos = pos0 + min((g + 8 * i) / a.group, a.q_len - 1);  // rows past the tile's: any token
+    mod.hi[i] = clamp(pos + 1);
+    mod.lo[i] = a.window_left >= 0 ? clamp(pos - a.window_left) : 0;
+  }
+  return a.window_left >= 0 ? clamp(pos0 - a.window_left) : 0;
+}
+
+// fp8: one warp converts its ring stage (K and V, [16][D] bytes each) into its K/V pair of T, swizzled as the MMAs
+// read it (tile_offset). Each lane turns 16-byte pieces of 16 fp8 values into two 16-byte pieces of T.
+template <int D, class T>
+__device__ __forceinline__ void convert_stage(const uint8_t* stage, T* pair, bool e5m2, int lane) {
+  constexpr int kPieces = kChunk * D / 16;  // per tile
+#pragma unroll 1  // a loop, not 2 * D / 32 copies: at head_dim 256 the registers are the O accumulators
+  for (int i = lane; i < 2 * kPieces; i += 32) {
+    const int tile = i / kPieces, t = (i % kPieces) / (D / 16), c = i % (D / 16);
+    const uint4 x = *reinterpret_cast<const uint4*>(stage + tile * kChunk * D + t * D + c * 16);
+    const uint32_t in[4] = {x.x, x.y, x.z, x.w};
+    uint32_t out[8];
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      const uint16_t lo = uint16_t(in[j] & 0xffffu), hi = uint16_t(in[j] >> 16);
+      out[2 * j] = f16x2_to<T>(e5m2 ? fp8x2_to_f16x2<true>(lo) : fp8x2_to_f16x2<false>(lo));
+      out[2 * j + 1] = f16x2_to<T>(e5m2 ? fp8x2_to_f16x2<true>(hi) : fp8x2_to_f16x2<false>(hi));
+    }
+    T* dst = pair + tile * kChunk * D;
+    *reinterpret_cast<uint4*>(dst + tile_offset<D>(t, 2 * c)) = make_uint4(out[0], out[1], out[2], out[3]);
+    *reinterpret_cast<uint4*>(dst + tile_offset<D>(t, 2 * c + 1)) = make_uint4(out[4], out[5], out[6], out[7]);
+  }
+}
+
+// kMod: the modified kernel (launch_run picks it when a version-2 variant is set): soft-cap, window, sinks,
+// v_scale, HND strides, several tokens per request; kFp8 (with kMod): fp8 K/V, converted per chunk in shared
+// memory. The plain kernel (kMod false) compiles to the same code as before the variants existed.
+template <int D, int S, class T, bool kPlain, bool kMod, bool kFp8 = false>
 __global__ void __launch_bounds__((Layout<D, S>::kThreads), 1) decode_kernel(const Args a) {
-  using L = Layout<D, S>;
+  static_assert(!kFp8 || kMod, "fp8 K/V run in the modified kernel");
+  constexpr int KB = kFp8 ? 1 : 2;
+  using L = Layout<D, S, KB>;
   using Dl = Deal<L::kWarps>;
   extern __shared__ __align__(128) unsigned char smem[];
-  const Shared<D, S, T> sh(smem);
+  const Shared<D, S, T, KB> sh(smem);
   __shared__ int counts[2];
   __shared__ unsigned cta_mask[2];  // per table batch: bit k = piece k is a CTA piece (not solo)
 
@@ -834,7 +1048,7 @@ __global__ void __launch_bounds__((Layout<D, S>::kThreads), 1) decode_kernel(con
     // A workspace without the plan of these sizes: say so with NaN everywhere rather than read a stale work list.
     if (h.magic != kPlanMagic || h.num_segments != a.num_segments || h.batch != a.batch ||
         h.num_kv_indices != a.num_kv_indices || h.page_size != a.page_size) {
-      if (seg == 0 && kvh == 0) poison_outputs<D, T>(a);
+      if (seg == 0 && kvh == 0) poison_outputs<D, T, kMod>(a);
       return;  // every CTA sees the same header: none reaches the grid barrier
     }
     const int* bounds = plan_segments(a);
@@ -847,20 +1061,20 @@ __global__ void __launch_bounds__((Layout<D, S>::kThreads), 1) decode_kernel(con
   const int2 range = find_sequences(a, sh, seg_begin, seg_end, seg == a.num_segments - 1, counts);
 
   const uint32_t q_smem = uint32_t(__cvta_generic_to_shared(sh.q_tile));
-  Producer<D, S, T, kPlain> prod;
+  Producer<D, S, T, kPlain, kMod, typename Shared<D, S, T, KB>::KV> prod;
   prod.ids = sh.id_ring + warp * L::kIdSlots * kChunk;
   prod.offs = sh.off_ring + warp * L::kIdSlots * kChunk;
   prod.policy = l2_policy(true);
-  QStage<D, S, T> qnext;
+  QStage<D, S, T, kMod> qnext;
   // Solo pieces read their Q fragments from global memory, so only where Q lives in registers.
   const int solo_tokens = L::kQInRegisters ? kSoloTokens : 0;
   const int solo_alone_tokens = L::kQInRegisters ? kSoloAloneTokens : 0;
   int deal = 0;  // the deal counter (Deal) at the next piece, the same in every warp
   for (int tb = range.x; tb < range.y; tb += kTable) {
     const int n = min(kTable, range.y - tb);
-    prefetch_q_rows<D, S, T>(a, tb, n, kvh);
+    prefetch_q_rows<D, S, T, kMod>(a, tb, n, kvh);
     __syncthreads();  // the previous batch's table is no longer read
-    build_table(a, sh, tb, n, seg_begin, seg_end, solo_tokens, solo_alone_tokens, cta_mask);
+    build_table<kMod>(a, sh, tb, n, seg_begin, seg_end, solo_tokens, solo_alone_tokens, cta_mask);
     __syncthreads();
     // The CTA pieces in order (the Q tile is staged for them only): next_cta(k) is the first one after piece k.
     const unsigned long long ctas = (unsigned long long)cta_mask[0] | ((unsigned long long)cta_mask[1] << 32);
@@ -889,10 +1103,17 @@ __global__ void __launch_bounds__((Layout<D, S>::kThreads), 1) decode_kernel(con
       const int c0 = Dl::first(piece, deal, warp), step = Dl::step(piece);
       deal = Dl::advance(piece, deal);
       if (piece.tokens > c0 * kChunk) {
+        ScoreMod mod, chunk_mod;
+        int lo = 0;  // the first key any row sees
+        if constexpr (kMod) {
+          mod.cap_pre = chunk_mod.cap_pre = a.cap_pre;
+          mod.cap_post = chunk_mod.cap_post = a.cap_post;
+          if (a.window_left >= 0 || a.q_len > 1) lo = piece_bounds(a, piece, g, mod);
+        }
         uint32_t qf[L::kQInRegisters ? D / 16 : 1][4];
         if constexpr (L::kQInRegisters) {
           if (piece.solo) {
-            load_q_global<D, T>(a, piece.b, kvh, lane, qf);
+            load_q_global<D, T, kMod>(a, piece.b, kvh, lane, qf);
           } else {
 #pragma unroll
             for (int kk = 0; kk < D / 16; ++kk) load_q_fragment<D>(q_smem, kk, lane, qf[kk]);
@@ -902,24 +1123,37 @@ __global__ void __launch_bounds__((Layout<D, S>::kThreads), 1) decode_kernel(con
           prod.issue(a, sh.table, n, sh.ring, warp, lane, kvh);
           cp_async_wait<S - 1>();
           __syncwarp();  // this chunk's copies, made by all lanes, are visible to all lanes
-          const T* kt = sh.k_tile(warp, consumed++ % S);
+          const int stage = consumed++ % S;
+          if (kMod && (c + 1) * kChunk <= lo) continue;  // the window starts after this chunk: nothing to add
+          const T* kt = sh.k_tile(warp, stage);
+          if constexpr (kFp8) {
+            // The issue above began with a __syncwarp: every lane is done reading the previous chunk's pair.
+            convert_stage<D, T>(sh.kv_stage(warp, stage), sh.k_tile(warp, stage), a.kv_e5m2, lane);
+            __syncwarp();  // the pair, written by all lanes, is visible to all lanes
+          }
           const uint32_t k_smem = uint32_t(__cvta_generic_to_shared(kt));
           const uint32_t v_smem = uint32_t(__cvta_generic_to_shared(kt + L::kTileElems));
           float s[2][4] = {{0.f, 0.f, 0.f, 0.f}, {0.f, 0.f, 0.f, 0.f}};
           compute_qk<D, S, T>(qf, k_smem, q_smem, lane, s);
           uint32_t pa[4];
-          update_local_state<D, T>(st, s, piece.tokens - c * kChunk, a.scale_log2, t4, pa);
+          if constexpr (kMod)
+#pragma unroll
+            for (int i = 0; i < 2; ++i) {
+              chunk_mod.lo[i] = mod.lo[i] - c * kChunk;
+              chunk_mod.hi[i] = mod.hi[i] - c * kChunk;
+            }
+          update_local_state<D, T, kMod>(st, s, piece.tokens - c * kChunk, a.scale_log2, t4, pa, chunk_mod);
           accumulate_pv<D, T>(st, pa, v_smem, lane);
         }
       }
       st.reduce_l();
       if (piece.solo) {  // the owner alone writes the result from its registers: no merge, no barrier
-        if (piece.tokens > c0 * kChunk) write_solo_result<D, T>(a, st, piece, seg, kvh, g, t4);
+        if (piece.tokens > c0 * kChunk) write_solo_result<D, T, kMod>(a, st, piece, seg, kvh, g, t4);
         continue;
       }
-      publish_state(a, sh, st, warp, (consumed + S - 1) % S, lane);
+      publish_state<D, S, T, kMod>(a, sh, st, warp, (consumed + S - 1) % S, lane);
       __syncthreads();
-      if (piece.whole >= 0) merge_warps(a, sh, piece, seg, kvh);
+      if (piece.whole >= 0) merge_warps<D, S, T, kMod>(a, sh, piece, seg, kvh);
       // Every warp read this piece's Q before the barrier above: stage the next CTA piece's, fetch the one after.
       const int next = next_cta(k);
       if (next < n) {
@@ -931,7 +1165,7 @@ __global__ void __launch_bounds__((Layout<D, S>::kThreads), 1) decode_kernel(con
     }
     cp_async_wait<0>();  // nothing real is left in flight, but leave no group behind
   }
-  if (a.num_segments > 1) merge_split<D, S, T>(a, sh);
+  if (a.num_segments > 1) merge_split<D, S, T, kMod>(a, sh);
 }
 
 
@@ -944,7 +1178,9 @@ struct PlanArgs {
   const int* indptr;
   const int* last_len;  // may be null: every last page is full
   char* plan;
-  int batch, num_kv_indices, page_size, num_segments, piece_tokens, num_qo_heads, warps;
+  int batch, num_kv_indices, page_size, num_segments, piece_tokens, warps;
+  int num_qo_heads;  // rows per request to merge: q_len_per_req * num_qo_heads
+  int q_len, window_left;  // the pages before the window are left out (pages_before_window)
 };
 
 __global__ void __launch_bounds__(kPlanThreads) plan_kernel(const PlanArgs a) {
@@ -960,6 +1196,9 @@ __global__ void __launch_bounds__(kPlanThreads) plan_kernel(const PlanArgs a) {
     end = clampi(__ldg(a.indptr + b + 1), start, N);
     const int last = a.last_len ? clampi(__ldg(a.last_len + b), 1, a.page_size) : a.page_size;
     tokens = end > start ? (long long)(end - start - 1) * a.page_size + last : 0;
+    const int skip = pages_before_window(tokens, a.q_len, a.window_left, a.page_size);
+    start += skip;
+    tokens -= (long long)skip * a.page_size;
   };
   auto cost = [&](long long tokens) { return tokens > 0 ? tokens + a.piece_tokens : 0ll; };
 
@@ -1090,7 +1329,7 @@ Args make_args(const kindex_paged_decode_params& p, const LaunchShape& shape, vo
   float* part = reinterpret_cast<float*>(plan_area(shape, workspace) + shape.plan_bytes);
   const long long slots = shape.num_segments + p.batch_size;
   a.part_o = shape.partial_bytes ? part : nullptr;
-  a.part_lse = shape.partial_bytes ? part + slots * p.num_qo_heads * p.head_dim : nullptr;
+  a.part_lse = shape.partial_bytes ? part + slots * p.num_qo_heads * p.q_len_per_req * p.head_dim : nullptr;
   a.batch = p.batch_size;
   a.num_qo_heads = p.num_qo_heads;
   a.num_kv_heads = p.num_kv_heads;
@@ -1099,7 +1338,21 @@ Args make_args(const kindex_paged_decode_params& p, const LaunchShape& shape, vo
   a.num_kv_indices = int(p.num_kv_indices);
   a.num_segments = int(shape.num_segments);
   a.num_pages = p.num_pages;
-  a.scale_log2 = p.sm_scale * 1.4426950408889634f;
+  constexpr float kLog2e = 1.4426950408889634f;
+  const float scale = p.sm_scale * p.k_scale;  // k = k_scale * k_cache: FlashInfer folds it into sm_scale
+  a.scale_log2 = scale * kLog2e;
+  a.cap_pre = p.logits_soft_cap > 0 ? scale / p.logits_soft_cap : 0.f;
+  a.cap_post = p.logits_soft_cap * kLog2e;
+  a.out_scale = p.v_scale;
+  a.window_left = p.window_left;
+  a.sinks = p.sinks;
+  const long long d = p.head_dim, ps = p.page_size, hkv = p.num_kv_heads;
+  a.stride_page = ps * hkv * d;
+  a.stride_token = p.kv_layout == KINDEX_KV_LAYOUT_HND ? d : hkv * d;
+  a.stride_head = p.kv_layout == KINDEX_KV_LAYOUT_HND ? ps * d : d;
+  a.q_len = p.q_len_per_req;
+  a.rows = a.group * p.q_len_per_req;
+  a.kv_e5m2 = p.kv_format == KINDEX_KV_FORMAT_FP8_E5M2;
   return a;
 }
 
@@ -1138,34 +1391,58 @@ cudaError_t launch(Kernel kernel, dim3 grid, dim3 block, size_t smem, cudaStream
   return err;
 }
 
-template <int D, int S, class T, bool kPlain>
+template <int D, int S, class T, bool kPlain, bool kMod, bool kFp8>
 cudaError_t run_kernel(const Args& a, cudaStream_t stream) {
   // The shared-memory limit was raised when the launch shape asked for this kernel's occupancy (ctas_per_sm).
   // S > 1 is one wave by construction (launch_shape): a cooperative launch, merged after a grid barrier.
-  return launch(decode_kernel<D, S, T, kPlain>, dim3(a.num_segments, a.num_kv_heads), dim3(Layout<D, S>::kThreads),
-                Layout<D, S>::kSmemBytes, stream, a.num_segments > 1, a);
+  using L = Layout<D, S, kFp8 ? 1 : 2>;
+  return launch(decode_kernel<D, S, T, kPlain, kMod, kFp8>, dim3(a.num_segments, a.num_kv_heads), dim3(L::kThreads),
+                L::kSmemBytes, stream, a.num_segments > 1, a);
 }
 
 template <int D, int S>
 cudaError_t run_dtype(const kindex_paged_decode_params& p, const Args& a, const LaunchShape& shape,
                       cudaStream_t stream) {
   const bool bf = p.dtype == KINDEX_DTYPE_BF16;
-  if (shape.plain_copies)
-    return bf ? run_kernel<D, S, __nv_bfloat16, true>(a, stream) : run_kernel<D, S, __half, true>(a, stream);
-  return bf ? run_kernel<D, S, __nv_bfloat16, false>(a, stream) : run_kernel<D, S, __half, false>(a, stream);
+  auto go = [&]<bool kPlain, bool kMod, bool kFp8>() {
+    return bf ? run_kernel<D, S, __nv_bfloat16, kPlain, kMod, kFp8>(a, stream)
+              : run_kernel<D, S, __half, kPlain, kMod, kFp8>(a, stream);
+  };
+  // The modified kernels come with the hinted copies only (fewer instantiations; their variants are rarer).
+  if (shape.kind == KernelKind::fp8) return go.template operator()<false, true, true>();
+  if (shape.kind == KernelKind::modified) return go.template operator()<false, true, false>();
+  return shape.plain_copies ? go.template operator()<true, false, false>() : go.template operator()<false, false, false>();
 }
 
-// Raises both copy variants' shared-memory limit (launches rely on it) and returns the resident CTAs per SM of the
-// fewer (they differ only in the copy instruction).
+// Raises the shared-memory limit of the kernels of one kind in this configuration (the plain one's two copy
+// variants, or the modified one, or the fp8 one) (launches rely on it) and returns the resident CTAs per SM of the
+// fewest.
 template <int D, int S, class T>
-int occupancy() {
-  constexpr int smem = Layout<D, S>::kSmemBytes;
+int occupancy(KernelKind kind) {
+  struct Kernel {
+    const void* function;
+    int smem, threads;
+  };
+  auto kernel = [](auto function, auto layout) {
+    using L = decltype(layout);
+    return Kernel{reinterpret_cast<const void*>(function), L::kSmemBytes, L::kThreads};
+  };
+  Kernel kernels[2] = {kernel(decode_kernel<D, S, T, false, false, false>, Layout<D, S>{}),
+                       kernel(decode_kernel<D, S, T, true, false, false>, Layout<D, S>{})};
+  int count = 2;
+  if (kind == KernelKind::modified) {
+    kernels[0] = kernel(decode_kernel<D, S, T, false, true, false>, Layout<D, S>{});
+    count = 1;
+  } else if (kind == KernelKind::fp8) {
+    kernels[0] = kernel(decode_kernel<D, S, T, false, true, true>, Layout<D, S, 1>{});
+    count = 1;
+  }
   int fewest = 1 << 20;
-  for (const void* kernel : {reinterpret_cast<const void*>(decode_kernel<D, S, T, false>),
-                             reinterpret_cast<const void*>(decode_kernel<D, S, T, true>)}) {
+  for (int i = 0; i < count; ++i) {
     int blocks = 0;
-    if (cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem) != cudaSuccess ||
-        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, kernel, Layout<D, S>::kThreads, smem) != cudaSuccess)
+    const Kernel& k = kernels[i];
+    if (cudaFuncSetAttribute(k.function, cudaFuncAttributeMaxDynamicSharedMemorySize, k.smem) != cudaSuccess ||
+        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, k.function, k.threads, k.smem) != cudaSuccess)
       return 1;
     fewest = std::min(fewest, blocks);
   }
@@ -1206,9 +1483,9 @@ int ring_stages(int head_dim, size_t smem_limit) {
   return ring_smem_bytes(head_dim, 2) <= smem_limit ? 2 : 0;
 }
 
-int ctas_per_sm(kindex_dtype dtype, int head_dim, int stages) {
+int ctas_per_sm(kindex_dtype dtype, int head_dim, int stages, KernelKind kind) {
   return with_config(head_dim, stages, [&]<int D, int S>() {
-    return dtype == KINDEX_DTYPE_BF16 ? occupancy<D, S, __nv_bfloat16>() : occupancy<D, S, __half>();
+    return dtype == KINDEX_DTYPE_BF16 ? occupancy<D, S, __nv_bfloat16>(kind) : occupancy<D, S, __half>(kind);
   });
 }
 
@@ -1239,7 +1516,9 @@ int launch_plan(const kindex_paged_decode_params& p, const LaunchShape& shape, v
   a.page_size = p.page_size;
   a.num_segments = int(shape.num_segments);
   a.piece_tokens = shape.piece_tokens;
-  a.num_qo_heads = p.num_qo_heads;
+  a.num_qo_heads = p.num_qo_heads * p.q_len_per_req;  // the merge's rows per request
+  a.q_len = p.q_len_per_req;
+  a.window_left = p.window_left;
   a.warps = with_config(p.head_dim, shape.stages, []<int D, int S>() { return Layout<D, S>::kWarps; });
   return launch(plan_kernel, dim3(1), dim3(kPlanThreads), size_t(shape.num_segments + 1) * sizeof(int), stream, false,
                 a);

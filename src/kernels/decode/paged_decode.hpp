@@ -33,16 +33,20 @@ struct CostModel {
   double merge_us_per_segment = 0;  // ... plus this per segment (a cut row sums one partial per segment it spans)
 };
 
+// The run kernel's three instantiation families (kernel_kind).
+enum class KernelKind { plain, modified, fp8 };
+
 // The launch shape and workspace layout of one problem size on the current device, computed on the host.
 struct LaunchShape {
   int64_t num_segments = 1;  // S: CTAs per KV head
   int stages = 0;            // the cp.async ring depth the device's shared memory allows (detail::ring_stages)
   bool plain_copies = false;  // K/V copies without a cache-policy operand (long streams, kPlainCopiesL2Multiple)
+  KernelKind kind = KernelKind::plain;  // which run kernel (kernel_kind)
   int piece_tokens = 0;       // a piece's fixed cost in tokens, for the device plan
   // Workspace, in this order: the validation slot, the plan, the partial outputs and lse.
   size_t validate_bytes = 0;  // validation mode's first-bad-entry slot
   size_t plan_bytes = 0;      // the device plan (detail::plan_bytes)
-  size_t partial_bytes = 0;   // (num_segments + batch_size) * num_qo_heads * (head_dim + 1) floats, when S > 1
+  size_t partial_bytes = 0;   // (num_segments + batch_size) * q_len * num_qo_heads * (head_dim + 1) floats, when S > 1
   size_t workspace_bytes() const { return validate_bytes + plan_bytes + partial_bytes; }
 };
 
@@ -55,6 +59,11 @@ struct ShapeOverrides {
 // Measured on the H200 (2026-12-03, docs/perf/decode.md): plain copies are 1-4% faster from 416 MB of K/V up, the
 // hinted ones 2-11% faster up to 284 MB; the crossover lies between 4.7 and 6.9 L2 sizes (60 MB).
 constexpr int64_t kPlainCopiesL2Multiple = 6;
+
+// The run kernel a call needs: fp8 K/V (kv_format) the fp8 one; v_scale, soft-cap, window, sinks, HND or several
+// query tokens per request the modified one; else the plain one (k_scale alone folds into sm_scale), whose code is
+// the same as before the variants existed.
+KernelKind kernel_kind(const kindex_paged_decode_params& p);
 
 // Checks every host-side field (throws kindex::Error naming the field and value) and sizes the launch.
 LaunchShape launch_shape(const kindex_paged_decode_params& p, const ShapeOverrides& overrides = {});
@@ -85,8 +94,8 @@ namespace detail {
 // shipped depth where it fits (sm_90, sm_100), else 2 (sm_80's 163 KB); 0 if not even that fits.
 int ring_stages(int head_dim, size_t smem_limit);
 size_t ring_smem_bytes(int head_dim, int stages);  // shared memory per CTA of that configuration
-// Resident CTAs per SM of the run kernel for this configuration (its shared memory decides).
-int ctas_per_sm(kindex_dtype dtype, int head_dim, int stages);
+// Resident CTAs per SM of the run kernel of this kind and configuration (its shared memory decides).
+int ctas_per_sm(kindex_dtype dtype, int head_dim, int stages, KernelKind kind);
 // Bytes of the device plan for S segments and `batch` sequences.
 size_t plan_bytes(int64_t num_segments, int64_t batch);
 // Enqueues the validation kernel; first_bad receives (kind << 40 | index) of the first bad entry, or ~0.

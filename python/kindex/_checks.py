@@ -172,7 +172,8 @@ def check_paged_decode(q, k_cache, v_cache, kv_indptr, kv_indices, kv_last_page_
         c.shape("out", out, _shape(q), "(the shape of q)")
     if lse is not None:
         c.dtype("lse", lse, ("float32",))
-        c.shape("lse", lse, (rows, num_qo_heads), "[batch_size * q_len_per_req, num_qo_heads]")
+        c.shape("lse", lse, (rows, num_qo_heads), "[batch_size * q_len_per_req, num_qo_heads]" if q_len_per_req > 1
+                else "[batch_size, num_qo_heads]")
     if sinks is not None:
         c.dtype("sinks", sinks, ("float32",))
         c.shape("sinks", sinks, (num_qo_heads,), "[num_qo_heads] (from q)")

@@ -37,8 +37,14 @@ def _unsupported(method: str, arg: str, value, why: str):
     raise NotImplementedError(f"{_CLASS}.{method}: {arg} = {value!r}: {why}")
 
 
+class _Described(str):
+    """A description that shows unquoted in a message's `{value!r}`."""
+
+    __repr__ = str.__str__
+
+
 def _describe(value):
-    return f"tensor of shape {list(value.shape)}" if torch.is_tensor(value) else value
+    return _Described(f"tensor of shape {list(value.shape)}") if torch.is_tensor(value) else value
 
 
 class BatchDecodeWithPagedKVCacheWrapper:
@@ -59,7 +65,7 @@ class BatchDecodeWithPagedKVCacheWrapper:
         if backend != "auto":
             _unsupported("__init__", "backend", backend, "kindex has one kernel; pass backend='auto'")
         if jit_args is not None:
-            _unsupported("__init__", "jit_args", "...", "kindex has no JIT variants")
+            _unsupported("__init__", "jit_args", _Described("..."), "kindex has no JIT variants")
         if not torch.is_tensor(float_workspace_buffer):
             raise ValueError(f"{_CLASS}: float_workspace_buffer must be a tensor")
         if use_cuda_graph:

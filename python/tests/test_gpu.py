@@ -164,13 +164,15 @@ def test_argument_errors_on_cuda_tensors_name_the_argument_and_skip_the_fast_pat
     from test_cpu import DECODE_CASES, decode_args
 
     make = lambda shape, dtype, contiguous=True: torch_factory(shape, dtype, DEVICE, contiguous)  # noqa: E731
+    DEFAULT = kindex.ops.DEFAULT_VARIANT
     for case, change, message in DECODE_CASES:
         args = decode_args(make, **change(make))
-        assert kindex.ops._decode_sizes_fast(**args, out=None, lse=None) is None, case
+        assert kindex.ops._decode_sizes_fast(**args, out=None, lse=None, variant=DEFAULT) is None, case
         with pytest.raises(ValueError, match=message):
             kindex.paged_decode(**args)
     valid = decode_args(make)
-    assert kindex.ops._decode_sizes_fast(**valid, out=None, lse=None) == kindex._checks.check_paged_decode(**valid)
+    assert kindex.ops._decode_sizes_fast(**valid, out=None, lse=None, variant=DEFAULT) == \
+        kindex._checks.check_paged_decode(**valid)
 
 
 def test_library_errors_arrive_as_kindex_errors_naming_the_field():
@@ -342,8 +344,19 @@ def test_variant_arguments_on_cuda_tensors_are_refused_by_the_eager_path_naming_
         if "kv_layout" in options:
             options["kv_layout"] = "HND"
         lse = options.pop("lse", None)
+        args = decode_args(make, **changed)
+        variant = kindex.ops.decode_variant("t", **options)
+        assert kindex.ops._decode_sizes_fast(**args, out=None, lse=lse, variant=variant) is None, case
         with pytest.raises(ValueError, match=message):
-            kindex.paged_decode(**decode_args(make, **changed), lse=lse, **options)
+            kindex.paged_decode(**args, lse=lse, **options)
+    # and takes what the full check takes: fp8, HND, several query tokens, sinks
+    cache = make((10, 4, 16, 128), "float8_e5m2")
+    valid = decode_args(make, batch=6, k_cache=cache, v_cache=cache, kv_indptr=make((4,), "int32"),
+                        kv_last_page_len=make((3,), "int32"))
+    options = dict(kv_layout="HND", q_len_per_req=2, sinks=make((32,), "float32"))
+    variant = kindex.ops.decode_variant("t", **options)
+    assert kindex.ops._decode_sizes_fast(**valid, out=None, lse=None, variant=variant) == \
+        kindex._checks.check_paged_decode(**valid, kv_layout=1, q_len_per_req=2, sinks=options["sinks"])
 
 
 # --- the registered ops ------------------------------------------------------------------------------------

@@ -7,8 +7,9 @@ kv_len - L + j and sees keys max(0, pos - window_left) .. pos (all of 0 .. pos w
 are k_scale * k, v_scale * v (any cache dtype). With pos_encoding_mode ROPE_LLAMA, q is rotated at its position
 and every key at its own, Llama's rotary embedding on dimension pairs (i, i + D/2) with frequency
 1 / (rope_scale * rope_theta^(2i/D)). Logits s = sm_scale * q.k, then cap * tanh(s / cap) with a soft-cap.
-sinks[h] joins the softmax denominator as exp(sinks[h]) with no value. lse is the base-2 log-sum-exp of the logits
-that enter the softmax (sinks excluded). A row that sees no key gives zeros and lse = -inf.
+sinks[h] joins the softmax as one more logit (not soft-capped) with a zero value row (FlashInfer's AttentionSink).
+lse is the base-2 log-sum-exp of the logits that enter the softmax, the sink included. A row that sees no key gives
+zeros and lse = -inf, or with a sink zeros and lse = sinks[h] * log2(e).
 """
 
 import math
@@ -54,8 +55,9 @@ def attend(q, k, v, sm_scale, *, window_left=-1, logits_soft_cap=0.0, sinks=None
         seen &= k_pos[None, :] >= q_pos[:, None] - window_left
     logits = logits.masked_fill(~seen[:, None, :], -math.inf)
     lse = torch.logsumexp(logits, dim=-1)  # natural log, -inf for a row that sees nothing
-    denominator = lse if sinks is None else torch.logaddexp(lse, sinks.to(q.dtype)[None, :])
-    weights = torch.exp(logits - denominator[..., None]).nan_to_num(0.0)  # a row that sees nothing: all zero
+    if sinks is not None:
+        lse = torch.logaddexp(lse, sinks.to(q.dtype)[None, :])
+    weights = torch.exp(logits - lse[..., None]).nan_to_num(0.0)  # a row that sees nothing: all zero
     out = torch.einsum("lhn,nhd->lhd", weights, v)
     return out, lse / LN2
 
@@ -79,10 +81,8 @@ def reference_decode(q, k_cache, v_cache, indptr, indices, last, sm_scale, *, kv
     out = torch.zeros(rows, heads, dim, dtype=dtype, device=q.device)
     lse = torch.full((rows, heads), -math.inf, dtype=dtype, device=q.device)
     for b in range(batch):
-        ids = indices[indptr[b]:indptr[b + 1]]
-        if not ids:
-            continue
-        kv_len = (len(ids) - 1) * page_size + (last[b] if last is not None else page_size)
+        ids = indices[indptr[b]:indptr[b + 1]]  # an empty request still has its rows (a sink gives them an lse)
+        kv_len = (len(ids) - 1) * page_size + (last[b] if last is not None else page_size) if ids else 0
         ids_t = torch.tensor(ids, dtype=torch.long, device=q.device)
         k = gather_request(k_cache, ids_t, kv_len, kv_layout).to(dtype) * k_scale
         v = gather_request(v_cache, ids_t, kv_len, kv_layout).to(dtype) * v_scale

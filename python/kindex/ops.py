@@ -8,7 +8,6 @@ The public paged decode functions take a shorter path for plain eager calls (_ea
 without the dispatcher.
 """
 
-import ctypes
 import math
 import threading
 import types
@@ -206,17 +205,23 @@ def _ptr(t: Optional[torch.Tensor]):
     return t.data_ptr() if t is not None else None
 
 
-def decode_params(sizes: dict, variant: dict, dtype: torch.dtype, sm_scale: float, **tensors) -> "_capi.PagedDecodeParams":
+_SCALAR_FIELDS = tuple(f for f in VARIANT_FIELDS if f != "sinks")
+_DEFAULT_SCALARS = tuple(DEFAULT_VARIANT[f] for f in _SCALAR_FIELDS)
+
+
+def decode_params(sizes: dict, variant, dtype: torch.dtype, sm_scale: float, **tensors) -> "_capi.PagedDecodeParams":
     """kindex_paged_decode_params: the checked sizes, the variant fields and the tensors' pointers (by field name,
     None for NULL). The struct holds raw pointers: the caller keeps the tensors alive while it is used."""
-    scalars = {f: v for f, v in variant.items() if f != "sinks"}
-    return _capi.PagedDecodeParams(dtype=_DTYPES[dtype], sm_scale=sm_scale, sinks=_ptr(variant["sinks"]),
-                                   **{f: _ptr(t) for f, t in tensors.items()}, **sizes, **scalars)
+    fields = {f: _ptr(t) for f, t in tensors.items()}
+    if variant is not DEFAULT_VARIANT:  # (the struct's own defaults otherwise: the common call stays short)
+        fields.update({f: variant[f] for f in _SCALAR_FIELDS}, sinks=_ptr(variant["sinks"]))
+    return _capi.PagedDecodeParams(dtype=_DTYPES[dtype], sm_scale=sm_scale, **fields, **sizes)
 
 
-def _decode_size_key(params) -> tuple:
-    """What the workspace size may depend on: every field of the params but the pointers."""
-    return tuple(getattr(params, f) for f, kind in _capi.PagedDecodeParams._fields_ if kind is not ctypes.c_void_p)
+def _decode_size_key(dtype: torch.dtype, sizes: dict, variant) -> tuple:
+    """What the workspace size may depend on: the sizes, the dtype and the variant's scalars (not the pointers)."""
+    scalars = _DEFAULT_SCALARS if variant is DEFAULT_VARIANT else tuple(variant[f] for f in _SCALAR_FIELDS)
+    return (dtype, *sizes.values(), *scalars, variant["sinks"] is not None)
 
 
 def _launch_paged_decode(q, k_cache, v_cache, kv_indptr, kv_indices, kv_last_page_len, sm_scale, out, lse, variant,
@@ -229,7 +234,7 @@ def _launch_paged_decode(q, k_cache, v_cache, kv_indptr, kv_indices, kv_last_pag
     params = decode_params(sizes, variant, q.dtype, sm_scale, q=q, k_cache=k_cache, v_cache=v_cache,
                            kv_indptr=kv_indptr, kv_indices=kv_indices, kv_last_page_len=kv_last_page_len,
                            output=out, lse=lse)
-    _run(entry, params, _decode_size_key(params), q.device, workspace, size_name="paged_decode")
+    _run(entry, params, _decode_size_key(q.dtype, sizes, variant), q.device, workspace, size_name="paged_decode")
 
 
 def _launch_paged_decode_plan(kv_indptr, kv_indices, kv_last_page_len, dtype: torch.dtype, num_qo_heads: int,
@@ -243,7 +248,7 @@ def _launch_paged_decode_plan(kv_indptr, kv_indices, kv_last_page_len, dtype: to
                  num_kv_indices=kv_indices.shape[0], kv_format=kv_format)
     params = decode_params(sizes, variant, dtype, 1.0, kv_indptr=kv_indptr, kv_indices=kv_indices,
                            kv_last_page_len=kv_last_page_len)
-    _run("paged_decode_plan", params, _decode_size_key(params), kv_indptr.device, workspace,
+    _run("paged_decode_plan", params, _decode_size_key(dtype, sizes, variant), kv_indptr.device, workspace,
          size_name="paged_decode")
 
 

@@ -633,9 +633,17 @@ def test_decode_params_carry_the_variant_into_the_c_struct():
     assert {f: getattr(p, f) for f in sizes} == sizes
     assert (p.kv_layout, p.k_scale, p.v_scale, p.q_len_per_req, p.window_left, p.logits_soft_cap, p.sinks,
             p.pos_encoding, p.rope_scale, p.rope_theta) == (1, 0.5, 2.0, 2, 31, 30.0, sinks.data_ptr(), 1, 4.0, 1e6)
-    # What the cached workspace size is keyed on: every field but the pointers, so a variant gets its own entry.
-    assert ops._decode_size_key(p) != ops._decode_size_key(ops.decode_params(
-        sizes, dict(variant, window_left=-1), torch.bfloat16, 0.125))
+    # The default variant leaves the struct's defaults (KINDEX_PAGED_DECODE_PARAMS_INIT's) in place.
+    plain = ops.decode_params(sizes, ops.DEFAULT_VARIANT, torch.float16, 0.5, q=q)
+    assert (plain.dtype, plain.q, plain.window_left, plain.k_scale, plain.sinks, plain.rope_theta) == (
+        _capi.DTYPE_FP16, q.data_ptr(), -1, 1.0, None, 1e4)
+    # The cached workspace size is keyed on the sizes, dtype and variant: a variant gets its own entry.
+    key = ops._decode_size_key(torch.bfloat16, sizes, variant)
+    assert key != ops._decode_size_key(torch.bfloat16, sizes, dict(variant, window_left=-1))
+    assert key != ops._decode_size_key(torch.bfloat16, sizes, dict(variant, sinks=None))
+    assert key != ops._decode_size_key(torch.float16, sizes, variant)
+    assert ops._decode_size_key(torch.bfloat16, sizes, ops.DEFAULT_VARIANT) == ops._decode_size_key(
+        torch.bfloat16, sizes, dict(ops.DEFAULT_VARIANT))
 
 
 @needs_torch

@@ -42,7 +42,7 @@ import traceback
 HERE = pathlib.Path(__file__).resolve().parent
 REPO = HERE.parents[1]
 sys.path.insert(0, str(REPO / "python" / "tests"))  # decode_reference: the one definition of the attention
-sys.path.append(str(REPO / "python"))  # kindex from the source tree where none is installed (KINDEX_LIBRARY names the library)
+sys.path.append(str(REPO / "python"))  # kindex from the source tree where none is installed (then KINDEX_LIBRARY)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -115,7 +115,8 @@ class Model:
             self.layers.append(layer)
         self.final_norm = norm()
         half = cfg.head_dim // 2
-        self.inv_freq = 1.0 / cfg.rope_theta ** (torch.arange(half, device=device, dtype=torch.float64) * 2 / cfg.head_dim)
+        i = torch.arange(half, device=device, dtype=torch.float64)
+        self.inv_freq = 1.0 / cfg.rope_theta ** (i * 2 / cfg.head_dim)
 
     def rms_norm(self, x, w):
         torch = self.torch

@@ -289,9 +289,9 @@ class BatchDecodeWithPagedKVCacheWrapper:
             paged_kv_cache = paged_kv_cache.unsqueeze(page_dim)
         if not torch.is_tensor(paged_kv_cache) or paged_kv_cache.dim() != 5 or paged_kv_cache.shape[1] != 2:
             shape = list(paged_kv_cache.shape) if torch.is_tensor(paged_kv_cache) else type(paged_kv_cache).__name__
+            inner = "page_size, num_kv_heads" if self._kv_layout == "NHD" else "num_kv_heads, page_size"
             raise ValueError(f"{fn}: paged_kv_cache is {shape}; expected (k_cache, v_cache) or one tensor "
-                             f"[max_num_pages, 2, {'page_size, num_kv_heads' if self._kv_layout == 'NHD' else 'num_kv_heads, page_size'}, "
-                             f"head_dim] ({self._kv_layout})")
+                             f"[max_num_pages, 2, {inner}, head_dim] ({self._kv_layout})")
         # The interleaved layout puts K and V pages side by side; kindex reads each cache densely, so they are
         # copied out (a whole-cache copy per call: keep K and V apart to avoid it).
         if not BatchDecodeWithPagedKVCacheWrapper._warned_5d:

@@ -502,7 +502,8 @@ def test_the_wrapper_refuses_what_kindex_does_not_model(monkeypatch):
         wrapper.run(torch.empty(2, 8, 128), (torch.empty(1), torch.empty(1)))
     plan = functools.partial(wrapper.plan, indptr, indices, last, 8, 1, 128, 1)
     refused = [
-        (dict(pos_encoding_mode="ALIBI"), NotImplementedError, r"plan: pos_encoding_mode = 'ALIBI': kindex has no ALiBi"),
+        (dict(pos_encoding_mode="ALIBI"), NotImplementedError,
+         r"plan: pos_encoding_mode = 'ALIBI': kindex has no ALiBi"),
         (dict(window_right=4), NotImplementedError, r"plan: window_right = 4"),
         (dict(block_tables=torch.zeros(2, 2, dtype=torch.int32)), NotImplementedError,
          r"plan: block_tables = tensor of shape \[2, 2\]"),

@@ -24,10 +24,11 @@
 #               tokens/s of each
 #   loop_gemma  the same for gemma-2-9b (soft-cap 50, 4096-token window on even layers, head_dim 256)
 #   suite       benchmarks/gpu/decode_suite.py (IMPLS, default kindex,flashinfer_tc,flashinfer_cuda) once per variant
-#               of FEATURES (';'-separated flag sets), QUICK, MAX_CASES (default 12) per set: suite_<n>/decode_suite.json,
-#               .log, report.md
+#               of FEATURES (';'-separated flag sets), QUICK, MAX_CASES (default 12) per set: suite_<n>.tar.xz with
+#               decode_suite.json / .log, report.md
 #   fp8         decode_suite.py --fp8-vs-bf16 (kindex,flashinfer_tc): every case with bf16 then fp8 e4m3 KV, and the
-#               goal (kindex fp8 >= 1.7x bf16 from 64 MB of KV): decode_suite.json ("fp8_vs_bf16"), report.md
+#               goal (kindex fp8 >= 1.7x bf16 from 64 MB of KV): fp8.tar.xz with decode_suite.json ("fp8_vs_bf16"),
+#               report.md. The goal needs cases of 64 MB and more: DATASETS with the model-shaped suite.
 set -uo pipefail
 final=${OUT:?set OUT (the device call does)}
 carry=${CARRY:-.devcarry}
@@ -89,14 +90,17 @@ for s in ${STAGES:-pytests loop_llama loop_gemma suite fp8}; do
     loop_gemma) run_loop gemma-2-9b loop_gemma ;;
     suite)
       n=0
-      IFS=';' read -r -a sets <<< "${FEATURES:---kv-dtype fp8_e4m3;--layout HND;--q-len 4;--window 127 --soft-cap 50;--sinks --window 127;--rope}"
+      all="--kv-dtype fp8_e4m3;--layout HND;--q-len 4;--window 127 --soft-cap 50;--sinks --window 127;--rope"
+      IFS=';' read -r -a sets <<< "${FEATURES:-$all}"
       for flags in "${sets[@]}"; do
         echo "suite_$n: $flags"
         # shellcheck disable=SC2086  # the flags split into words
         IMPLS=${IMPLS:-kindex,flashinfer_tc,flashinfer_cuda} run_suite "suite_$n" $flags
         n=$((n + 1))
       done ;;
-    fp8) IMPLS=${FP8_IMPLS:-kindex,flashinfer_tc} MAX_CASES=${FP8_MAX_CASES:-${MAX_CASES:-12}} run_suite fp8 --fp8-vs-bf16 ;;
+    fp8)
+      IMPLS=${FP8_IMPLS:-kindex,flashinfer_tc} MAX_CASES=${FP8_MAX_CASES:-${MAX_CASES:-12}} \
+        run_suite fp8 --fp8-vs-bf16 ;;
     *) echo "unknown stage $s (pytests loop_llama loop_gemma suite fp8)" ;;
   esac
 done

@@ -800,3 +800,30 @@ def test_fp8_vs_bf16_runs_each_case_twice_and_judges_the_goal(cpu_run, monkeypat
     text = capsys.readouterr().out
     assert "### fp8 e4m3 KV against bf16 KV" in text and ("Goal (kindex fp8 >= 1.7x bf16 on cases >= 0 MB): " +
                                                           ("met" if met else "NOT met")) in text
+
+
+def test_the_flashinfer_runner_plans_and_runs_with_the_variant(cpu_run):
+    torch, root = cpu_run
+    case = next(c for c in ds.load_dataset(root)["cases"] if c["label"].endswith("ps64#0"))
+    args = ds.parse_args(["--dataset", str(root), "--out", "x.json", "--lib", "l.so", "--impls", "flashinfer_tc",
+                          "--kv-dtype", "fp8_e5m2", "--q-len", "2", "--window", "5", "--soft-cap", "20", "--sinks",
+                          "--rope", "--k-scale", "0.5"])
+    t = ds.CaseTensors(torch, dict(case, q_len=2), ds.load_tables(case), 1, args.variant)
+    calls = []
+
+    class Recorder:
+        def plan(self, *positional, **options):
+            calls.append(("plan", options))
+
+        def run(self, q, kv, **options):
+            calls.append(("run", q.shape, kv[0].dtype, options))
+
+    ctx = FakeCtx(torch, args.impls)
+    ctx.fi_wrappers = {"flashinfer_tc": Recorder()}
+    ds.FlashInferFa2Impl(ctx, case, t, "flashinfer_tc", 0).call()
+    (_, plan), (_, q_shape, kv_dtype, run) = calls
+    assert plan == dict(q_data_type=torch.bfloat16, kv_data_type=torch.float8_e5m2, sm_scale=case["sm_scale"],
+                        q_len_per_req=2, window_left=5, logits_soft_cap=20.0, pos_encoding_mode="ROPE_LLAMA")
+    assert q_shape == (2 * case["batch_size"], case["hq"], case["d"]) and kv_dtype == torch.float8_e5m2
+    assert run["sinks"] is t.sinks and t.sinks.shape == (case["hq"],) and (run["k_scale"], run["v_scale"]) == (0.5, 1.0)
+    assert run["return_lse"] and run["lse"].shape == (2 * case["batch_size"], case["hq"])

@@ -12,15 +12,17 @@ from __future__ import annotations
 import operator
 from typing import Any, Iterable, Sequence
 
+from . import _capi
+
 DECODE_DTYPES = ("bfloat16", "float16")
 DECODE_HEAD_DIMS = (64, 128, 256)
 DECODE_MAX_PAGE_SIZE = 128
 DECODE_MAX_GROUP = 16
 DECODE_MAX_Q_LEN = 8
 # kindex.h's enums by the names callers use (torch dtype names, FlashInfer's strings)
-DECODE_FP8_KV_FORMATS = {"float8_e4m3fn": 1, "float8_e5m2": 2}  # kindex_kv_format; q's dtype is 0
-DECODE_KV_LAYOUTS = {"NHD": 0, "HND": 1}
-DECODE_POS_ENCODINGS = {"NONE": 0, "ROPE_LLAMA": 1}
+DECODE_FP8_KV_FORMATS = {"float8_e4m3fn": _capi.KV_FORMAT_FP8_E4M3, "float8_e5m2": _capi.KV_FORMAT_FP8_E5M2}
+DECODE_KV_LAYOUTS = {"NHD": _capi.KV_LAYOUT_NHD, "HND": _capi.KV_LAYOUT_HND}
+DECODE_POS_ENCODINGS = {"NONE": _capi.POS_ENCODING_NONE, "ROPE_LLAMA": _capi.POS_ENCODING_ROPE_LLAMA}
 # a cache's shape in each layout, as the messages spell it
 DECODE_LAYOUT_SHAPES = {"NHD": "[num_pages, page_size, num_kv_heads, head_dim] (NHD)",
                         "HND": "[num_pages, num_kv_heads, page_size, head_dim] (HND)"}
@@ -182,7 +184,7 @@ def check_paged_decode(q, k_cache, v_cache, kv_indptr, kv_indices, kv_last_page_
     c.devices(named, meta)
     return dict(batch_size=batch_size, num_qo_heads=num_qo_heads, num_kv_heads=num_kv_heads, head_dim=head_dim,
                 page_size=page_size, num_pages=num_pages, num_kv_indices=num_kv_indices,
-                kv_format=DECODE_FP8_KV_FORMATS.get(kv_dtype, 0))
+                kv_format=DECODE_FP8_KV_FORMATS.get(kv_dtype, _capi.KV_FORMAT_SAME_AS_Q))
 
 
 def check_positive(fn: str, arg: str, value: Any, default: float) -> float:

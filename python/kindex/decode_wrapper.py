@@ -17,12 +17,11 @@ from typing import Optional, Tuple, Union
 
 import torch
 
-from . import ops
+from . import _capi, ops
 from ._checks import DECODE_KV_LAYOUTS, check_positive, check_scale
 
 _CLASS = "kindex.BatchDecodeWithPagedKVCacheWrapper"
 _Q_DTYPES = (torch.float16, torch.bfloat16)
-_KV_DTYPES = _Q_DTYPES + tuple(ops._FP8)
 
 
 def _canonical_dtype(arg: str, value) -> torch.dtype:
@@ -137,7 +136,7 @@ class BatchDecodeWithPagedKVCacheWrapper:
         o_dtype = _canonical_dtype("o_data_type", o_data_type) if o_data_type is not None else q_dtype
         if q_dtype not in _Q_DTYPES:
             _unsupported("plan", "q_data_type", q_dtype, "kindex takes float16 or bfloat16 queries")
-        if kv_dtype != q_dtype and kv_dtype not in ops._FP8:
+        if kv_dtype != q_dtype and kv_dtype not in ops.FP8_KV_FORMATS:
             _unsupported("plan", "kv_data_type", kv_dtype, f"kindex takes the KV cache in q's dtype ({q_dtype}), "
                          "torch.float8_e4m3fn or torch.float8_e5m2")
         if o_dtype != q_dtype:
@@ -183,7 +182,8 @@ class BatchDecodeWithPagedKVCacheWrapper:
         # plan() reads it, and a captured run() reads whatever the latest plan() wrote. run()'s own options
         # (k_scale, v_scale, sinks) are at their defaults here.
         ops.paged_decode_plan(dev_indptr, dev_indices, dev_last, q_dtype, num_qo_heads, num_kv_heads, head_dim,
-                              page_size, self._float_workspace_buffer, ops._FP8.get(kv_dtype, 0), variant)
+                              page_size, self._float_workspace_buffer,
+                              ops.FP8_KV_FORMATS.get(kv_dtype, _capi.KV_FORMAT_SAME_AS_Q), variant)
         self._planned = planned
 
     begin_forward = plan

@@ -115,7 +115,9 @@ _VARIANT_TYPES = {"kv_layout": "int", "q_len_per_req": "int", "window_left": "in
 _INIT = _capi.PagedDecodeParams()
 DEFAULT_VARIANT = types.MappingProxyType({f: getattr(_INIT, f) for f in VARIANT_FIELDS})
 _VARIANT_SCHEMA = ", ".join(f"{_VARIANT_TYPES.get(f, 'float')} {f}={DEFAULT_VARIANT[f]!r}" for f in VARIANT_FIELDS)
-_FP8 = {getattr(torch, name): fmt for name, fmt in DECODE_FP8_KV_FORMATS.items() if hasattr(torch, name)}
+# torch's fp8 dtypes -> kindex_kv_format (a cache in q's dtype is KV_FORMAT_SAME_AS_Q)
+FP8_KV_FORMATS = {getattr(torch, name): fmt for name, fmt in DECODE_FP8_KV_FORMATS.items()
+                  if hasattr(torch, name)}
 
 
 def _variant(args: tuple) -> dict:
@@ -144,7 +146,8 @@ def _decode_sizes_fast(q, k_cache, v_cache, kv_indptr, kv_indices, kv_last_page_
     try:
         dtype = q.dtype
         kv_dtype = k_cache.dtype
-        if dtype not in _DTYPES or v_cache.dtype != kv_dtype or (kv_dtype != dtype and kv_dtype not in _FP8):
+        if (dtype not in _DTYPES or v_cache.dtype != kv_dtype
+                or (kv_dtype != dtype and kv_dtype not in FP8_KV_FORMATS)):
             return None
         rows, qo_heads, head_dim = q.shape
         q_len = variant["q_len_per_req"]
@@ -188,7 +191,7 @@ def _decode_sizes_fast(q, k_cache, v_cache, kv_indptr, kv_indices, kv_last_page_
         return None
     return dict(batch_size=batch, num_qo_heads=qo_heads, num_kv_heads=kv_heads, head_dim=head_dim,
                 page_size=page_size, num_pages=num_pages, num_kv_indices=num_indices,
-                kv_format=_FP8.get(kv_dtype, _capi.KV_FORMAT_SAME_AS_Q))
+                kv_format=FP8_KV_FORMATS.get(kv_dtype, _capi.KV_FORMAT_SAME_AS_Q))
 
 
 def _decode_sizes(q, k_cache, v_cache, kv_indptr, kv_indices, kv_last_page_len, out, lse, variant, fn, meta=False):

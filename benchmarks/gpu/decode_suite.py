@@ -51,6 +51,16 @@ working set would not fit in free GPU memory is skipped and recorded.
       --out results.json [--resume] [--filter REGEX] [--impls kindex,fa3,...] [--quick] [--prebuild] [--max-cases N]
   python3 benchmarks/gpu/decode_suite.py --impls tileops --dataset DIR --out tileops.json      # its own process
   python3 benchmarks/gpu/decode_suite.py --report results.json [tileops.json ...]             # markdown + summary
+Decode variants (kindex.h version 2, FlashInfer's semantics), for kindex and FlashInfer's fa2 wrappers only:
+--kv-dtype fp8_e4m3|fp8_e5m2 (the drawn bf16 caches converted), --layout HND, --q-len N (q has batch x N rows,
+causal among them; FlashInfer: tensor cores only), --window N (window_left), --soft-cap X, --sinks (drawn per case),
+--rope (ROPE_LLAMA), --k-scale / --v-scale. A non-default variant is checked against python/tests/decode_reference.py
+(float32, a request at a time) instead of the chunked reference, and recorded in each row ("variant"); the default
+keeps the suite as it was. --fp8-vs-bf16 runs every case twice, KV in bf16 then in fp8 e4m3 (the same drawn values,
+converted), and adds "fp8_vs_bf16" to the JSON: per case and implementation the bf16 / fp8 median ratio, and the
+goal "fp8 >= 1.7x faster than bf16 on every case whose bf16 KV bytes are >= 64 MB" for kindex (met, or the cases
+that miss it).
+
 The JSON is rewritten after every case. Exit status: 0; 1 on any error (a dataset problem, an implementation's
 unexpected exception, a kindex status, a broken CUDA context); 3 when everything ran but some implementation failed
 the comparator. benchmarks/gpu/run_decode_suite_device.sh is the device call.
@@ -84,6 +94,9 @@ TABLE_INPUTS = ("kv_indptr", "kv_indices", "kv_last_page_len")
 LN2 = math.log(2.0)
 SCHEMA = 1
 FLASHINFER_WORKSPACE_BYTES = 128 << 20
+FP8_GOAL = {"min_kv_bytes": 64 << 20, "speedup": 1.7}  # issue #27: fp8 KV >= 1.7x faster than bf16 from 64 MB up
+KV_DTYPES = {"bf16": "bfloat16", "fp8_e4m3": "float8_e4m3fn", "fp8_e5m2": "float8_e5m2"}
+VARIANT_PEERS = ("flashinfer_tc", "flashinfer_cuda")  # the peers that take the variant's arguments
 DEVICE = "cuda"  # where cases run (the CPU tests point it at "cpu" to drive run_case with stand-in implementations)
 
 
@@ -375,11 +388,49 @@ def block_table(indptr, indices, width=None):
     return table
 
 
-def kv_geometry(indptr, indices, last, case):
-    """tokens, distinct rows, bytes (torch_decode_baselines.kv_rows / bytes_moved), the floor's byte count."""
+def kv_geometry(indptr, indices, last, case, kv_elem=2):
+    """tokens, distinct rows, bytes (torch_decode_baselines.kv_rows / bytes_moved), the floor's byte count;
+    kv_elem: bytes per KV element (1: fp8)."""
     import torch_decode_baselines as tdb
     tokens, rows = tdb.kv_rows(indptr, indices, last, case["ps"], case["num_pages"])
-    return tokens, rows, tdb.bytes_moved(case, rows)
+    return tokens, rows, tdb.bytes_moved(case, rows, kv_elem=kv_elem, q_len=case.get("q_len", 1))
+
+
+# ------------------------------------------------------------------------------------------------------------------
+# Decode variants (--kv-dtype, --layout, --q-len, --window, --soft-cap, --sinks, --rope, --k-scale, --v-scale)
+# ------------------------------------------------------------------------------------------------------------------
+DEFAULT_VARIANT = {"kv_dtype": "bf16", "layout": "NHD", "q_len": 1, "window": -1, "soft_cap": 0.0, "sinks": False,
+                   "rope": False, "k_scale": 1.0, "v_scale": 1.0}
+
+
+def variant_of(args):
+    return {k: getattr(args, k) for k in DEFAULT_VARIANT}
+
+
+def is_default(variant):
+    return variant == DEFAULT_VARIANT
+
+
+def decode_options(variant, sinks=None):
+    """The variant as kindex.paged_decode / decode_reference take it (FlashInfer's names), but for the KV dtype."""
+    return dict(kv_layout=variant["layout"], q_len_per_req=variant["q_len"], window_left=variant["window"],
+                logits_soft_cap=variant["soft_cap"], sinks=sinks,
+                pos_encoding_mode="ROPE_LLAMA" if variant["rope"] else "NONE", k_scale=variant["k_scale"],
+                v_scale=variant["v_scale"])
+
+
+def variant_reference(t, case, variant):
+    """python/tests/decode_reference.py (the definition, every variant) in float32: (output in q's dtype, lse)."""
+    tests = str(pathlib.Path(__file__).resolve().parents[2] / "python" / "tests")
+    if tests not in sys.path:
+        sys.path.insert(0, tests)
+    import decode_reference
+    torch = t.torch
+    last = t.last_np.tolist() if case["ps"] > 1 else None
+    out, lse = decode_reference.reference_decode(t.q, t.k_cache, t.v_cache, t.indptr_np.tolist(),
+                                                 t.indices_np.tolist(), last, case["sm_scale"],
+                                                 dtype=torch.float32, **decode_options(variant, t.sinks))
+    return out.to(t.q.dtype), lse
 
 
 # ------------------------------------------------------------------------------------------------------------------
@@ -468,6 +519,8 @@ def known_limits(name, case, capability):
             return "kindex takes head_dim 64, 128, 256"
         if not 1 <= case["ps"] <= 128:
             return "kindex takes page sizes 1..128"
+    if name == "flashinfer_cuda" and case.get("q_len", 1) > 1:
+        return "FlashInfer's CUDA-core decode takes one query token per request (q_len_per_req > 1: tensor cores)"
     if name == "flashinfer_cuda" and g not in FLASHINFER_CUDA_GROUPS:
         return (f"FlashInfer's CUDA-core decode takes group sizes {', '.join(map(str, FLASHINFER_CUDA_GROUPS))} "
                 f"(this case: {g})")
@@ -497,6 +550,7 @@ class Context:
         self.kindex = self.flashinfer = self.fa3 = self.tileops_op = None
         self.fi_wrappers, self.xqa_workspace = {}, None
         self.capability = "{}.{}".format(*torch.cuda.get_device_capability())
+        self.layout = args.layout
         impls = args.impls
         if "kindex" in impls:
             try:
@@ -551,7 +605,7 @@ class Context:
                 try:  # one 128 MB float workspace each, as FlashInfer recommends
                     ws = torch.zeros(FLASHINFER_WORKSPACE_BYTES, dtype=torch.uint8, device=DEVICE)
                     self.fi_wrappers[n] = flashinfer.BatchDecodeWithPagedKVCacheWrapper(
-                        ws, "NHD", use_tensor_cores=FLASHINFER_FA2[n], backend="fa2")
+                        ws, self.layout, use_tensor_cores=FLASHINFER_FA2[n], backend="fa2")
                     self.status[n] = "ok"
                 except Exception as e:  # noqa: BLE001
                     self.status[n] = (f"not installed: BatchDecodeWithPagedKVCacheWrapper failed: "
@@ -580,8 +634,8 @@ class CaseTensors:
     """One case's device tensors: the drawn inputs, the page table (CSR on device and host, dense block table on
     demand), sequence lengths."""
 
-    def __init__(self, torch, case, tables, seed):
-        self.torch, self.case = torch, case
+    def __init__(self, torch, case, tables, seed, variant=DEFAULT_VARIANT):
+        self.torch, self.case, self.variant = torch, case, variant
         dev = torch.device(DEVICE)
         indptr, indices, last = tables
         self.indptr_np, self.indices_np, self.last_np = indptr, indices, last
@@ -596,9 +650,16 @@ class CaseTensors:
         self.max_seq_len = int(self.lens_np.max()) if b else 0
         gen = torch.Generator(device=dev)
         gen.manual_seed(seed)
-        self.q = torch.randn(b, hq, d, generator=gen, dtype=torch.bfloat16, device=dev)
+        self.q = torch.randn(b * variant["q_len"], hq, d, generator=gen, dtype=torch.bfloat16, device=dev)
         self.k_cache = torch.randn(pages, ps, hkv, d, generator=gen, dtype=torch.bfloat16, device=dev)
         self.v_cache = torch.randn(pages, ps, hkv, d, generator=gen, dtype=torch.bfloat16, device=dev)
+        # The variant's caches from the same draw: HND transposed, fp8 converted (--fp8-vs-bf16 compares like data).
+        if variant["layout"] == "HND":
+            self.k_cache, self.v_cache = (c.transpose(1, 2).contiguous() for c in (self.k_cache, self.v_cache))
+        kv_dtype = getattr(torch, KV_DTYPES[variant["kv_dtype"]])
+        if kv_dtype != torch.bfloat16:
+            self.k_cache, self.v_cache = self.k_cache.to(kv_dtype), self.v_cache.to(kv_dtype)
+        self.sinks = (2.0 * torch.randn(hq, generator=gen, device=dev)) if variant["sinks"] else None
         self._table = None
 
     def table(self):
@@ -645,10 +706,11 @@ class KindexImpl(Impl):
         torch, kx = self.torch, ctx.kindex
         self.kx = kx
         self.out = torch.empty_like(t.q)
-        self.lse_buf = torch.empty(case["batch_size"], case["hq"], dtype=torch.float32, device=DEVICE)
+        self.lse_buf = torch.empty(t.q.shape[0], case["hq"], dtype=torch.float32, device=DEVICE)
         self.params = db.paged_decode_params(t.q, t.k_cache, t.v_cache, t.indptr, t.indices,
                                              t.last if case["ps"] > 1 else None, case["sm_scale"], self.out,
-                                             self.lse_buf, num_kv_indices=case["num_kv_indices"])
+                                             self.lse_buf, num_kv_indices=case["num_kv_indices"],
+                                             **decode_options(t.variant, t.sinks))
         self.ws_bytes = kx.workspace_size("kindex_paged_decode", self.params)
         self.ws = torch.empty(max(self.ws_bytes, 1), dtype=torch.uint8, device=DEVICE)
         self.stream = torch.cuda.current_stream().cuda_stream
@@ -694,9 +756,16 @@ class FlashInferFa2Impl(Impl):
         torch, c = self.torch, case
         wrapper = ctx.fi_wrappers[name]
 
+        options = decode_options(t.variant, t.sinks)
+        variant_plan = {} if is_default(t.variant) else dict(
+            q_len_per_req=options["q_len_per_req"], window_left=options["window_left"],
+            logits_soft_cap=options["logits_soft_cap"], pos_encoding_mode=options["pos_encoding_mode"])
+        self.run_options = {} if is_default(t.variant) else {k: options[k] for k in ("sinks", "k_scale", "v_scale")}
+
         def plan():
             wrapper.plan(t.indptr_h, t.indices, t.last_h, c["hq"], c["hkv"], c["d"], c["ps"],
-                         q_data_type=torch.bfloat16, kv_data_type=torch.bfloat16, sm_scale=c["sm_scale"])
+                         q_data_type=torch.bfloat16, kv_data_type=t.k_cache.dtype, sm_scale=c["sm_scale"],
+                         **variant_plan)
         torch.cuda.synchronize()
         t0 = time.perf_counter()
         plan()  # the first plan of a module JIT-compiles it (--prebuild does that before the cases)
@@ -712,12 +781,12 @@ class FlashInferFa2Impl(Impl):
         if host_us:
             self.info["plan_host_us"] = db.summarize(host_us)
         self.out = torch.empty_like(t.q)
-        self.lse_buf = torch.empty(c["batch_size"], c["hq"], dtype=torch.float32, device=DEVICE)
+        self.lse_buf = torch.empty(t.q.shape[0], c["hq"], dtype=torch.float32, device=DEVICE)
         self.kv = (t.k_cache, t.v_cache)
         self.wrapper = wrapper
 
     def call(self):
-        self.wrapper.run(self.t.q, self.kv, out=self.out, lse=self.lse_buf, return_lse=True)
+        self.wrapper.run(self.t.q, self.kv, out=self.out, lse=self.lse_buf, return_lse=True, **self.run_options)
         return self.out, self.lse_buf
 
 
@@ -833,6 +902,10 @@ def run_case(ctx, case, args, timer, copy_rate):
                                 "num_kv_indices", "sm_scale")}
     row.update(num_qo_heads=case["hq"], num_kv_heads=case["hkv"], head_dim=case["d"], page_size=case["ps"],
                seed=case_seed(args.seed, case["label"]), impls={})
+    variant = getattr(args, "variant", DEFAULT_VARIANT)
+    if not is_default(variant):
+        row["variant"] = dict(variant)
+        case = dict(case, q_len=variant["q_len"])
     if "tolerance" in case:  # recorded only: the comparator is FlashInfer-Bench's default rule (FIB_TOLERANCE)
         row["workload_tolerance"] = case["tolerance"]
     try:
@@ -840,7 +913,8 @@ def run_case(ctx, case, args, timer, copy_rate):
     except DatasetError as e:
         row.update(status="error", error=str(e))
         return row
-    tokens, rows, nbytes = kv_geometry(*tables, case)
+    tokens, rows, nbytes = kv_geometry(*tables, case, kv_elem=1 if variant["kv_dtype"].startswith("fp8") else 2)
+    row["kv_bytes_bf16"] = rows * case["hkv"] * case["d"] * 2 * 2  # the --fp8-vs-bf16 goal's case size
     lens = sequence_lengths(tables[0], tables[2], case["ps"])
     row.update(kv_tokens=tokens, kv_rows_unique=rows, bytes=nbytes, floor_us=nbytes / copy_rate * 1e6,
                max_seq_len=int(lens.max()) if len(lens) else 0, empty_sequences=int((lens == 0).sum()))
@@ -859,12 +933,15 @@ def run_case(ctx, case, args, timer, copy_rate):
         return row
     t = ref_out = ref_lse = None
     try:
-        t = CaseTensors(torch, case, tables, row["seed"])
+        t = CaseTensors(torch, case, tables, row["seed"], variant)
         row["input_checksum"] = t.checksum()
         torch.cuda.synchronize()
         t0 = time.perf_counter()
-        ref_out, ref_lse = reference_decode(t.q, t.k_cache, t.v_cache, t.indptr_np, t.indices, t.last_np,
-                                            case["sm_scale"], budget_bytes=args.ref_budget_mb << 20)
+        if is_default(variant):
+            ref_out, ref_lse = reference_decode(t.q, t.k_cache, t.v_cache, t.indptr_np, t.indices, t.last_np,
+                                                case["sm_scale"], budget_bytes=args.ref_budget_mb << 20)
+        else:
+            ref_out, ref_lse = variant_reference(t, case, variant)
         torch.cuda.synchronize()
         row["reference_s"] = time.perf_counter() - t0
         for name in args.impls:
@@ -1218,7 +1295,54 @@ def report(doc):
     if doc.get("merge_warnings"):
         lines.append("")
         lines += [f"- merge warning: {w}" for w in doc["merge_warnings"]]
+    if doc.get("fp8_vs_bf16"):
+        g = doc["fp8_vs_bf16"]["goal_kindex"]
+        lines += ["", "### fp8 e4m3 KV against bf16 KV (median bf16 / fp8)", "",
+                  "| case | KV MB (bf16) | " + " | ".join(("kindex",) + VARIANT_PEERS) + " |",
+                  "|---|---:|" + "---:|" * (1 + len(VARIANT_PEERS))]
+        for c in doc["fp8_vs_bf16"]["cases"]:
+            cells = [f"{c[n]['speedup']:.2f}" if n in c else "—" for n in ("kindex",) + VARIANT_PEERS]
+            lines.append(f"| {_short(c['label'])} | {(c['kv_bytes_bf16'] or 0) / 2**20:.1f} | " + " | ".join(cells)
+                         + " |")
+        verdict = "met" if g["met"] else "NOT met"
+        lines.append(f"\nGoal (kindex fp8 >= {g['speedup']}x bf16 on cases >= {g['min_kv_bytes'] >> 20} MB): "
+                     f"{verdict}: {g['timed']} of {g['cases']} cases timed, min {g['min'] or 0:.2f}, geomean "
+                     f"{g['geomean'] or 0:.2f}; missed {g['missed']}; not timed {g['not_timed']}")
     return "\n".join(lines)
+
+
+def row_key(row_or_case, variant):
+    """A row's identity: its case and its variant (--fp8-vs-bf16 runs each case twice)."""
+    return (row_or_case["dataset"], row_or_case["label"], row_or_case.get("uuid"),
+            json.dumps(variant, sort_keys=True))
+
+
+def fp8_vs_bf16(rows):
+    """Per case, the bf16 / fp8 median ratio of each implementation that passed the comparator with both caches,
+    and the goal for kindex: >= FP8_GOAL["speedup"] on every case with at least FP8_GOAL["min_kv_bytes"] of bf16 KV."""
+    pairs = {}
+    for r in rows:
+        kv = r.get("variant", DEFAULT_VARIANT)["kv_dtype"]
+        pairs.setdefault((r["dataset"], r["label"], r.get("uuid")), {})[kv] = r
+    cases = []
+    for (dataset, label, _), by in pairs.items():
+        if "bf16" not in by or "fp8_e4m3" not in by:
+            continue
+        entry = {"dataset": dataset, "label": label, "kv_bytes_bf16": by["bf16"].get("kv_bytes_bf16")}
+        for name in ("kindex",) + VARIANT_PEERS:
+            slow, fast = (_median(by[kv], name) if _passed(by[kv], name) else None for kv in ("bf16", "fp8_e4m3"))
+            if slow and fast:
+                entry[name] = {"bf16_us": slow, "fp8_us": fast, "speedup": slow / fast}
+        cases.append(entry)
+    big = [c for c in cases if (c["kv_bytes_bf16"] or 0) >= FP8_GOAL["min_kv_bytes"]]
+    missing = [c["label"] for c in big if "kindex" not in c]
+    missed = [{"label": c["label"], "speedup": c["kindex"]["speedup"]} for c in big
+              if "kindex" in c and c["kindex"]["speedup"] < FP8_GOAL["speedup"]]
+    speedups = [c["kindex"]["speedup"] for c in big if "kindex" in c]
+    goal = dict(FP8_GOAL, cases=len(big), timed=len(speedups), missed=missed, not_timed=missing,
+                geomean=db.geomean(speedups) if speedups else None, min=min(speedups) if speedups else None,
+                met=bool(big) and not missed and not missing)
+    return {"cases": cases, "goal_kindex": goal}
 
 
 def progress_line(row, n, total):
@@ -1265,6 +1389,20 @@ def parse_args(argv=None):
                 spin_help="GPU spin ahead of each timed call; it must outlast the host's enqueue (launch_covered)")
     ap.add_argument("--ref-budget-mb", type=int, default=256,
                     help="the reference's gathered fp32 K per step, MiB (its peak is ~5 x)")
+    variant = ap.add_argument_group("decode variant (kindex and flashinfer_tc / flashinfer_cuda only)")
+    variant.add_argument("--kv-dtype", choices=sorted(KV_DTYPES), default="bf16",
+                         help="the KV cache's dtype (fp8: the drawn bf16 values converted)")
+    variant.add_argument("--layout", choices=("NHD", "HND"), default="NHD")
+    variant.add_argument("--q-len", type=int, default=1, help="query tokens per request (q_len_per_req)")
+    variant.add_argument("--window", type=int, default=-1, help="window_left (-1: none)")
+    variant.add_argument("--soft-cap", type=float, default=0.0, help="logits_soft_cap (0: none)")
+    variant.add_argument("--sinks", action="store_true", help="attention sinks, drawn per case")
+    variant.add_argument("--rope", action="store_true", help="pos_encoding_mode ROPE_LLAMA")
+    variant.add_argument("--k-scale", type=float, default=1.0)
+    variant.add_argument("--v-scale", type=float, default=1.0)
+    variant.add_argument("--fp8-vs-bf16", action="store_true",
+                         help="each case with bf16 KV, then fp8 e4m3 KV (other variant options kept); the goal: fp8 "
+                              f">= {FP8_GOAL['speedup']}x faster from {FP8_GOAL['min_kv_bytes'] >> 20} MB of KV")
     args = ap.parse_args(argv)
     if args.report:
         return args
@@ -1281,6 +1419,18 @@ def parse_args(argv=None):
                  "--impls tileops in its own invocation with its own --out, then --report both files")
     if "kindex" in args.impls and not args.lib:
         ap.error("--lib libkindex.so required with kindex in --impls")
+    args.variant = variant_of(args)
+    if args.fp8_vs_bf16 and args.kv_dtype != "bf16":
+        ap.error("--fp8-vs-bf16 runs bf16 and fp8_e4m3 itself: leave --kv-dtype out")
+    if args.fp8_vs_bf16 or not is_default(args.variant):
+        others = [n for n in args.impls if n != "kindex" and n not in VARIANT_PEERS]
+        if others:
+            ap.error(f"--impls: {', '.join(others)} take no variant arguments: use kindex, "
+                     f"{', '.join(VARIANT_PEERS)} with --kv-dtype / --layout / --q-len / --window / --soft-cap / "
+                     "--sinks / --rope / --k-scale / --v-scale / --fp8-vs-bf16")
+    if not 1 <= args.q_len <= 8 or args.window < -1 or args.soft_cap < 0 or min(args.k_scale, args.v_scale) <= 0:
+        ap.error(f"a variant option out of range: --q-len {args.q_len} (1..8), --window {args.window} (>= -1), "
+                 f"--soft-cap {args.soft_cap} (>= 0), --k-scale {args.k_scale} / --v-scale {args.v_scale} (> 0)")
     if args.quick:
         args.warmup, args.iters, args.plan_repeats = 3, 10, 1
     if args.iters < 1:
@@ -1297,6 +1447,8 @@ def main(argv=None):
             for r in doc.get("cases", []):
                 derive(r)
             doc["summary"] = summarize(doc.get("cases", []), doc.get("implementations"))
+            if doc.get("fp8_vs_bf16_mode"):
+                doc["fp8_vs_bf16"] = fp8_vs_bf16(doc.get("cases", []))
         print(report(doc))
         return 0
     try:  # every dataset file and safetensors header is checked before the GPU is touched
@@ -1318,7 +1470,11 @@ def main(argv=None):
         print(f"{name}: {ctx.status[name]}", flush=True)
     timer = db.DeviceTimer(spin_us=args.spin_us)
     copy = db.measure_copy_rate()
+    variants = [args.variant]
+    if args.fp8_vs_bf16:
+        variants = [dict(args.variant, kv_dtype=kv) for kv in ("bf16", "fp8_e4m3")]
     doc = {"benchmark": "decode_suite", "schema": SCHEMA, "command": " ".join([sys.executable] + sys.argv),
+           "variant": args.variant, "fp8_vs_bf16_mode": args.fp8_vs_bf16,
            "date_utc": db.now_utc(), "device": db.device_info(), "seed": args.seed,
            "impls_requested": args.impls,
            "implementations": {n: dict(ctx.meta.get(n.split("_")[0] if n.startswith("flashinfer") else n, {}),
@@ -1345,13 +1501,14 @@ def main(argv=None):
     if args.resume:
         kept = db.resume_rows(doc, args.out, "cases", keep=lambda r: r.get("status") == "done"
                               or str(r.get("status", "")).startswith("skipped"))
-        done = {(r["dataset"], r["label"], r.get("uuid")): r for r in kept}
-    todo = [c for c in cases if (c["dataset"], c["label"], c["uuid"]) not in done]
+        done = {row_key(r, r.get("variant", DEFAULT_VARIANT)) for r in kept}
+    todo = [c for c in cases if any(row_key(c, v) not in done for v in variants)]
     todo = select_cases(todo, None, args.max_cases)
     print(f"copy rate {copy['bytes_per_s'] / 1e12:.3f} TB/s; spin {args.spin_us} us = {timer.spin_cycles} cycles; "
           f"{len(todo)} case(s) to run of {len(cases)} selected", flush=True)
     rc = 0
-    for n, case in enumerate(todo, 1):
+    runs = [(case, v) for case in todo for v in variants if row_key(case, v) not in done]
+    for n, (case, args.variant) in enumerate(runs, 1):
         try:
             row = run_case(ctx, case, args, timer, copy["bytes_per_s"])
         except Exception as e:  # noqa: BLE001 -- the reference or the inputs failed, or the context broke
@@ -1365,8 +1522,10 @@ def main(argv=None):
             row.update(status="error", error=f"{type(e).__name__}: {e}", impls={})
         doc["cases"].append(row)
         doc["summary"] = summarize(doc["cases"], doc["implementations"])
+        if args.fp8_vs_bf16:
+            doc["fp8_vs_bf16"] = fp8_vs_bf16(doc["cases"])
         db.write_json(args.out, doc)
-        print(progress_line(row, n, len(todo)), flush=True)
+        print(progress_line(row, n, len(runs)), flush=True)
         if row.get("status") == "error":
             rc = 1
         for name, e in row.get("impls", {}).items():
@@ -1379,6 +1538,8 @@ def main(argv=None):
                 print(f"  COMPARATOR FAIL {name}: {e['correctness']['reason']}", flush=True)
                 rc = rc or 3
     doc["summary"] = summarize(doc["cases"], doc["implementations"])
+    if args.fp8_vs_bf16:
+        doc["fp8_vs_bf16"] = fp8_vs_bf16(doc["cases"])
     db.write_and_report(args.out, doc, report)
     return rc
 

@@ -29,13 +29,13 @@ from kindex._capi import DTYPE_FP16 as KINDEX_DTYPE_FP16  # noqa: E402
 from kindex._capi import GQA_ROPE_BACKWARD_INPUTS as BACKWARD_INPUTS  # noqa: E402
 from kindex._capi import GQA_ROPE_BACKWARD_OUTPUTS as BACKWARD_OUTPUTS  # noqa: E402
 from kindex._capi import GqaRopeBackwardParams, PagedDecodeParams  # noqa: E402,F401
+from kindex._capi import (KV_FORMAT_FP8_E4M3, KV_FORMAT_FP8_E5M2, KV_FORMAT_SAME_AS_Q, KV_LAYOUT_HND,  # noqa: E402
+                          KV_LAYOUT_NHD, POS_ENCODING_NONE, POS_ENCODING_ROPE_LLAMA)
 
 
 def new_params(cls):
-    """A params struct as the header's *_PARAMS_INIT gives it: struct_size set, every other field zero."""
-    p = cls()
-    p.struct_size = ctypes.sizeof(cls)
-    return p
+    """A params struct as the header's *_PARAMS_INIT gives it: struct_size and the defaults set, the rest zero."""
+    return cls()
 
 
 class KindexError(RuntimeError):
@@ -48,18 +48,29 @@ PAGED_DECODE_SPLIT = ("kindex_paged_decode_plan", "kindex_paged_decode_run")
 
 
 def paged_decode_params(q, k_cache, v_cache, kv_indptr, kv_indices, kv_last_page_len, sm_scale, output, lse,
-                        num_kv_indices=None, validate=0):
-    """kindex_paged_decode_params for torch tensors (shapes as include/kindex/kindex.h: q [B, Hq, D], caches
-    [pages, page_size, Hkv, D] bf16, int32 page table on the same device, output like q, lse [B, Hq] fp32 or
-    None). kv_last_page_len None: every last page is full (the ps1 definitions have no such input). The struct
-    holds raw pointers: the caller keeps the tensors alive while it is used."""
+                        num_kv_indices=None, validate=0, kv_layout="NHD", q_len_per_req=1, sinks=None,
+                        pos_encoding_mode="NONE", **scalars):
+    """kindex_paged_decode_params for torch tensors (shapes as include/kindex/kindex.h: q [B * q_len_per_req, Hq,
+    D], caches [pages, page_size, Hkv, D] (NHD) or [pages, Hkv, page_size, D] (HND) in q's dtype or fp8, int32 page
+    table on the same device, output like q, lse [B * q_len_per_req, Hq] fp32 or None). kv_last_page_len None:
+    every last page is full (the ps1 definitions have no such input). The variant in FlashInfer's names
+    (kv_layout, q_len_per_req, sinks, pos_encoding_mode; scalars: k_scale, v_scale, window_left, logits_soft_cap,
+    rope_scale, rope_theta). The struct holds raw pointers: the caller keeps the tensors alive while it is used."""
     import torch
     if q.dtype not in (torch.bfloat16, torch.float16):
         raise ValueError(f"q: dtype {q.dtype}, kindex takes bfloat16 or float16")
     p = new_params(PagedDecodeParams)
     p.dtype = KINDEX_DTYPE_BF16 if q.dtype == torch.bfloat16 else KINDEX_DTYPE_FP16
-    p.batch_size, p.num_qo_heads, p.head_dim = q.shape
-    p.num_pages, p.page_size, p.num_kv_heads = k_cache.shape[0], k_cache.shape[1], k_cache.shape[2]
+    p.kv_format = {torch.float8_e4m3fn: KV_FORMAT_FP8_E4M3, torch.float8_e5m2: KV_FORMAT_FP8_E5M2}.get(
+        k_cache.dtype, KV_FORMAT_SAME_AS_Q)
+    p.kv_layout = KV_LAYOUT_HND if kv_layout == "HND" else KV_LAYOUT_NHD
+    p.q_len_per_req = q_len_per_req
+    rows, p.num_qo_heads, p.head_dim = q.shape
+    p.batch_size = rows // q_len_per_req
+    if kv_layout == "HND":
+        p.num_pages, p.num_kv_heads, p.page_size = k_cache.shape[:3]
+    else:
+        p.num_pages, p.page_size, p.num_kv_heads = k_cache.shape[:3]
     p.num_kv_indices = kv_indices.numel() if num_kv_indices is None else num_kv_indices
     p.q, p.k_cache, p.v_cache = q.data_ptr(), k_cache.data_ptr(), v_cache.data_ptr()
     p.kv_indptr, p.kv_indices = kv_indptr.data_ptr(), kv_indices.data_ptr()
@@ -68,6 +79,12 @@ def paged_decode_params(q, k_cache, v_cache, kv_indptr, kv_indices, kv_last_page
     p.output = output.data_ptr()
     p.lse = lse.data_ptr() if lse is not None else None
     p.validate = int(validate)
+    p.sinks = sinks.data_ptr() if sinks is not None else None
+    p.pos_encoding = POS_ENCODING_ROPE_LLAMA if pos_encoding_mode == "ROPE_LLAMA" else POS_ENCODING_NONE
+    for name, value in scalars.items():  # a misspelt name must not pass unnoticed
+        if not hasattr(p, name):
+            raise TypeError(f"paged_decode_params: unknown field {name!r}")
+        setattr(p, name, value)
     return p
 
 

@@ -684,3 +684,147 @@ def test_fit_decode_cost_recovers_the_constants_of_a_model_made_sweep(tmp_path, 
     assert "kCtaBytesPerUs" in capsys.readouterr().out
     (tmp_path / "empty.json").write_text(json.dumps({"workloads": []}))
     assert fdc.main([str(tmp_path / "empty.json")]) == 1
+
+
+# ------------------------------------------------------------------------------------------------------------------
+# Decode variants and --fp8-vs-bf16 (the stand-in computes every variant with python/tests/decode_reference.py)
+# ------------------------------------------------------------------------------------------------------------------
+def test_variant_arguments():
+    base = ["--dataset", "x", "--out", "o.json", "--lib", "l.so"]
+    a = ds.parse_args(base)
+    assert a.variant == ds.DEFAULT_VARIANT and ds.is_default(a.variant) and not a.fp8_vs_bf16
+    a = ds.parse_args(base + ["--impls", "kindex,flashinfer_tc", "--kv-dtype", "fp8_e5m2", "--layout", "HND",
+                              "--q-len", "4", "--window", "127", "--soft-cap", "50", "--sinks", "--rope",
+                              "--k-scale", "0.5", "--v-scale", "2"])
+    assert a.variant == dict(kv_dtype="fp8_e5m2", layout="HND", q_len=4, window=127, soft_cap=50.0, sinks=True,
+                             rope=True, k_scale=0.5, v_scale=2.0)
+    assert ds.decode_options(a.variant, sinks="S") == dict(
+        kv_layout="HND", q_len_per_req=4, window_left=127, logits_soft_cap=50.0, sinks="S",
+        pos_encoding_mode="ROPE_LLAMA", k_scale=0.5, v_scale=2.0)
+    for bad in (["--window", "8"], ["--fp8-vs-bf16"]):  # the default impls include FA3 / XQA: no variant there
+        with pytest.raises(SystemExit):
+            ds.parse_args(base + bad)
+    for bad in (["--q-len", "9"], ["--window", "-2"], ["--soft-cap", "-1"], ["--k-scale", "0"],
+                ["--fp8-vs-bf16", "--kv-dtype", "fp8_e4m3"]):
+        with pytest.raises(SystemExit):
+            ds.parse_args(base + ["--impls", "kindex"] + bad)
+    assert ds.known_limits("flashinfer_cuda", {"hq": 8, "hkv": 8, "d": 128, "ps": 16, "q_len": 2}, "9.0").startswith(
+        "FlashInfer's CUDA-core decode takes one query token")
+
+
+def test_paged_decode_params_carry_the_variant():
+    torch = pytest.importorskip("torch")
+    q = torch.zeros(6, 8, 64, dtype=torch.bfloat16)  # batch 3 x q_len 2
+    k = torch.zeros(10, 2, 16, 64, dtype=torch.float8_e4m3fn)  # HND
+    indptr, indices = torch.tensor([0, 1, 2, 4], dtype=torch.int32), torch.tensor([1, 2, 3, 4], dtype=torch.int32)
+    sinks = torch.zeros(8)
+    p = db.paged_decode_params(q, k, k, indptr, indices, None, 0.5, torch.empty_like(q), None,
+                               **ds.decode_options(dict(ds.DEFAULT_VARIANT, layout="HND", q_len=2, window=7,
+                                                        soft_cap=30.0, rope=True, k_scale=0.25), sinks))
+    assert (p.batch_size, p.num_qo_heads, p.num_kv_heads, p.page_size, p.num_pages) == (3, 8, 2, 16, 10)
+    assert (p.kv_format, p.kv_layout, p.q_len_per_req, p.window_left, p.logits_soft_cap, p.pos_encoding,
+            p.k_scale, p.v_scale, p.sinks) == (db.KV_FORMAT_FP8_E4M3, db.KV_LAYOUT_HND, 2, 7, 30.0,
+                                               db.POS_ENCODING_ROPE_LLAMA, 0.25, 1.0, sinks.data_ptr())
+    with pytest.raises(TypeError, match="unknown field 'window'"):
+        db.paged_decode_params(q, k, k, indptr, indices, None, 0.5, torch.empty_like(q), None, window=3)
+
+
+class VariantImpl(ds.Impl):
+    """A correct stand-in for any variant: the definition itself, on what CaseTensors drew."""
+
+    def call(self):
+        out, lse = ds.variant_reference(self.t, self.case, self.t.variant)
+        return out, lse.float()
+
+
+class DtypeTimer(FakeTimer):
+    """Medians by the KV dtype of the implementation timed: bf16 20 us, fp8 `fp8_us`."""
+
+    def __init__(self, fp8_us):
+        self.fp8_us = fp8_us
+
+    def time(self, fn, warmup, iters):
+        fn()
+        us = 20.0 if fn.__self__.t.k_cache.dtype == pytest.importorskip("torch").bfloat16 else self.fp8_us
+        return dict(db.summarize([us]), warmup=warmup, launch_covered=1.0)
+
+
+def test_run_case_draws_and_checks_the_variant(cpu_run, monkeypatch):
+    torch, root = cpu_run
+    monkeypatch.setattr(ds, "make_impl", lambda name, ctx, case, t, args: VariantImpl(ctx, case, t))
+    case = next(c for c in ds.load_dataset(root)["cases"] if c["label"].endswith("ps64#0"))
+    base = ["--dataset", str(root), "--out", "x.json", "--lib", "l.so", "--impls", "kindex"]
+    plain = ds.run_case(FakeCtx(torch, ["kindex"]), case, ds.parse_args(base), FakeTimer(), 2e12)
+    args = ds.parse_args(base + ["--kv-dtype", "fp8_e4m3", "--layout", "HND", "--q-len", "2", "--window", "5",
+                                 "--soft-cap", "20", "--sinks"])
+    r = ds.run_case(FakeCtx(torch, ["kindex"]), case, args, FakeTimer(), 2e12)
+    assert r["status"] == "done" and r["impls"]["kindex"]["correctness"]["passed"], r
+    assert r["variant"] == args.variant and "variant" not in plain
+    # fp8 halves the KV bytes of the floor; q, output and lse have q_len rows per request
+    b, hq, hkv, d = case["batch_size"], case["hq"], case["hkv"], case["d"]
+    assert plain["bytes"] - r["bytes"] == r["kv_rows_unique"] * hkv * d * 2 - (2 * b * hq * d * 2 + b * hq * 4)
+    assert r["kv_bytes_bf16"] == plain["kv_bytes_bf16"] == r["kv_rows_unique"] * hkv * d * 4
+    # The same draw: HND is NHD transposed, fp8 its conversion.
+    seen = {}
+    monkeypatch.setattr(ds, "make_impl", lambda name, ctx, case, t, args: seen.setdefault(
+        t.variant["layout"], t) and VariantImpl(ctx, case, t))
+    ds.run_case(FakeCtx(torch, ["kindex"]), case, ds.parse_args(base + ["--layout", "HND", "--kv-dtype", "fp8_e4m3"]),
+                FakeTimer(), 2e12)
+    ds.run_case(FakeCtx(torch, ["kindex"]), case, ds.parse_args(base + ["--q-len", "1"]), FakeTimer(), 2e12)
+    nhd, hnd = seen["NHD"].k_cache, seen["HND"].k_cache
+    assert hnd.dtype == torch.float8_e4m3fn and torch.equal(hnd.float(), nhd.transpose(1, 2).to(hnd.dtype).float())
+
+
+@pytest.mark.parametrize("fp8_us,met", [(10.0, True), (15.0, False)])
+def test_fp8_vs_bf16_runs_each_case_twice_and_judges_the_goal(cpu_run, monkeypatch, tmp_path, capsys, fp8_us, met):
+    torch, root = cpu_run
+    monkeypatch.setattr(ds, "make_impl", lambda name, ctx, case, t, args: VariantImpl(ctx, case, t))
+    monkeypatch.setattr(db, "DeviceTimer", lambda spin_us: DtypeTimer(fp8_us))
+    monkeypatch.setattr(ds, "FP8_GOAL", dict(ds.FP8_GOAL, min_kv_bytes=100 << 10))  # the stand-in cases are small
+    out = tmp_path / "fp8.json"
+    base = ["--dataset", str(root), "--out", str(out), "--lib", "l.so", "--impls", "kindex", "--fp8-vs-bf16"]
+    assert ds.main(base) == 0
+    doc = json.loads(out.read_text())
+    kinds = [r.get("variant", ds.DEFAULT_VARIANT)["kv_dtype"] for r in doc["cases"]]
+    assert kinds == ["bf16", "fp8_e4m3"] * 3
+    cases = doc["fp8_vs_bf16"]["cases"]
+    assert len(cases) == 3 and all(c["kindex"]["speedup"] == pytest.approx(20.0 / fp8_us) for c in cases)
+    goal = doc["fp8_vs_bf16"]["goal_kindex"]
+    big = [c for c in cases if c["kv_bytes_bf16"] >= 100 << 10]
+    assert 0 < len(big) < 3 and goal["cases"] == goal["timed"] == len(big) and goal["met"] is met
+    assert len(goal["missed"]) == (0 if met else len(big))
+    # --resume keeps both rows of each case: nothing left to run
+    capsys.readouterr()
+    assert ds.main(base + ["--resume"]) == 0
+    assert len(json.loads(out.read_text())["cases"]) == 6 and "0 case(s) to run" in capsys.readouterr().out
+    assert ds.main(["--report", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert "### fp8 e4m3 KV against bf16 KV" in text and ("Goal (kindex fp8 >= 1.7x bf16 on cases >= 0 MB): " +
+                                                          ("met" if met else "NOT met")) in text
+
+
+def test_the_flashinfer_runner_plans_and_runs_with_the_variant(cpu_run):
+    torch, root = cpu_run
+    case = next(c for c in ds.load_dataset(root)["cases"] if c["label"].endswith("ps64#0"))
+    args = ds.parse_args(["--dataset", str(root), "--out", "x.json", "--lib", "l.so", "--impls", "flashinfer_tc",
+                          "--kv-dtype", "fp8_e5m2", "--q-len", "2", "--window", "5", "--soft-cap", "20", "--sinks",
+                          "--rope", "--k-scale", "0.5"])
+    t = ds.CaseTensors(torch, dict(case, q_len=2), ds.load_tables(case), 1, args.variant)
+    calls = []
+
+    class Recorder:
+        def plan(self, *positional, **options):
+            calls.append(("plan", options))
+
+        def run(self, q, kv, **options):
+            calls.append(("run", q.shape, kv[0].dtype, options))
+
+    ctx = FakeCtx(torch, args.impls)
+    ctx.fi_wrappers = {"flashinfer_tc": Recorder()}
+    ds.FlashInferFa2Impl(ctx, case, t, "flashinfer_tc", 0).call()
+    (_, plan), (_, q_shape, kv_dtype, run) = calls
+    assert plan == dict(q_data_type=torch.bfloat16, kv_data_type=torch.float8_e5m2, sm_scale=case["sm_scale"],
+                        q_len_per_req=2, window_left=5, logits_soft_cap=20.0, pos_encoding_mode="ROPE_LLAMA")
+    assert q_shape == (2 * case["batch_size"], case["hq"], case["d"]) and kv_dtype == torch.float8_e5m2
+    assert run["sinks"] is t.sinks and t.sinks.shape == (case["hq"],) and (run["k_scale"], run["v_scale"]) == (0.5, 1.0)
+    assert run["return_lse"] and run["lse"].shape == (2 * case["batch_size"], case["hq"])

@@ -179,10 +179,11 @@ def kv_rows(indptr, indices, last, ps, num_pages):
     return tokens, int(per_page.sum())
 
 
-def bytes_moved(case, unique_rows):
-    """Every referenced KV row once (K and V, bf16) + q + output (bf16) + lse (fp32)."""
-    b, hq, hkv, d = case["batch_size"], case["hq"], case["hkv"], case["d"]
-    return unique_rows * hkv * d * 2 * 2 + 2 * b * hq * d * 2 + b * hq * 4
+def bytes_moved(case, unique_rows, kv_elem=2, q_len=1):
+    """Every referenced KV row once (K and V, kv_elem bytes an element: bf16 2, fp8 1) + q + output (bf16) + lse
+    (fp32), q_len query rows per request."""
+    b, hq, hkv, d = case["batch_size"] * q_len, case["hq"], case["hkv"], case["d"]
+    return unique_rows * hkv * d * kv_elem * 2 + 2 * b * hq * d * 2 + b * hq * 4
 
 
 # ------------------------------------------------------------------------------------------------------------------

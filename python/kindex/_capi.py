@@ -15,6 +15,15 @@ from pathlib import Path
 DTYPE_BF16 = 0
 DTYPE_FP16 = 1
 
+# kindex_kv_format, kindex_kv_layout, kindex_pos_encoding (struct version 2)
+KV_FORMAT_SAME_AS_Q = 0
+KV_FORMAT_FP8_E4M3 = 1
+KV_FORMAT_FP8_E5M2 = 2
+KV_LAYOUT_NHD = 0
+KV_LAYOUT_HND = 1
+POS_ENCODING_NONE = 0
+POS_ENCODING_ROPE_LLAMA = 1
+
 # kindex_status
 STATUS_OK = 0
 STATUS_NAMES = {
@@ -60,10 +69,25 @@ class PagedDecodeParams(ctypes.Structure):
         ("output", ctypes.c_void_p),
         ("lse", ctypes.c_void_p),
         ("validate", ctypes.c_int32),
+        # version 2 (kindex.h): FlashInfer's decode variants
+        ("kv_format", ctypes.c_int),
+        ("kv_layout", ctypes.c_int),
+        ("k_scale", ctypes.c_float),
+        ("v_scale", ctypes.c_float),
+        ("q_len_per_req", ctypes.c_int32),
+        ("window_left", ctypes.c_int32),
+        ("logits_soft_cap", ctypes.c_float),
+        ("sinks", ctypes.c_void_p),
+        ("pos_encoding", ctypes.c_int),
+        ("rope_scale", ctypes.c_float),
+        ("rope_theta", ctypes.c_float),
     ]
 
+    # KINDEX_PAGED_DECODE_PARAMS_INIT's non-zero defaults
+    DEFAULTS = dict(k_scale=1.0, v_scale=1.0, q_len_per_req=1, window_left=-1, rope_scale=1.0, rope_theta=1e4)
+
     def __init__(self, **fields):
-        super().__init__(struct_size=ctypes.sizeof(PagedDecodeParams), **fields)
+        super().__init__(struct_size=ctypes.sizeof(PagedDecodeParams), **{**self.DEFAULTS, **fields})
 
 
 GQA_ROPE_BACKWARD_INPUTS = (

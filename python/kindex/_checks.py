@@ -9,12 +9,23 @@ wrong device is still reported for what it is.
 
 from __future__ import annotations
 
+import operator
 from typing import Any, Iterable, Sequence
+
+from . import _capi
 
 DECODE_DTYPES = ("bfloat16", "float16")
 DECODE_HEAD_DIMS = (64, 128, 256)
 DECODE_MAX_PAGE_SIZE = 128
 DECODE_MAX_GROUP = 16
+DECODE_MAX_Q_LEN = 8
+# kindex.h's enums by the names callers use (torch dtype names, FlashInfer's strings)
+DECODE_FP8_KV_FORMATS = {"float8_e4m3fn": _capi.KV_FORMAT_FP8_E4M3, "float8_e5m2": _capi.KV_FORMAT_FP8_E5M2}
+DECODE_KV_LAYOUTS = {"NHD": _capi.KV_LAYOUT_NHD, "HND": _capi.KV_LAYOUT_HND}
+DECODE_POS_ENCODINGS = {"NONE": _capi.POS_ENCODING_NONE, "ROPE_LLAMA": _capi.POS_ENCODING_ROPE_LLAMA}
+# a cache's shape in each layout, as the messages spell it
+DECODE_LAYOUT_SHAPES = {"NHD": "[num_pages, page_size, num_kv_heads, head_dim] (NHD)",
+                        "HND": "[num_pages, num_kv_heads, page_size, head_dim] (HND)"}
 
 # SOL-ExecBench L2/003: fixed by the definition.
 BACKWARD_HIDDEN = 5120
@@ -102,32 +113,44 @@ def _cuda_hint() -> str:
 
 
 def check_paged_decode(q, k_cache, v_cache, kv_indptr, kv_indices, kv_last_page_len, out=None, lse=None,
-                       fn: str = "kindex.paged_decode", meta: bool = False) -> dict:
+                       fn: str = "kindex.paged_decode", meta: bool = False, sinks=None, kv_layout: int = 0,
+                       q_len_per_req: int = 1) -> dict:
     """Checks one paged decode call; returns its sizes (batch_size, heads, head_dim, page_size, num_pages,
-    num_kv_indices) for the C ABI's params. meta: the ops' fake implementations also take meta tensors."""
+    num_kv_indices) and kv_format for the C ABI's params. meta: the ops' fake implementations also take meta
+    tensors. kv_layout (kindex_kv_layout) and q_len_per_req as decode_variant gives them: they shape the tensors."""
     c = Checker(fn)
     named = [("q", q), ("k_cache", k_cache), ("v_cache", v_cache), ("kv_indptr", kv_indptr),
              ("kv_indices", kv_indices)]
-    if kv_last_page_len is not None:
-        named.append(("kv_last_page_len", kv_last_page_len))
-    if out is not None:
-        named.append(("out", out))
-    if lse is not None:
-        named.append(("lse", lse))
+    for arg, t in (("kv_last_page_len", kv_last_page_len), ("out", out), ("lse", lse), ("sinks", sinks)):
+        if t is not None:
+            named.append((arg, t))
     for arg, t in named:
         c.tensor(arg, t)
 
-    c.dtype("q", q, DECODE_DTYPES)
-    c.same_dtype("k_cache", k_cache, "q", q)
-    c.same_dtype("v_cache", v_cache, "q", q)
+    q_dtype = c.dtype("q", q, DECODE_DTYPES)
+    kv_dtype = dtype_name(k_cache)
+    if kv_dtype != q_dtype and kv_dtype not in DECODE_FP8_KV_FORMATS:
+        c.fail("k_cache", f"has dtype {kv_dtype}; expected {q_dtype} (the dtype of q), "
+                          f"{' or '.join(DECODE_FP8_KV_FORMATS)}")
+    c.same_dtype("v_cache", v_cache, "k_cache", k_cache)
     for arg in ("kv_indptr", "kv_indices", "kv_last_page_len"):
         t = dict(named).get(arg)
         if t is not None:
             c.dtype(arg, t, ("int32",))
 
-    batch_size, num_qo_heads, head_dim = c.rank("q", q, 3, "[batch_size, num_qo_heads, head_dim]")
-    nhd = "[num_pages, page_size, num_kv_heads, head_dim] (NHD)"
-    num_pages, page_size, num_kv_heads, kv_head_dim = c.rank("k_cache", k_cache, 4, nhd)
+    rows, num_qo_heads, head_dim = c.rank("q", q, 3, "[batch_size * q_len_per_req, num_qo_heads, head_dim]"
+                                          if q_len_per_req > 1 else "[batch_size, num_qo_heads, head_dim]")
+    if rows % q_len_per_req:
+        c.fail("q", f"has {rows} rows; expected a multiple of q_len_per_req = {q_len_per_req} "
+                    "([batch_size * q_len_per_req, num_qo_heads, head_dim])")
+    batch_size = rows // q_len_per_req
+    kv_layout = "HND" if kv_layout == DECODE_KV_LAYOUTS["HND"] else "NHD"
+    layout = DECODE_LAYOUT_SHAPES[kv_layout]
+    if kv_layout == "NHD":
+        num_pages, page_size, num_kv_heads, kv_head_dim = c.rank("k_cache", k_cache, 4, layout)
+    else:
+        num_pages, num_kv_heads, page_size, kv_head_dim = c.rank("k_cache", k_cache, 4, layout)
+    page_dim = 1 if kv_layout == "NHD" else 2
     c.shape("v_cache", v_cache, _shape(k_cache), "(the shape of k_cache)")
     if kv_head_dim != head_dim:
         c.fail("k_cache", f"has shape {_fmt(_shape(k_cache))}; dimension 3 must be {head_dim} "
@@ -135,7 +158,8 @@ def check_paged_decode(q, k_cache, v_cache, kv_indptr, kv_indices, kv_last_page_
     if head_dim not in DECODE_HEAD_DIMS:
         c.fail("q", f"has head_dim {head_dim}; kindex supports head_dim 64, 128 or 256")
     if not 1 <= page_size <= DECODE_MAX_PAGE_SIZE:
-        c.fail("k_cache", f"has page_size {page_size} (dimension 1); kindex supports 1 to {DECODE_MAX_PAGE_SIZE}")
+        c.fail("k_cache", f"has page_size {page_size} (dimension {page_dim}, {kv_layout}); kindex supports 1 to "
+                          f"{DECODE_MAX_PAGE_SIZE}")
     if num_kv_heads < 1 or num_qo_heads % num_kv_heads != 0:
         c.fail("q", f"has {num_qo_heads} heads; expected a multiple of num_kv_heads = {num_kv_heads} (k_cache)")
     if num_qo_heads // num_kv_heads > DECODE_MAX_GROUP:
@@ -150,12 +174,61 @@ def check_paged_decode(q, k_cache, v_cache, kv_indptr, kv_indices, kv_last_page_
         c.shape("out", out, _shape(q), "(the shape of q)")
     if lse is not None:
         c.dtype("lse", lse, ("float32",))
-        c.shape("lse", lse, (batch_size, num_qo_heads), "[batch_size, num_qo_heads]")
+        c.shape("lse", lse, (rows, num_qo_heads), "[batch_size * q_len_per_req, num_qo_heads]" if q_len_per_req > 1
+                else "[batch_size, num_qo_heads]")
+    if sinks is not None:
+        c.dtype("sinks", sinks, ("float32",))
+        c.shape("sinks", sinks, (num_qo_heads,), "[num_qo_heads] (from q)")
     for arg, t in named:
         c.contiguous(arg, t)
     c.devices(named, meta)
     return dict(batch_size=batch_size, num_qo_heads=num_qo_heads, num_kv_heads=num_kv_heads, head_dim=head_dim,
-                page_size=page_size, num_pages=num_pages, num_kv_indices=num_kv_indices)
+                page_size=page_size, num_pages=num_pages, num_kv_indices=num_kv_indices,
+                kv_format=DECODE_FP8_KV_FORMATS.get(kv_dtype, _capi.KV_FORMAT_SAME_AS_Q))
+
+
+def check_positive(fn: str, arg: str, value: Any, default: float) -> float:
+    """A finite, positive host number (None: `default`)."""
+    if value is None:
+        return default
+    v = check_scale(fn, arg, value)
+    if not v > 0:
+        raise ValueError(f"{fn}: {arg} = {v}: must be > 0")
+    return v
+
+
+def _integer(fn: str, arg: str, value: Any) -> int:
+    if isinstance(value, bool) or not hasattr(value, "__index__"):
+        raise ValueError(f"{fn}: {arg} = {value!r}: expected an int")
+    return operator.index(value)
+
+
+def decode_variant(fn: str, kv_layout: str = "NHD", k_scale: Any = None, v_scale: Any = None,
+                   q_len_per_req: Any = 1, window_left: Any = -1, logits_soft_cap: Any = None,
+                   pos_encoding_mode: str = "NONE", rope_scale: Any = None, rope_theta: Any = None) -> dict:
+    """FlashInfer's decode options (its names, defaults and None conventions) as the C ABI's version-2 fields
+    (kindex.h), each checked against the range the header gives it; what the kernels run is the library's to say."""
+    if kv_layout not in DECODE_KV_LAYOUTS:
+        raise ValueError(f"{fn}: kv_layout = {kv_layout!r}: expected 'NHD' or 'HND'")
+    if pos_encoding_mode not in DECODE_POS_ENCODINGS:
+        if pos_encoding_mode == "ALIBI":
+            raise NotImplementedError(f"{fn}: pos_encoding_mode = 'ALIBI': kindex has no ALiBi (its C ABI takes "
+                                      "NONE or ROPE_LLAMA)")
+        raise ValueError(f"{fn}: pos_encoding_mode = {pos_encoding_mode!r}: expected 'NONE' or 'ROPE_LLAMA'")
+    q_len = _integer(fn, "q_len_per_req", q_len_per_req)
+    if not 1 <= q_len <= DECODE_MAX_Q_LEN:
+        raise ValueError(f"{fn}: q_len_per_req = {q_len}: must be in [1, {DECODE_MAX_Q_LEN}]")
+    window = _integer(fn, "window_left", window_left)
+    if window < -1:
+        raise ValueError(f"{fn}: window_left = {window}: must be >= 0, or -1 for no window")
+    cap = 0.0 if logits_soft_cap is None else check_scale(fn, "logits_soft_cap", logits_soft_cap)
+    if cap < 0:
+        raise ValueError(f"{fn}: logits_soft_cap = {cap}: must be > 0, or 0 / None for no soft-cap")
+    return dict(kv_layout=DECODE_KV_LAYOUTS[kv_layout], k_scale=check_positive(fn, "k_scale", k_scale, 1.0),
+                v_scale=check_positive(fn, "v_scale", v_scale, 1.0), q_len_per_req=q_len, window_left=window,
+                logits_soft_cap=cap, pos_encoding=DECODE_POS_ENCODINGS[pos_encoding_mode],
+                rope_scale=check_positive(fn, "rope_scale", rope_scale, 1.0),
+                rope_theta=check_positive(fn, "rope_theta", rope_theta, 1e4))
 
 
 def gqa_rope_backward_shapes(batch_size: int, seq_len: int) -> dict:

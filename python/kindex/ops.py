@@ -10,12 +10,14 @@ without the dispatcher.
 
 import math
 import threading
+import types
 from typing import Optional, Tuple
 
 import torch
 
-from . import _capi
-from ._checks import check_gqa_rope_backward, check_paged_decode, check_scale, gqa_rope_backward_shapes
+from . import _capi, _checks
+from ._checks import (DECODE_FP8_KV_FORMATS, check_gqa_rope_backward, check_paged_decode, check_scale,
+                      gqa_rope_backward_shapes)
 from ._capi import GQA_ROPE_BACKWARD_INPUTS, GQA_ROPE_BACKWARD_OUTPUTS
 
 _DTYPES = {torch.bfloat16: _capi.DTYPE_BF16, torch.float16: _capi.DTYPE_FP16}
@@ -103,18 +105,60 @@ def _ensure_cuda_library(fn: str) -> None:
                                    f"{_capi.LIBRARY_ENV} to a CUDA build")
 
 
-def _decode_sizes_fast(q, k_cache, v_cache, kv_indptr, kv_indices, kv_last_page_len, out, lse):
+# --- paged decode ---------------------------------------------------------------------------------------------
+# The C ABI's version-2 fields (kindex.h) every decode op takes after its other arguments, in this order, with the
+# defaults of KINDEX_PAGED_DECODE_PARAMS_INIT (read from the ctypes mirror, which the CPU tests hold to the header).
+VARIANT_FIELDS = ("kv_layout", "k_scale", "v_scale", "q_len_per_req", "window_left", "logits_soft_cap", "sinks",
+                  "pos_encoding", "rope_scale", "rope_theta")
+_VARIANT_TYPES = {"kv_layout": "int", "q_len_per_req": "int", "window_left": "int", "pos_encoding": "int",
+                  "sinks": "Tensor?"}  # the rest: float
+_INIT = _capi.PagedDecodeParams()
+DEFAULT_VARIANT = types.MappingProxyType({f: getattr(_INIT, f) for f in VARIANT_FIELDS})
+_VARIANT_SCHEMA = ", ".join(f"{_VARIANT_TYPES.get(f, 'float')} {f}={DEFAULT_VARIANT[f]!r}" for f in VARIANT_FIELDS)
+# torch's fp8 dtypes -> kindex_kv_format (a cache in q's dtype is KV_FORMAT_SAME_AS_Q)
+FP8_KV_FORMATS = {getattr(torch, name): fmt for name, fmt in DECODE_FP8_KV_FORMATS.items()
+                  if hasattr(torch, name)}
+
+
+def _variant(args: tuple) -> dict:
+    """An op's trailing variant arguments by field name (the dispatcher passes only those given)."""
+    return dict(zip(VARIANT_FIELDS, tuple(args) + tuple(DEFAULT_VARIANT[f] for f in VARIANT_FIELDS[len(args):])))
+
+
+def decode_variant(fn: str, kv_layout="NHD", k_scale=None, v_scale=None, q_len_per_req=1, window_left=-1,
+                   logits_soft_cap=None, sinks=None, pos_encoding_mode="NONE", rope_scale=None,
+                   rope_theta=None) -> dict:
+    """FlashInfer's options as the ops' variant fields (checked; kindex._checks.decode_variant). The common call,
+    every option at its default, costs a comparison."""
+    if (kv_layout == "NHD" and k_scale is None and v_scale is None and q_len_per_req == 1 and window_left == -1
+            and logits_soft_cap is None and sinks is None and pos_encoding_mode == "NONE" and rope_scale is None
+            and rope_theta is None):
+        return DEFAULT_VARIANT
+    variant = _checks.decode_variant(fn, kv_layout, k_scale, v_scale, q_len_per_req, window_left, logits_soft_cap,
+                                     pos_encoding_mode, rope_scale, rope_theta)
+    variant["sinks"] = sinks
+    return variant
+
+
+def _decode_sizes_fast(q, k_cache, v_cache, kv_indptr, kv_indices, kv_last_page_len, out, lse, variant):
     """check_paged_decode's sizes when every check passes, read with as few attribute lookups as possible; None
     when anything is off (then check_paged_decode says what)."""
     try:
         dtype = q.dtype
-        if dtype not in _DTYPES or k_cache.dtype != dtype or v_cache.dtype != dtype:
+        kv_dtype = k_cache.dtype
+        if (dtype not in _DTYPES or v_cache.dtype != kv_dtype
+                or (kv_dtype != dtype and kv_dtype not in FP8_KV_FORMATS)):
             return None
-        batch, qo_heads, head_dim = q.shape
+        rows, qo_heads, head_dim = q.shape
+        q_len = variant["q_len_per_req"]
+        batch = rows // q_len
         k_shape = k_cache.shape
-        num_pages, page_size, kv_heads, k_dim = k_shape
+        if variant["kv_layout"] == _capi.KV_LAYOUT_NHD:
+            num_pages, page_size, kv_heads, k_dim = k_shape
+        else:
+            num_pages, kv_heads, page_size, k_dim = k_shape
         (num_indices,) = kv_indices.shape
-        if (v_cache.shape != k_shape or k_dim != head_dim or head_dim not in (64, 128, 256)
+        if (v_cache.shape != k_shape or k_dim != head_dim or head_dim not in (64, 128, 256) or rows % q_len
                 or not 1 <= page_size <= 128 or kv_heads < 1 or qo_heads % kv_heads
                 or qo_heads > 16 * kv_heads or kv_indptr.shape != (batch + 1,)
                 or kv_indptr.dtype != torch.int32 or kv_indices.dtype != torch.int32):
@@ -132,145 +176,187 @@ def _decode_sizes_fast(q, k_cache, v_cache, kv_indptr, kv_indices, kv_last_page_
                 return None
             tensors.append(out)
         if lse is not None:
-            if lse.shape != (batch, qo_heads) or lse.dtype != torch.float32:
+            if lse.shape != (rows, qo_heads) or lse.dtype != torch.float32:
                 return None
             tensors.append(lse)
+        sinks = variant["sinks"]
+        if sinks is not None:
+            if sinks.shape != (qo_heads,) or sinks.dtype != torch.float32:
+                return None
+            tensors.append(sinks)
         for t in tensors:
             if not t.is_contiguous() or t.device != device:
                 return None
     except (ValueError, TypeError, AttributeError):  # a wrong rank or a non-tensor
         return None
     return dict(batch_size=batch, num_qo_heads=qo_heads, num_kv_heads=kv_heads, head_dim=head_dim,
-                page_size=page_size, num_pages=num_pages, num_kv_indices=num_indices)
+                page_size=page_size, num_pages=num_pages, num_kv_indices=num_indices,
+                kv_format=FP8_KV_FORMATS.get(kv_dtype, _capi.KV_FORMAT_SAME_AS_Q))
 
 
-def _decode_sizes(q, k_cache, v_cache, kv_indptr, kv_indices, kv_last_page_len, out, lse, fn):
-    sizes = _decode_sizes_fast(q, k_cache, v_cache, kv_indptr, kv_indices, kv_last_page_len, out, lse)
-    if sizes is None:  # raises, naming the argument
-        sizes = check_paged_decode(q, k_cache, v_cache, kv_indptr, kv_indices, kv_last_page_len, out, lse, fn=fn)
+def _decode_sizes(q, k_cache, v_cache, kv_indptr, kv_indices, kv_last_page_len, out, lse, variant, fn, meta=False):
+    sizes = None if meta else _decode_sizes_fast(q, k_cache, v_cache, kv_indptr, kv_indices, kv_last_page_len,
+                                                 out, lse, variant)
+    if sizes is None:  # raises, naming the argument (or, meta, checks fake tensors)
+        sizes = check_paged_decode(q, k_cache, v_cache, kv_indptr, kv_indices, kv_last_page_len, out, lse, fn=fn,
+                                   meta=meta, sinks=variant["sinks"], kv_layout=variant["kv_layout"],
+                                   q_len_per_req=variant["q_len_per_req"])
     return sizes
 
 
-def _launch_paged_decode(q, k_cache, v_cache, kv_indptr, kv_indices, kv_last_page_len, sm_scale, out, lse,
+def _ptr(t: Optional[torch.Tensor]):
+    return t.data_ptr() if t is not None else None
+
+
+_SCALAR_FIELDS = tuple(f for f in VARIANT_FIELDS if f != "sinks")
+_DEFAULT_SCALARS = tuple(DEFAULT_VARIANT[f] for f in _SCALAR_FIELDS)
+
+
+def decode_params(sizes: dict, variant, dtype: torch.dtype, sm_scale: float, **tensors) -> "_capi.PagedDecodeParams":
+    """kindex_paged_decode_params: the checked sizes, the variant fields and the tensors' pointers (by field name,
+    None for NULL). The struct holds raw pointers: the caller keeps the tensors alive while it is used."""
+    fields = {f: _ptr(t) for f, t in tensors.items()}
+    if variant is not DEFAULT_VARIANT:  # (the struct's own defaults otherwise: the common call stays short)
+        fields.update({f: variant[f] for f in _SCALAR_FIELDS}, sinks=_ptr(variant["sinks"]))
+    return _capi.PagedDecodeParams(dtype=_DTYPES[dtype], sm_scale=sm_scale, **fields, **sizes)
+
+
+def _decode_size_key(dtype: torch.dtype, sizes: dict, variant) -> tuple:
+    """What the workspace size may depend on: the sizes, the dtype and the variant's scalars (not the pointers)."""
+    scalars = _DEFAULT_SCALARS if variant is DEFAULT_VARIANT else tuple(variant[f] for f in _SCALAR_FIELDS)
+    return (dtype, *sizes.values(), *scalars, variant["sinks"] is not None)
+
+
+def _launch_paged_decode(q, k_cache, v_cache, kv_indptr, kv_indices, kv_last_page_len, sm_scale, out, lse, variant,
                          workspace=None, fn="kindex.paged_decode", sizes=None, entry="paged_decode"):
     """Checks (unless the caller did: `sizes`), then launches kindex_<entry> (paged_decode: plan and run;
     paged_decode_run: run on the plan already in `workspace`); out and lse must exist."""
     if sizes is None:
-        sizes = _decode_sizes(q, k_cache, v_cache, kv_indptr, kv_indices, kv_last_page_len, out, lse, fn)
+        sizes = _decode_sizes(q, k_cache, v_cache, kv_indptr, kv_indices, kv_last_page_len, out, lse, variant, fn)
     _ensure_cuda_library(fn)
-    dtype = _DTYPES[q.dtype]
-    params = _capi.PagedDecodeParams(
-        dtype=dtype, sm_scale=sm_scale,
-        q=q.data_ptr(), k_cache=k_cache.data_ptr(), v_cache=v_cache.data_ptr(),
-        kv_indptr=kv_indptr.data_ptr(), kv_indices=kv_indices.data_ptr(),
-        kv_last_page_len=kv_last_page_len.data_ptr() if kv_last_page_len is not None else None,
-        output=out.data_ptr(), lse=lse.data_ptr() if lse is not None else None, **sizes)
-    # The workspace size depends on the sizes and dtype only (kindex.h), not on the pointers.
-    size_key = (dtype, sizes["batch_size"], sizes["num_qo_heads"], sizes["num_kv_heads"], sizes["head_dim"],
-                sizes["page_size"], sizes["num_kv_indices"])
-    _run(entry, params, size_key, q.device, workspace, size_name="paged_decode")
+    params = decode_params(sizes, variant, q.dtype, sm_scale, q=q, k_cache=k_cache, v_cache=v_cache,
+                           kv_indptr=kv_indptr, kv_indices=kv_indices, kv_last_page_len=kv_last_page_len,
+                           output=out, lse=lse)
+    _run(entry, params, _decode_size_key(q.dtype, sizes, variant), q.device, workspace, size_name="paged_decode")
 
 
 def _launch_paged_decode_plan(kv_indptr, kv_indices, kv_last_page_len, dtype: torch.dtype, num_qo_heads: int,
-                              num_kv_heads: int, head_dim: int, page_size: int, workspace: torch.Tensor) -> None:
-    """The device plan of a batch step into `workspace` (it reads only the page table and the sizes)."""
+                              num_kv_heads: int, head_dim: int, page_size: int, workspace: torch.Tensor,
+                              kv_format: int, variant: dict) -> None:
+    """The device plan of a batch step into `workspace` (it reads only the page table, the sizes and the variant)."""
     fn = "kindex.BatchDecodeWithPagedKVCacheWrapper.plan"
     _ensure_cuda_library(fn)
-    batch = kv_indptr.shape[0] - 1
-    sizes = dict(batch_size=batch, num_qo_heads=num_qo_heads, num_kv_heads=num_kv_heads, head_dim=head_dim,
-                 page_size=page_size, num_pages=1, num_kv_indices=kv_indices.shape[0])  # num_pages: not read
-    params = _capi.PagedDecodeParams(
-        dtype=_DTYPES[dtype], sm_scale=1.0, kv_indptr=kv_indptr.data_ptr(), kv_indices=kv_indices.data_ptr(),
-        kv_last_page_len=kv_last_page_len.data_ptr() if kv_last_page_len is not None else None, **sizes)
-    size_key = (_DTYPES[dtype], batch, num_qo_heads, num_kv_heads, head_dim, page_size, sizes["num_kv_indices"])
-    _run("paged_decode_plan", params, size_key, kv_indptr.device, workspace, size_name="paged_decode")
+    sizes = dict(batch_size=kv_indptr.shape[0] - 1, num_qo_heads=num_qo_heads, num_kv_heads=num_kv_heads,
+                 head_dim=head_dim, page_size=page_size, num_pages=1,  # num_pages: not read by the plan
+                 num_kv_indices=kv_indices.shape[0], kv_format=kv_format)
+    params = decode_params(sizes, variant, dtype, 1.0, kv_indptr=kv_indptr, kv_indices=kv_indices,
+                           kv_last_page_len=kv_last_page_len)
+    _run("paged_decode_plan", params, _decode_size_key(dtype, sizes, variant), kv_indptr.device, workspace,
+         size_name="paged_decode")
 
 
-@torch.library.custom_op("kindex::paged_decode_plan", mutates_args=("workspace",))
-def _paged_decode_plan(kv_indptr: torch.Tensor, kv_indices: torch.Tensor, kv_last_page_len: Optional[torch.Tensor],
-                       dtype: torch.dtype, num_qo_heads: int, num_kv_heads: int, head_dim: int, page_size: int,
-                       workspace: torch.Tensor) -> None:
+@torch.library.custom_op("kindex::paged_decode_plan", mutates_args=("workspace",), schema=(
+    "(Tensor kv_indptr, Tensor kv_indices, Tensor? kv_last_page_len, ScalarType dtype, int num_qo_heads, "
+    f"int num_kv_heads, int head_dim, int page_size, Tensor(a!) workspace, int kv_format=0, {_VARIANT_SCHEMA}) -> ()"))
+def _paged_decode_plan(kv_indptr, kv_indices, kv_last_page_len, dtype, num_qo_heads, num_kv_heads, head_dim,
+                       page_size, workspace, kv_format=0, *variant):
     _launch_paged_decode_plan(kv_indptr, kv_indices, kv_last_page_len, dtype, num_qo_heads, num_kv_heads, head_dim,
-                              page_size, workspace)
+                              page_size, workspace, kv_format, _variant(variant))
 
 
 @_paged_decode_plan.register_fake
-def _(kv_indptr, kv_indices, kv_last_page_len, dtype, num_qo_heads, num_kv_heads, head_dim, page_size, workspace):
+def _(kv_indptr, kv_indices, kv_last_page_len, dtype, num_qo_heads, num_kv_heads, head_dim, page_size, workspace,
+      kv_format=0, *variant):
     return None
 
 
 def paged_decode_plan(kv_indptr, kv_indices, kv_last_page_len, dtype: torch.dtype, num_qo_heads: int,
-                      num_kv_heads: int, head_dim: int, page_size: int, workspace: torch.Tensor) -> None:
+                      num_kv_heads: int, head_dim: int, page_size: int, workspace: torch.Tensor,
+                      kv_format: int = _capi.KV_FORMAT_SAME_AS_Q, variant: dict = DEFAULT_VARIANT) -> None:
     """Writes the device plan of this page table into `workspace` (the decode wrapper's plan())."""
     if _eager(kv_indptr, kv_indices, kv_last_page_len, workspace):
         _launch_paged_decode_plan(kv_indptr, kv_indices, kv_last_page_len, dtype, num_qo_heads, num_kv_heads,
-                                  head_dim, page_size, workspace)
+                                  head_dim, page_size, workspace, kv_format, variant)
     else:
         _paged_decode_plan(kv_indptr, kv_indices, kv_last_page_len, dtype, num_qo_heads, num_kv_heads, head_dim,
-                           page_size, workspace)
+                           page_size, workspace, kv_format, *(variant[f] for f in VARIANT_FIELDS))
 
 
-@torch.library.custom_op("kindex::paged_decode", mutates_args=())
-def _paged_decode(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, kv_indptr: torch.Tensor,
-                  kv_indices: torch.Tensor, kv_last_page_len: Optional[torch.Tensor],
-                  sm_scale: float) -> Tuple[torch.Tensor, torch.Tensor]:
+_DECODE_INPUTS = "Tensor q, Tensor k_cache, Tensor v_cache, Tensor kv_indptr, Tensor kv_indices, " \
+                 "Tensor? kv_last_page_len, float sm_scale"
+
+
+@torch.library.custom_op("kindex::paged_decode", mutates_args=(),
+                         schema=f"({_DECODE_INPUTS}, {_VARIANT_SCHEMA}) -> (Tensor, Tensor)")
+def _paged_decode(q, k_cache, v_cache, kv_indptr, kv_indices, kv_last_page_len, sm_scale, *variant):
     out = torch.empty_like(q)
     lse = torch.empty(q.shape[:2], dtype=torch.float32, device=q.device)
-    _launch_paged_decode(q, k_cache, v_cache, kv_indptr, kv_indices, kv_last_page_len, sm_scale, out, lse)
+    _launch_paged_decode(q, k_cache, v_cache, kv_indptr, kv_indices, kv_last_page_len, sm_scale, out, lse,
+                         _variant(variant))
     return out, lse
 
 
 @_paged_decode.register_fake
-def _(q, k_cache, v_cache, kv_indptr, kv_indices, kv_last_page_len, sm_scale):
-    check_paged_decode(q, k_cache, v_cache, kv_indptr, kv_indices, kv_last_page_len, meta=True)
+def _(q, k_cache, v_cache, kv_indptr, kv_indices, kv_last_page_len, sm_scale, *variant):
+    _decode_sizes(q, k_cache, v_cache, kv_indptr, kv_indices, kv_last_page_len, None, None, _variant(variant),
+                  "kindex.paged_decode", meta=True)
     return torch.empty_like(q), q.new_empty(q.shape[:2], dtype=torch.float32)
 
 
 # Destination passing: out and lse written in place; workspace (the decode wrapper's buffer) or None for the
 # cached one.
-@torch.library.custom_op("kindex::paged_decode_out", mutates_args=("out", "lse", "workspace"))
-def _paged_decode_out(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, kv_indptr: torch.Tensor,
-                      kv_indices: torch.Tensor, kv_last_page_len: Optional[torch.Tensor], sm_scale: float,
-                      out: torch.Tensor, lse: Optional[torch.Tensor], workspace: Optional[torch.Tensor]) -> None:
+@torch.library.custom_op("kindex::paged_decode_out", mutates_args=("out", "lse", "workspace"), schema=(
+    f"({_DECODE_INPUTS}, Tensor(a!) out, Tensor(b!)? lse, Tensor(c!)? workspace, {_VARIANT_SCHEMA}) -> ()"))
+def _paged_decode_out(q, k_cache, v_cache, kv_indptr, kv_indices, kv_last_page_len, sm_scale, out, lse, workspace,
+                      *variant):
     _launch_paged_decode(q, k_cache, v_cache, kv_indptr, kv_indices, kv_last_page_len, sm_scale, out, lse,
-                         workspace)
+                         _variant(variant), workspace)
 
 
 @_paged_decode_out.register_fake
-def _(q, k_cache, v_cache, kv_indptr, kv_indices, kv_last_page_len, sm_scale, out, lse, workspace):
-    check_paged_decode(q, k_cache, v_cache, kv_indptr, kv_indices, kv_last_page_len, out, lse, meta=True)
+def _(q, k_cache, v_cache, kv_indptr, kv_indices, kv_last_page_len, sm_scale, out, lse, workspace, *variant):
+    _decode_sizes(q, k_cache, v_cache, kv_indptr, kv_indices, kv_last_page_len, out, lse, _variant(variant),
+                  "kindex.paged_decode", meta=True)
+
+
+_RUN_FN = "kindex.BatchDecodeWithPagedKVCacheWrapper.run"
 
 
 # The run alone, on the plan paged_decode_plan wrote into `workspace` (the decode wrapper's run()).
-@torch.library.custom_op("kindex::paged_decode_run_out", mutates_args=("out", "lse"))
-def _paged_decode_run_out(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, kv_indptr: torch.Tensor,
-                          kv_indices: torch.Tensor, kv_last_page_len: Optional[torch.Tensor], sm_scale: float,
-                          out: torch.Tensor, lse: Optional[torch.Tensor], workspace: torch.Tensor) -> None:
+@torch.library.custom_op("kindex::paged_decode_run_out", mutates_args=("out", "lse"), schema=(
+    f"({_DECODE_INPUTS}, Tensor(a!) out, Tensor(b!)? lse, Tensor workspace, {_VARIANT_SCHEMA}) -> ()"))
+def _paged_decode_run_out(q, k_cache, v_cache, kv_indptr, kv_indices, kv_last_page_len, sm_scale, out, lse,
+                          workspace, *variant):
     _launch_paged_decode(q, k_cache, v_cache, kv_indptr, kv_indices, kv_last_page_len, sm_scale, out, lse,
-                         workspace, fn="kindex.BatchDecodeWithPagedKVCacheWrapper.run", entry="paged_decode_run")
+                         _variant(variant), workspace, fn=_RUN_FN, entry="paged_decode_run")
 
 
 @_paged_decode_run_out.register_fake
-def _(q, k_cache, v_cache, kv_indptr, kv_indices, kv_last_page_len, sm_scale, out, lse, workspace):
-    check_paged_decode(q, k_cache, v_cache, kv_indptr, kv_indices, kv_last_page_len, out, lse, meta=True)
+def _(q, k_cache, v_cache, kv_indptr, kv_indices, kv_last_page_len, sm_scale, out, lse, workspace, *variant):
+    _decode_sizes(q, k_cache, v_cache, kv_indptr, kv_indices, kv_last_page_len, out, lse, _variant(variant), _RUN_FN,
+                  meta=True)
 
 
 def paged_decode_run_into(q, k_cache, v_cache, kv_indptr, kv_indices, kv_last_page_len, sm_scale: float, out, lse,
-                          workspace) -> None:
+                          workspace, variant: dict = DEFAULT_VARIANT) -> None:
     """The run on a plan in `workspace`, destination passing: for callers that own out, lse and the workspace and
     planned into it (the decode wrapper)."""
-    if _eager(q, k_cache, v_cache, kv_indptr, kv_indices, kv_last_page_len, out, lse, workspace):
+    if _eager(q, k_cache, v_cache, kv_indptr, kv_indices, kv_last_page_len, out, lse, workspace, variant["sinks"]):
         _launch_paged_decode(q, k_cache, v_cache, kv_indptr, kv_indices, kv_last_page_len, sm_scale, out, lse,
-                             workspace, fn="kindex.BatchDecodeWithPagedKVCacheWrapper.run", entry="paged_decode_run")
+                             variant, workspace, fn=_RUN_FN, entry="paged_decode_run")
     else:
         _paged_decode_run_out(q, k_cache, v_cache, kv_indptr, kv_indices, kv_last_page_len, sm_scale, out, lse,
-                              workspace)
+                              workspace, *(variant[f] for f in VARIANT_FIELDS))
 
 
 def paged_decode(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, kv_indptr: torch.Tensor,
                  kv_indices: torch.Tensor, kv_last_page_len: Optional[torch.Tensor] = None,
                  sm_scale: Optional[float] = None, out: Optional[torch.Tensor] = None,
-                 lse: Optional[torch.Tensor] = None) -> Tuple[torch.Tensor, torch.Tensor]:
+                 lse: Optional[torch.Tensor] = None, *, kv_layout: str = "NHD", k_scale: Optional[float] = None,
+                 v_scale: Optional[float] = None, q_len_per_req: int = 1, window_left: int = -1,
+                 logits_soft_cap: Optional[float] = None, sinks: Optional[torch.Tensor] = None,
+                 pos_encoding_mode: str = "NONE", rope_scale: Optional[float] = None,
+                 rope_theta: Optional[float] = None) -> Tuple[torch.Tensor, torch.Tensor]:
     """Batched GQA decode over a paged KV cache (FlashInfer-Bench gqa_paged_decode_*).
 
     q [batch_size, num_qo_heads, head_dim] bf16/fp16; k_cache, v_cache [num_pages, page_size, num_kv_heads,
@@ -279,32 +365,44 @@ def paged_decode(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, 
     1/sqrt(head_dim). Returns (output, lse): output like q, lse [batch_size, num_qo_heads] fp32, the base-2
     log-sum-exp of sm_scale * q.k (the definitions' and FlashInfer's convention). `out` / `lse`, when given,
     are written in place and returned. All tensors on one CUDA device, contiguous.
+
+    FlashInfer's decode variants, with its names and semantics (kindex.h): kv_layout "NHD" or "HND"
+    ([num_pages, num_kv_heads, page_size, head_dim]); k_cache / v_cache in torch.float8_e4m3fn or float8_e5m2
+    (k = k_scale * value, v = v_scale * value; the scales apply to any cache dtype, default 1); q_len_per_req
+    (1..8) query tokens per request, q [batch_size * q_len_per_req, ...], causal among them; window_left (-1: no
+    window); logits_soft_cap (None or 0: off); sinks [num_qo_heads] fp32; pos_encoding_mode "NONE" or
+    "ROPE_LLAMA" with rope_scale (default 1) and rope_theta (default 1e4). What the kernels do not run yet, the
+    library refuses (KindexError naming the field).
     """
+    fn = "kindex.paged_decode"
     if sm_scale is None:  # (a q without a head_dim is reported by the checks, not here)
         sm_scale = 1.0 / math.sqrt(q.shape[-1]) if hasattr(q, "shape") and len(q.shape) else 1.0
     if type(sm_scale) is float and math.isfinite(sm_scale):
         scale = sm_scale
     else:
-        scale = check_scale("kindex.paged_decode", "sm_scale", sm_scale)
-    if _eager(q, k_cache, v_cache, kv_indptr, kv_indices, kv_last_page_len, out, lse):
+        scale = check_scale(fn, "sm_scale", sm_scale)
+    variant = decode_variant(fn, kv_layout, k_scale, v_scale, q_len_per_req, window_left, logits_soft_cap, sinks,
+                             pos_encoding_mode, rope_scale, rope_theta)
+    if _eager(q, k_cache, v_cache, kv_indptr, kv_indices, kv_last_page_len, out, lse, sinks):
         # Checked before anything is allocated, so a bad argument is reported as such.
-        sizes = _decode_sizes(q, k_cache, v_cache, kv_indptr, kv_indices, kv_last_page_len, out, lse,
-                              "kindex.paged_decode")
+        sizes = _decode_sizes(q, k_cache, v_cache, kv_indptr, kv_indices, kv_last_page_len, out, lse, variant, fn)
         if out is None:
             out = torch.empty_like(q)
         if lse is None:
-            lse = torch.empty((sizes["batch_size"], sizes["num_qo_heads"]), dtype=torch.float32, device=q.device)
-        _launch_paged_decode(q, k_cache, v_cache, kv_indptr, kv_indices, kv_last_page_len, scale, out, lse,
+            lse = torch.empty(tuple(q.shape[:2]), dtype=torch.float32, device=q.device)
+        _launch_paged_decode(q, k_cache, v_cache, kv_indptr, kv_indices, kv_last_page_len, scale, out, lse, variant,
                              sizes=sizes)
         return out, lse
+    tail = tuple(variant[f] for f in VARIANT_FIELDS)
     if out is None and lse is None:
-        return _paged_decode(q, k_cache, v_cache, kv_indptr, kv_indices, kv_last_page_len, scale)
+        return _paged_decode(q, k_cache, v_cache, kv_indptr, kv_indices, kv_last_page_len, scale, *tail)
     if out is None:
         out = torch.empty_like(q)
     if lse is None:
         lse = torch.empty(tuple(q.shape[:2]), dtype=torch.float32, device=q.device)
-    _paged_decode_out(q, k_cache, v_cache, kv_indptr, kv_indices, kv_last_page_len, scale, out, lse, None)
+    _paged_decode_out(q, k_cache, v_cache, kv_indptr, kv_indices, kv_last_page_len, scale, out, lse, None, *tail)
     return out, lse
+
 
 
 @torch.library.custom_op("kindex::gqa_rope_backward", mutates_args=())

@@ -7,6 +7,7 @@ installed (the GPU host).
 """
 
 import ctypes
+import functools
 import json
 import os
 import re
@@ -14,6 +15,7 @@ import shutil
 import subprocess
 import sys
 import textwrap
+import warnings
 from pathlib import Path
 
 import pytest
@@ -92,9 +94,14 @@ LAYOUT_PROBE = r"""
 #include <stdio.h>
 #include "kindex/kindex.h"
 #define F(s, f) printf(#s " " #f " %zu %zu\n", offsetof(s, f), sizeof(((s*)0)->f));
+/* static: its padding is zero, as in a ctypes struct, so the bytes compare whole */
+static const kindex_paged_decode_params init = KINDEX_PAGED_DECODE_PARAMS_INIT;
 int main(void) {
   printf("kindex_paged_decode_params sizeof %zu 0\n", sizeof(kindex_paged_decode_params));
   printf("kindex_gqa_rope_backward_params sizeof %zu 0\n", sizeof(kindex_gqa_rope_backward_params));
+  printf("kindex_paged_decode_params init ");
+  for (size_t i = 0; i < sizeof init; ++i) printf("%02x", ((const unsigned char*)&init)[i]);
+  printf(" 0\n");
   %FIELDS%
   return 0;
 }
@@ -117,11 +124,26 @@ def test_ctypes_structs_match_the_header_field_for_field(tmp_path):
         cls = structs[c_name]
         if field == "sizeof":
             assert ctypes.sizeof(cls) == int(offset), c_name
+        elif field == "init":
+            # A fresh ctypes struct is KINDEX_PAGED_DECODE_PARAMS_INIT byte for byte: struct_size and every default.
+            assert bytes(cls()).hex() == offset, "PagedDecodeParams() differs from KINDEX_PAGED_DECODE_PARAMS_INIT"
         else:
             descriptor = getattr(cls, field)
             assert (descriptor.offset, descriptor.size) == (int(offset), int(size)), f"{c_name}.{field}"
         checked += 1
-    assert checked == 2 + len(_capi.PagedDecodeParams._fields_) + len(_capi.GqaRopeBackwardParams._fields_)
+    assert checked == 3 + len(_capi.PagedDecodeParams._fields_) + len(_capi.GqaRopeBackwardParams._fields_)
+
+
+def test_the_params_defaults_are_the_version_2_fields_of_the_header():
+    # Not a tautology of the probe above: the probe compares bytes, this names what they mean.
+    p = _capi.PagedDecodeParams()
+    assert (p.kv_format, p.kv_layout, p.k_scale, p.v_scale, p.q_len_per_req, p.window_left, p.logits_soft_cap,
+            p.sinks, p.pos_encoding, p.rope_scale, p.rope_theta) == (
+        _capi.KV_FORMAT_SAME_AS_Q, _capi.KV_LAYOUT_NHD, 1.0, 1.0, 1, -1, 0.0, None, _capi.POS_ENCODING_NONE, 1.0,
+        1e4)
+    # A field given overrides its default.
+    assert _capi.PagedDecodeParams(window_left=7, k_scale=0.5).window_left == 7
+    assert _capi.PagedDecodeParams(window_left=7, k_scale=0.5).k_scale == 0.5
 
 
 def test_library_version_names_the_build():
@@ -178,7 +200,21 @@ def test_valid_decode_arguments_give_the_sizes():
     sizes = _checks.check_paged_decode(**decode_args(fake_factory, batch=3, qo=24, kv=4, dim=128, pages=10,
                                                      page_size=64, indices=7))
     assert sizes == dict(batch_size=3, num_qo_heads=24, num_kv_heads=4, head_dim=128, page_size=64, num_pages=10,
-                         num_kv_indices=7)
+                         num_kv_indices=7, kv_format=_capi.KV_FORMAT_SAME_AS_Q)
+
+
+@pytest.mark.parametrize("make", FACTORIES)
+def test_variant_decode_arguments_give_the_sizes_in_their_layout(make):
+    # fp8 caches, HND ([pages, kv_heads, page_size, dim]) and 2 query tokens per request: q has batch * 2 rows.
+    for dtype, fmt in (("float8_e4m3fn", _capi.KV_FORMAT_FP8_E4M3), ("float8_e5m2", _capi.KV_FORMAT_FP8_E5M2)):
+        cache = make((10, 4, 32, 128), dtype)
+        args = decode_args(make, batch=6, qo=8, kv=4, k_cache=cache, v_cache=cache, kv_indptr=make((4,), "int32"),
+                           kv_last_page_len=make((3,), "int32"))
+        sizes = _checks.check_paged_decode(**args, lse=make((6, 8), "float32"), sinks=make((8,), "float32"),
+                                           kv_layout=_capi.KV_LAYOUT_HND, q_len_per_req=2,
+                                           meta=make is not fake_factory)
+        assert sizes == dict(batch_size=3, num_qo_heads=8, num_kv_heads=4, head_dim=128, page_size=32,
+                             num_pages=10, num_kv_indices=7, kv_format=fmt)
 
 
 @pytest.mark.skipif(not HAVE_TORCH, reason="PyTorch is not installed")
@@ -192,9 +228,11 @@ DECODE_CASES = [
     ("q dtype", lambda m: dict(q=m((3, 32, 128), "float32")),
      r"kindex.paged_decode: q has dtype float32; expected bfloat16 or float16"),
     ("k_cache dtype", lambda m: dict(k_cache=m((10, 16, 4, 128), "float16")),
-     r"k_cache has dtype float16; expected bfloat16, the dtype of q"),
+     r"k_cache has dtype float16; expected bfloat16 \(the dtype of q\), float8_e4m3fn or float8_e5m2"),
     ("v_cache dtype", lambda m: dict(v_cache=m((10, 16, 4, 128), "float16")),
-     r"v_cache has dtype float16; expected bfloat16, the dtype of q"),
+     r"v_cache has dtype float16; expected bfloat16, the dtype of k_cache"),
+    ("fp8 k_cache, bf16 v_cache", lambda m: dict(k_cache=m((10, 16, 4, 128), "float8_e4m3fn")),
+     r"v_cache has dtype bfloat16; expected float8_e4m3fn, the dtype of k_cache"),
     ("indptr dtype", lambda m: dict(kv_indptr=m((4,), "int64")), r"kv_indptr has dtype int64; expected int32"),
     ("indices dtype", lambda m: dict(kv_indices=m((7,), "int64")), r"kv_indices has dtype int64; expected int32"),
     ("last_page_len dtype", lambda m: dict(kv_last_page_len=m((3,), "int64")),
@@ -214,7 +252,7 @@ DECODE_CASES = [
      r"q has head_dim 96; kindex supports head_dim 64, 128 or 256"),
     ("page_size 256", lambda m: dict(k_cache=m((10, 256, 4, 128), "bfloat16"),
                                      v_cache=m((10, 256, 4, 128), "bfloat16")),
-     r"k_cache has page_size 256 \(dimension 1\); kindex supports 1 to 128"),
+     r"k_cache has page_size 256 \(dimension 1, NHD\); kindex supports 1 to 128"),
     ("heads not a multiple", lambda m: dict(q=m((3, 30, 128), "bfloat16")),
      r"q has 30 heads; expected a multiple of num_kv_heads = 4 \(k_cache\)"),
     ("group of 32", lambda m: dict(q=m((3, 64, 128), "bfloat16"), k_cache=m((10, 16, 2, 128), "bfloat16"),
@@ -249,6 +287,87 @@ def test_decode_destinations_are_checked(make):
         _checks.check_paged_decode(**decode_args(make), lse=make((3, 32), "bfloat16"))
     with pytest.raises(ValueError, match=r"lse has shape \[3, 32, 1\]; expected \[3, 32\] \[batch_size, num_qo_heads\]"):
         _checks.check_paged_decode(**decode_args(make), lse=make((3, 32, 1), "float32"))
+
+
+# (what the call gets wrong, check_paged_decode's arguments, the message)
+DECODE_VARIANT_CASES = [
+    ("q rows not a multiple of q_len_per_req", lambda m: dict(q_len_per_req=2),
+     r"q has 3 rows; expected a multiple of q_len_per_req = 2 \(\[batch_size \* q_len_per_req, num_qo_heads, "
+     r"head_dim\]\)"),
+    ("lse rows with q_len_per_req", lambda m: dict(q=m((6, 32, 128), "bfloat16"), q_len_per_req=2,
+                                                   lse=m((3, 32), "float32")),
+     r"lse has shape \[3, 32\]; expected \[6, 32\] \[batch_size \* q_len_per_req, num_qo_heads\]"),
+    ("HND page_size", lambda m: dict(kv_layout=_capi.KV_LAYOUT_HND, k_cache=m((10, 4, 256, 128), "bfloat16"),
+                                     v_cache=m((10, 4, 256, 128), "bfloat16")),
+     r"k_cache has page_size 256 \(dimension 2, HND\); kindex supports 1 to 128"),
+    ("HND rank", lambda m: dict(kv_layout=_capi.KV_LAYOUT_HND, k_cache=m((10, 2, 4, 16, 128), "bfloat16")),
+     r"k_cache has shape \[10, 2, 4, 16, 128\]; expected 4 dimensions \[num_pages, num_kv_heads, page_size, "
+     r"head_dim\] \(HND\)"),
+    ("sinks dtype", lambda m: dict(sinks=m((32,), "bfloat16")), r"sinks has dtype bfloat16; expected float32"),
+    ("sinks shape", lambda m: dict(sinks=m((4,), "float32")),
+     r"sinks has shape \[4\]; expected \[32\] \[num_qo_heads\] \(from q\)"),
+    ("sinks not contiguous", lambda m: dict(sinks=m((32, 2), "float32")[:, 0] if m is not fake_factory
+                                            else m((32,), "float32", contiguous=False)),
+     r"sinks is not contiguous"),
+    ("sinks not a tensor", lambda m: dict(sinks=[0.0] * 32), r"sinks must be a tensor, got list"),
+]
+
+
+@pytest.mark.parametrize("make", FACTORIES)
+@pytest.mark.parametrize("case,change,message", DECODE_VARIANT_CASES, ids=[c[0] for c in DECODE_VARIANT_CASES])
+def test_decode_variant_argument_errors_name_the_argument(make, case, change, message):
+    changed = change(make)
+    options = {k: changed.pop(k) for k in ("kv_layout", "q_len_per_req", "lse", "sinks") if k in changed}
+    with pytest.raises(ValueError, match=message):
+        _checks.check_paged_decode(**decode_args(make, **changed), **options)
+
+
+def test_sinks_on_another_device_are_refused_naming_them():
+    with pytest.raises(ValueError, match=r"sinks is on cuda:1; expected cuda:0, the device of q"):
+        _checks.check_paged_decode(**decode_args(fake_factory), sinks=fake_factory((32,), "float32", "cuda:1"))
+
+
+# FlashInfer's decode options, each out of the range kindex.h gives its field: (options, error, message)
+DECODE_OPTION_CASES = [
+    (dict(kv_layout="NDH"), ValueError, r"f: kv_layout = 'NDH': expected 'NHD' or 'HND'"),
+    (dict(pos_encoding_mode="ALIBI"), NotImplementedError, r"f: pos_encoding_mode = 'ALIBI': kindex has no ALiBi"),
+    (dict(pos_encoding_mode="ROPE"), ValueError, r"f: pos_encoding_mode = 'ROPE': expected 'NONE' or 'ROPE_LLAMA'"),
+    (dict(q_len_per_req=0), ValueError, r"f: q_len_per_req = 0: must be in \[1, 8\]"),
+    (dict(q_len_per_req=9), ValueError, r"f: q_len_per_req = 9: must be in \[1, 8\]"),
+    (dict(q_len_per_req=2.0), ValueError, r"f: q_len_per_req = 2.0: expected an int"),
+    (dict(q_len_per_req=True), ValueError, r"f: q_len_per_req = True: expected an int"),
+    (dict(window_left=-2), ValueError, r"f: window_left = -2: must be >= 0, or -1 for no window"),
+    (dict(window_left="64"), ValueError, r"f: window_left = '64': expected an int"),
+    (dict(k_scale=0.0), ValueError, r"f: k_scale = 0.0: must be > 0"),
+    (dict(k_scale=-0.5), ValueError, r"f: k_scale = -0.5: must be > 0"),
+    (dict(k_scale=float("nan")), ValueError, r"f: k_scale = nan: must be finite"),
+    (dict(v_scale=float("inf")), ValueError, r"f: v_scale = inf: must be finite"),
+    (dict(v_scale=0), ValueError, r"f: v_scale = 0.0: must be > 0"),
+    (dict(logits_soft_cap=-30.0), ValueError, r"f: logits_soft_cap = -30.0: must be > 0, or 0 / None for no "
+                                              r"soft-cap"),
+    (dict(logits_soft_cap=float("inf")), ValueError, r"f: logits_soft_cap = inf: must be finite"),
+    (dict(rope_scale=0.0), ValueError, r"f: rope_scale = 0.0: must be > 0"),
+    (dict(rope_theta=-1e4), ValueError, r"f: rope_theta = -10000.0: must be > 0"),
+]
+
+
+@pytest.mark.parametrize("options,error,message", DECODE_OPTION_CASES,
+                         ids=[",".join(f"{k}={v!r}" for k, v in c[0].items()) for c in DECODE_OPTION_CASES])
+def test_decode_options_out_of_range_are_refused_naming_argument_and_value(options, error, message):
+    with pytest.raises(error, match=message):
+        _checks.decode_variant("f", **options)
+
+
+def test_decode_options_become_the_c_abi_fields():
+    assert _checks.decode_variant("f") == dict(kv_layout=0, k_scale=1.0, v_scale=1.0, q_len_per_req=1,
+                                               window_left=-1, logits_soft_cap=0.0, pos_encoding=0, rope_scale=1.0,
+                                               rope_theta=1e4)
+    assert _checks.decode_variant("f", "HND", 0.5, 2, 8, 0, 50, "ROPE_LLAMA", 8.0, 5e5) == dict(
+        kv_layout=_capi.KV_LAYOUT_HND, k_scale=0.5, v_scale=2.0, q_len_per_req=8, window_left=0,
+        logits_soft_cap=50.0, pos_encoding=_capi.POS_ENCODING_ROPE_LLAMA, rope_scale=8.0, rope_theta=5e5)
+    # FlashInfer's None means the default; a soft-cap of 0 is off, as in FlashInfer.
+    assert _checks.decode_variant("f", logits_soft_cap=0.0)["logits_soft_cap"] == 0.0
+    assert _checks.decode_variant("f", k_scale=None, rope_theta=None)["rope_theta"] == 1e4
 
 
 def test_decode_on_a_cpu_or_another_device_is_refused_naming_the_tensor():
@@ -349,36 +468,208 @@ def test_a_kernel_call_on_cpu_tensors_says_cuda_is_needed():
         kindex.paged_decode(**args)
 
 
-@needs_torch
-def test_the_wrapper_refuses_what_kindex_does_not_compute():
+class RecordedOps:
+    """kindex.ops' plan and run as the wrapper calls them, recorded instead of launched (no GPU needed)."""
+
+    def __init__(self, monkeypatch):
+        import kindex.ops
+
+        self.plans, self.runs = [], []
+        monkeypatch.setattr(kindex.ops, "paged_decode_plan", lambda *a: self.plans.append(a))
+        monkeypatch.setattr(kindex.ops, "paged_decode_run_into", lambda *a: self.runs.append(a))
+
+
+def small_table():
     import torch
 
+    return (torch.tensor([0, 2, 3], dtype=torch.int32), torch.tensor([0, 1, 2], dtype=torch.int32),
+            torch.tensor([1, 1], dtype=torch.int32))
+
+
+@needs_torch
+def test_the_wrapper_refuses_what_kindex_does_not_model(monkeypatch):
+    import torch
+
+    RecordedOps(monkeypatch)
     workspace = torch.empty(1024, dtype=torch.uint8)
-    with pytest.raises(NotImplementedError, match=r"kv_layout = 'HND': kindex reads NHD caches only"):
-        kindex.BatchDecodeWithPagedKVCacheWrapper(workspace, "HND")
+    with pytest.raises(ValueError, match=r"kv_layout = 'NDH': expected 'NHD' or 'HND'"):
+        kindex.BatchDecodeWithPagedKVCacheWrapper(workspace, "NDH")
+    with pytest.raises(NotImplementedError, match=r"__init__: backend = 'fa2': kindex has one kernel"):
+        kindex.BatchDecodeWithPagedKVCacheWrapper(workspace, "NHD", backend="fa2")
     wrapper = kindex.BatchDecodeWithPagedKVCacheWrapper(workspace, "NHD")
-    indptr = torch.tensor([0, 2, 3], dtype=torch.int32)
-    indices = torch.tensor([0, 1, 2], dtype=torch.int32)
-    last = torch.tensor([1, 1], dtype=torch.int32)
+    indptr, indices, last = small_table()
     with pytest.raises(RuntimeError, match=r"plan\(\) must be called before run\(\)"):
         wrapper.run(torch.empty(2, 8, 128), (torch.empty(1), torch.empty(1)))
-    with pytest.raises(NotImplementedError, match=r"pos_encoding_mode = 'ROPE_LLAMA'"):
-        wrapper.plan(indptr, indices, last, 8, 1, 128, 1, pos_encoding_mode="ROPE_LLAMA")
-    with pytest.raises(NotImplementedError, match=r"logits_soft_cap = 30.0: kindex has no logit soft-cap"):
-        wrapper.plan(indptr, indices, last, 8, 1, 128, 1, logits_soft_cap=30.0)
-    with pytest.raises(NotImplementedError, match=r"q_len_per_req = 2"):
-        wrapper.plan(indptr, indices, last, 8, 1, 128, 1, q_len_per_req=2)
-    with pytest.raises(NotImplementedError, match=r"kv_data_type = torch.float16: kindex needs the KV dtype of q"):
-        wrapper.plan(indptr, indices, last, 8, 1, 128, 1, q_data_type=torch.bfloat16, kv_data_type=torch.float16)
+    plan = functools.partial(wrapper.plan, indptr, indices, last, 8, 1, 128, 1)
+    refused = [
+        (dict(pos_encoding_mode="ALIBI"), NotImplementedError,
+         r"plan: pos_encoding_mode = 'ALIBI': kindex has no ALiBi"),
+        (dict(window_right=4), NotImplementedError, r"plan: window_right = 4"),
+        (dict(block_tables=torch.zeros(2, 2, dtype=torch.int32)), NotImplementedError,
+         r"plan: block_tables = tensor of shape \[2, 2\]"),
+        (dict(fixed_split_size=16), NotImplementedError, r"plan: fixed_split_size = 16"),
+        (dict(is_causal=True), NotImplementedError, r"plan: is_causal = True: the mask follows from q_len_per_req"),
+        (dict(q_data_type=torch.float8_e4m3fn), NotImplementedError,
+         r"plan: q_data_type = torch.float8_e4m3fn: kindex takes float16 or bfloat16 queries"),
+        (dict(q_data_type=torch.bfloat16, kv_data_type=torch.float16), NotImplementedError,
+         r"plan: kv_data_type = torch.float16: kindex takes the KV cache in q's dtype \(torch.bfloat16\), "
+         r"torch.float8_e4m3fn or torch.float8_e5m2"),
+        (dict(q_data_type="bfloat16", kv_data_type="float8_e4m3fn", o_data_type="float16"), NotImplementedError,
+         r"plan: o_data_type = torch.float16: kindex writes the output in q's dtype \(torch.bfloat16\)"),
+        (dict(q_data_type="float17"), ValueError, r"plan: q_data_type = 'float17': expected a torch.dtype or its name"),
+        (dict(q_len_per_req=9), ValueError, r"plan: q_len_per_req = 9: must be in \[1, 8\]"),
+        (dict(window_left=-5), ValueError, r"plan: window_left = -5: must be >= 0, or -1 for no window"),
+        (dict(logits_soft_cap=-1.0), ValueError, r"plan: logits_soft_cap = -1.0: must be > 0"),
+        (dict(rope_theta=float("nan")), ValueError, r"plan: rope_theta = nan: must be finite"),
+    ]
+    for options, error, message in refused:
+        with pytest.raises(error, match=message):
+            plan(**options)
+    with pytest.raises(TypeError, match=r"unexpected keyword argument 'use_fp16_qk_reduction'"):
+        plan(use_fp16_qk_reduction=True)
     with pytest.raises(ValueError, match=r"indptr has 3 entries; expected batch_size \+ 1 = 4"):
         wrapper.plan(indptr, indices, torch.tensor([1, 1, 1], dtype=torch.int32), 8, 1, 128, 1)
     with pytest.raises(ValueError, match=r"indices must be a 1-D int32 tensor, got torch.int64"):
         wrapper.plan(indptr, indices.long(), last, 8, 1, 128, 1)
-    wrapper.plan(indptr, indices, last, 8, 1, 128, 1, q_data_type=torch.bfloat16)
-    with pytest.raises(ValueError, match=r"q has dtype torch.float16; the plan's q_data_type is torch.bfloat16"):
-        wrapper.run(torch.empty(2, 8, 128, dtype=torch.float16), (torch.empty(1), torch.empty(1)))
-    with pytest.raises(ValueError, match=r"q has shape \[3, 8, 128\]; the plan says \[2, 8, 128\]"):
-        wrapper.run(torch.empty(3, 8, 128, dtype=torch.bfloat16), (torch.empty(1), torch.empty(1)))
+    plan(q_data_type=torch.bfloat16, kv_data_type=torch.float8_e5m2, window_left=16)
+    q = torch.empty(2, 8, 128, dtype=torch.bfloat16)
+    fp8 = torch.empty(3, 1, 1, 128, dtype=torch.float8_e5m2)
+    run_refused = [
+        (dict(q=q.half()), ValueError, r"q has dtype torch.float16; the plan's q_data_type is torch.bfloat16"),
+        (dict(q=torch.empty(3, 8, 128, dtype=torch.bfloat16)), ValueError,
+         r"q has shape \[3, 8, 128\]; the plan says \[2, 8, 128\] \[batch_size \* q_len_per_req"),
+        (dict(paged_kv_cache=(fp8.bfloat16(), fp8.bfloat16())), ValueError,
+         r"paged_kv_cache has dtype torch.bfloat16; the plan's kv_data_type is torch.float8_e5m2"),
+        (dict(paged_kv_cache=(torch.empty(3, 2, 1, 128, dtype=torch.float8_e5m2),) * 2), ValueError,
+         r"paged_kv_cache has shape \[3, 2, 1, 128\] per cache; the plan says page_size 1 and 1 KV heads \(NHD\)"),
+        (dict(window_left=8), ValueError, r"run: window_left = 8: must be None or plan\(\)'s 16"),
+        (dict(k_scale=0.0), ValueError, r"run: k_scale = 0.0: must be > 0"),
+        (dict(v_scale=-2.0), ValueError, r"run: v_scale = -2.0: must be > 0"),
+        (dict(k_scale=float("inf")), ValueError, r"run: k_scale = inf: must be finite"),
+        (dict(q_scale=float("nan")), ValueError, r"run: q_scale = nan: must be finite"),
+        (dict(skip_softmax_threshold_scale_factor=0.5), NotImplementedError,
+         r"run: skip_softmax_threshold_scale_factor = 0.5: kindex computes the full softmax"),
+        (dict(kv_cache_sf=torch.empty(3, 1, 1, 8)), NotImplementedError,
+         r"run: kv_cache_sf = tensor of shape \[3, 1, 1, 8\]: kindex has no NVFP4 KV cache"),
+    ]
+    for change, error, message in run_refused:
+        args = dict(q=q, paged_kv_cache=(fp8, fp8))
+        args.update(change)
+        with pytest.raises(error, match=message):
+            wrapper.run(args.pop("q"), args.pop("paged_kv_cache"), **args)
+    with pytest.raises(NotImplementedError, match=r"run: \*args = \(1.0,\)"):
+        wrapper.run(q, (fp8, fp8), 1.0)
+    with pytest.warns(DeprecationWarning, match=r"q_len_per_req belongs to plan\(\)"):
+        with pytest.raises(ValueError, match=r"run: q_len_per_req = 2: plan\(\) used 1"):
+            wrapper.run(q, (fp8, fp8), q_len_per_req=2)
+
+
+@needs_torch
+def test_the_wrapper_hands_every_option_to_the_library_as_flashinfer_means_it(monkeypatch):
+    import torch
+
+    from kindex import ops
+
+    recorded = RecordedOps(monkeypatch)
+    indptr, indices, last = small_table()
+    wrapper = kindex.BatchDecodeWithPagedKVCacheWrapper(torch.empty(1024, dtype=torch.uint8), "HND")
+    wrapper.plan(indptr, indices, last, 8, 2, 64, 16, pos_encoding_mode="ROPE_LLAMA", window_left=100,
+                 logits_soft_cap=50.0, q_data_type="bfloat16", kv_data_type="float8_e4m3fn", sm_scale=0.25,
+                 rope_scale=8.0, rope_theta=5e5, q_len_per_req=3)
+    ((p_indptr, p_indices, p_last, dtype, heads, kv_heads, dim, page, workspace, kv_format, variant),) = recorded.plans
+    assert (torch.equal(p_indptr, indptr), torch.equal(p_indices, indices), torch.equal(p_last, last)) == (True,) * 3
+    assert (dtype, heads, kv_heads, dim, page, kv_format) == (torch.bfloat16, 8, 2, 64, 16, _capi.KV_FORMAT_FP8_E4M3)
+    planned = dict(kv_layout=_capi.KV_LAYOUT_HND, k_scale=1.0, v_scale=1.0, q_len_per_req=3, window_left=100,
+                   logits_soft_cap=50.0, sinks=None, pos_encoding=_capi.POS_ENCODING_ROPE_LLAMA, rope_scale=8.0,
+                   rope_theta=5e5)
+    assert dict(variant) == planned  # k_scale, v_scale and sinks are run()'s: their defaults at plan
+    q = torch.empty(6, 8, 64, dtype=torch.bfloat16)  # batch 2 x q_len_per_req 3
+    cache = torch.empty(4, 2, 16, 64, dtype=torch.float8_e4m3fn)  # HND: [pages, kv_heads, page_size, dim]
+    sinks = torch.zeros(8)
+    out, lse = wrapper.run(q, (cache, cache), q_scale=0.5, k_scale=0.125, v_scale=3.0, sinks=sinks, return_lse=True,
+                           window_left=100)
+    ((r_q, k, v, _, _, _, sm_scale, r_out, r_lse, r_workspace, r_variant),) = recorded.runs
+    assert r_q is q and k is cache and v is cache and r_out is out and r_lse is lse and r_workspace is workspace
+    assert sm_scale == 0.25 * 0.5  # q_scale folds into sm_scale; k_scale and v_scale go to the kernel
+    assert (tuple(out.shape), out.dtype, tuple(lse.shape), lse.dtype) == ((6, 8, 64), torch.bfloat16, (6, 8),
+                                                                          torch.float32)
+    assert dict(r_variant) == dict(planned, k_scale=0.125, v_scale=3.0, sinks=sinks)
+    # Without return_lse no lse is asked of the kernel; the single-tensor cache is split into K and V.
+    keys, values = torch.zeros(4, 2, 16, 64).to(cache.dtype), torch.ones(4, 2, 16, 64).to(cache.dtype)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the copy's warning (once per process)
+        plain = wrapper.run(q, torch.stack([keys, values], dim=1))
+    assert torch.is_tensor(plain) and recorded.runs[-1][8] is None
+    for got, want in zip(recorded.runs[-1][1:3], (keys, values)):
+        assert got.is_contiguous() and got.dtype == want.dtype and torch.equal(got.float(), want.float())
+    assert dict(recorded.runs[-1][10]) == planned
+    # The defaults, FlashInfer's: NHD, no variant, q_data_type float16, sm_scale 1/sqrt(head_dim).
+    plain_wrapper = kindex.BatchDecodeWithPagedKVCacheWrapper(torch.empty(8, dtype=torch.uint8))
+    plain_wrapper.plan(indptr, indices, last, 8, 2, 64, 16)
+    assert recorded.plans[-1][3] is torch.float16 and recorded.plans[-1][9] == _capi.KV_FORMAT_SAME_AS_Q
+    assert recorded.plans[-1][10] is ops.DEFAULT_VARIANT
+    # page_size 1: FlashInfer's 3-D caches (and 4-D single tensor) get their page dimension back.
+    plain_wrapper.plan(indptr, indices, last, 8, 2, 64, 1)
+    flat = torch.empty(4, 2, 64, dtype=torch.float16)
+    plain_wrapper.run(torch.empty(2, 8, 64, dtype=torch.float16), (flat, flat))
+    assert tuple(recorded.runs[-1][1].shape) == (4, 1, 2, 64)
+
+
+@needs_torch
+def test_decode_params_carry_the_variant_into_the_c_struct():
+    import torch
+
+    from kindex import ops
+
+    q, k, v = (torch.empty(4, 8, 64, dtype=torch.bfloat16) for _ in range(3))
+    out, lse, sinks = torch.empty_like(q), torch.empty(4, 8), torch.empty(8)
+    sizes = dict(batch_size=2, num_qo_heads=8, num_kv_heads=2, head_dim=64, page_size=16, num_pages=4,
+                 num_kv_indices=3, kv_format=_capi.KV_FORMAT_FP8_E5M2)
+    variant = dict(ops.decode_variant("f", "HND", 0.5, 2.0, 2, 31, 30.0, sinks, "ROPE_LLAMA", 4.0, 1e6))
+    p = ops.decode_params(sizes, variant, torch.bfloat16, 0.125, q=q, k_cache=k, v_cache=v, kv_indptr=None,
+                          kv_indices=None, kv_last_page_len=None, output=out, lse=lse)
+    assert p.struct_size == ctypes.sizeof(_capi.PagedDecodeParams)
+    assert (p.dtype, p.sm_scale, p.q, p.k_cache, p.output, p.lse, p.kv_indptr) == (
+        _capi.DTYPE_BF16, 0.125, q.data_ptr(), k.data_ptr(), out.data_ptr(), lse.data_ptr(), None)
+    assert {f: getattr(p, f) for f in sizes} == sizes
+    assert (p.kv_layout, p.k_scale, p.v_scale, p.q_len_per_req, p.window_left, p.logits_soft_cap, p.sinks,
+            p.pos_encoding, p.rope_scale, p.rope_theta) == (1, 0.5, 2.0, 2, 31, 30.0, sinks.data_ptr(), 1, 4.0, 1e6)
+    # The default variant leaves the struct's defaults (KINDEX_PAGED_DECODE_PARAMS_INIT's) in place.
+    plain = ops.decode_params(sizes, ops.DEFAULT_VARIANT, torch.float16, 0.5, q=q)
+    assert (plain.dtype, plain.q, plain.window_left, plain.k_scale, plain.sinks, plain.rope_theta) == (
+        _capi.DTYPE_FP16, q.data_ptr(), -1, 1.0, None, 1e4)
+    # The cached workspace size is keyed on the sizes, dtype and variant: a variant gets its own entry.
+    key = ops._decode_size_key(torch.bfloat16, sizes, variant)
+    assert key != ops._decode_size_key(torch.bfloat16, sizes, dict(variant, window_left=-1))
+    assert key != ops._decode_size_key(torch.bfloat16, sizes, dict(variant, sinks=None))
+    assert key != ops._decode_size_key(torch.float16, sizes, variant)
+    assert ops._decode_size_key(torch.bfloat16, sizes, ops.DEFAULT_VARIANT) == ops._decode_size_key(
+        torch.bfloat16, sizes, dict(ops.DEFAULT_VARIANT))
+
+
+@needs_torch
+def test_variant_ops_give_shapes_on_meta_tensors_and_check_through_the_dispatcher():
+    import torch
+
+    meta = lambda s, d: torch_factory(s, d, "meta")  # noqa: E731
+    cache = meta((10, 4, 16, 128), "float8_e4m3fn")  # HND
+    args = decode_args(meta, batch=6, qo=16, kv=4, k_cache=cache, v_cache=cache, kv_indptr=meta((4,), "int32"),
+                       kv_last_page_len=meta((3,), "int32"))
+    options = dict(kv_layout="HND", q_len_per_req=2, window_left=7, logits_soft_cap=30.0, k_scale=0.5,
+                   sinks=meta((16,), "float32"), pos_encoding_mode="ROPE_LLAMA")
+    out, lse = kindex.paged_decode(**args, **options)
+    assert (tuple(out.shape), tuple(lse.shape)) == ((6, 16, 128), (6, 16))
+    with pytest.raises(ValueError, match=r"sinks has shape \[8\]; expected \[16\]"):
+        kindex.paged_decode(**args, **dict(options, sinks=meta((8,), "float32")))
+    with pytest.raises(ValueError, match=r"kindex.paged_decode: window_left = -3"):
+        kindex.paged_decode(**args, **dict(options, window_left=-3))
+    from kindex import ops
+
+    tail = tuple(ops.decode_variant("f", **options)[f] for f in ops.VARIANT_FIELDS)
+    op_args = tuple(args.values()) + (0.125,) + tail
+    torch.library.opcheck(torch.ops.kindex.paged_decode.default, op_args)
+    torch.library.opcheck(torch.ops.kindex.paged_decode_out.default,
+                          op_args[:7] + (meta((6, 16, 128), "bfloat16"), meta((6, 16), "float32"), None) + tail)
 
 
 @needs_torch

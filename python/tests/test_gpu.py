@@ -1,5 +1,7 @@
 """GPU tests of the kindex package (skipped without torch, a CUDA device or a CUDA build of libkindex):
-paged_decode against a float64 torch reference on random problems and adversarial page tables, the backward
+paged_decode against a float64 torch reference (decode_reference.py) on random problems and adversarial page
+tables, each decode variant (fp8 KV, HND, q_len_per_req, window, soft-cap, sinks, RoPE) and combinations of them
+through the ops and the wrapper, against the reference and against FlashInfer with the same arguments, the backward
 against its definition's reference run in float64, the drop-in wrapper against FlashInfer on the seed
 workloads (when flashinfer imports), and paged_decode under torch.compile and CUDA graph capture.
 Run on the GPU host by python/tests/run_device.sh.
@@ -18,6 +20,8 @@ torch = pytest.importorskip("torch")
 import kindex  # noqa: E402
 import kindex.ops  # noqa: E402,F401 -- registers torch.ops.kindex.*
 from kindex import _capi  # noqa: E402
+
+from decode_reference import reference_decode  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[2]
 DEFINITIONS = REPO / "definitions"
@@ -52,56 +56,40 @@ def page_table(gen: random.Random, lengths, page_size, num_pages, *, shared=Fals
     return indptr, indices, last
 
 
-def reference_decode(q, k_cache, v_cache, indptr, indices, last, sm_scale):
-    """float64 output and base-2 lse, sequence by sequence, from host page tables."""
-    batch, heads, dim = q.shape
-    _, page_size, kv_heads, _ = k_cache.shape
-    group = heads // kv_heads
-    out = torch.zeros(batch, heads, dim, dtype=torch.float64, device=q.device)
-    lse = torch.full((batch, heads), -math.inf, dtype=torch.float64, device=q.device)
-    for b in range(batch):
-        ids = indices[indptr[b]:indptr[b + 1]]
-        if not ids:
-            continue
-        ids_t = torch.tensor(ids, dtype=torch.long, device=q.device)
-        k = k_cache[ids_t].double().reshape(-1, kv_heads, dim)
-        v = v_cache[ids_t].double().reshape(-1, kv_heads, dim)
-        n = (len(ids) - 1) * page_size + last[b]
-        k, v = k[:n], v[:n]
-        k = k.repeat_interleave(group, dim=1)  # [n, heads, dim]
-        v = v.repeat_interleave(group, dim=1)
-        logits = torch.einsum("hd,nhd->hn", q[b].double(), k) * sm_scale
-        lse[b] = torch.logsumexp(logits, dim=-1) / math.log(2.0)
-        out[b] = torch.einsum("hn,nhd->hd", torch.softmax(logits, dim=-1), v)
-    return out, lse
-
-
 def to_device(*lists):
     return [torch.tensor(x, dtype=torch.int32, device=DEVICE) for x in lists]
 
 
 def make_problem(seed, lengths, *, heads=32, kv_heads=4, dim=128, page_size=16, num_pages=None, dtype=torch.bfloat16,
-                 shared=False, shuffled=True):
+                 shared=False, shuffled=True, kv_dtype=None, kv_layout="NHD", q_len_per_req=1):
+    """Random q (batch * q_len_per_req rows), caches (kv_dtype, default q's; NHD or HND) and a page table."""
     gen = random.Random(seed)
     needed = sum((n + page_size - 1) // page_size for n in lengths)
     num_pages = num_pages or max(1, needed + 3)
     indptr, indices, last = page_table(gen, lengths, page_size, num_pages, shared=shared, shuffled=shuffled)
     tg = torch.Generator(device=DEVICE).manual_seed(seed)
-    q = torch.randn(len(lengths), heads, dim, generator=tg, device=DEVICE).to(dtype)
-    k = torch.randn(num_pages, page_size, kv_heads, dim, generator=tg, device=DEVICE).to(dtype)
-    v = torch.randn(num_pages, page_size, kv_heads, dim, generator=tg, device=DEVICE).to(dtype)
-    return dict(q=q, k_cache=k, v_cache=v, host=(indptr, indices, last))
+    q = torch.randn(len(lengths) * q_len_per_req, heads, dim, generator=tg, device=DEVICE).to(dtype)
+    shape = (num_pages, page_size, kv_heads, dim) if kv_layout == "NHD" else (num_pages, kv_heads, page_size, dim)
+    k = torch.randn(shape, generator=tg, device=DEVICE).to(kv_dtype or dtype)
+    v = torch.randn(shape, generator=tg, device=DEVICE).to(kv_dtype or dtype)
+    return dict(q=q, k_cache=k, v_cache=v, host=(indptr, indices, last), kv_layout=kv_layout,
+                q_len_per_req=q_len_per_req)
 
 
-def assert_matches_reference(out, lse, problem, sm_scale, atol=1e-2, rtol=1e-2):
+def assert_matches_reference(out, lse, problem, sm_scale, atol=1e-2, rtol=1e-2, lse_tol=1e-3, **options):
+    """out and lse (None: not checked) against decode_reference in float64; options: the variant's, as
+    kindex.paged_decode takes them (kv_layout and q_len_per_req come from the problem)."""
     indptr, indices, last = problem["host"]
     ref_out, ref_lse = reference_decode(problem["q"], problem["k_cache"], problem["v_cache"], indptr, indices, last,
-                                        sm_scale)
+                                        sm_scale, kv_layout=problem.get("kv_layout", "NHD"),
+                                        q_len_per_req=problem.get("q_len_per_req", 1), **options)
     torch.testing.assert_close(out.double(), ref_out, atol=atol, rtol=rtol)
     empty = torch.isinf(ref_lse)
-    assert torch.equal(torch.isinf(lse) & (lse < 0), empty), "lse is -inf exactly for the empty sequences"
-    torch.testing.assert_close(lse.double()[~empty], ref_lse[~empty], atol=1e-3, rtol=1e-3)
-    assert torch.all(out[empty.all(dim=1)] == 0), "an empty sequence gives zeros"
+    assert torch.all(out[empty.all(dim=1)] == 0), "a row that sees no key gives zeros"
+    if lse is None:
+        return
+    assert torch.equal(torch.isinf(lse) & (lse < 0), empty), "lse is -inf exactly for the rows that see no key"
+    torch.testing.assert_close(lse.double()[~empty], ref_lse[~empty], atol=lse_tol, rtol=lse_tol)
 
 
 # --- paged_decode against the reference ----------------------------------------------------------------------
@@ -176,13 +164,15 @@ def test_argument_errors_on_cuda_tensors_name_the_argument_and_skip_the_fast_pat
     from test_cpu import DECODE_CASES, decode_args
 
     make = lambda shape, dtype, contiguous=True: torch_factory(shape, dtype, DEVICE, contiguous)  # noqa: E731
+    DEFAULT = kindex.ops.DEFAULT_VARIANT
     for case, change, message in DECODE_CASES:
         args = decode_args(make, **change(make))
-        assert kindex.ops._decode_sizes_fast(**args, out=None, lse=None) is None, case
+        assert kindex.ops._decode_sizes_fast(**args, out=None, lse=None, variant=DEFAULT) is None, case
         with pytest.raises(ValueError, match=message):
             kindex.paged_decode(**args)
     valid = decode_args(make)
-    assert kindex.ops._decode_sizes_fast(**valid, out=None, lse=None) == kindex._checks.check_paged_decode(**valid)
+    assert kindex.ops._decode_sizes_fast(**valid, out=None, lse=None, variant=DEFAULT) == \
+        kindex._checks.check_paged_decode(**valid)
 
 
 def test_library_errors_arrive_as_kindex_errors_naming_the_field():
@@ -192,6 +182,181 @@ def test_library_errors_arrive_as_kindex_errors_naming_the_field():
         problem["q"].shape)
     with pytest.raises(kindex.KindexError, match=r"\bq\b.*aligned"):
         kindex.paged_decode(misaligned, problem["k_cache"], problem["v_cache"], indptr, indices, last)
+
+
+# --- the decode variants (kindex.h version 2) -----------------------------------------------------------------
+
+# id, make_problem options, decode options ("sinks": "random" draws them), the lengths to decode: adversarial
+# (empty sequences, single tokens, shared and repeated pages, partial last pages, sequences shorter than
+# q_len_per_req whose first rows see no key).
+VARIANTS = [
+    ("fp8-e4m3-scaled", dict(kv_dtype=torch.float8_e4m3fn), dict(k_scale=0.5, v_scale=2.0)),
+    ("fp8-e5m2", dict(kv_dtype=torch.float8_e5m2, shared=True, num_pages=9), {}),
+    ("bf16-kv-scales", dict(dtype=torch.float16), dict(k_scale=0.7, v_scale=1.3)),
+    ("hnd", dict(kv_layout="HND"), {}),
+    ("hnd-ps1", dict(kv_layout="HND", page_size=1), {}),
+    ("q-len-4", dict(q_len_per_req=4), {}),
+    ("q-len-8-group-16", dict(q_len_per_req=8, heads=16, kv_heads=1, dim=64), {}),
+    ("window-32", {}, dict(window_left=32)),
+    ("window-0", {}, dict(window_left=0)),
+    ("soft-cap-2", {}, dict(logits_soft_cap=2.0)),
+    ("sinks", {}, dict(sinks="random")),
+    ("rope", {}, dict(pos_encoding_mode="ROPE_LLAMA")),
+    ("rope-scaled", dict(dim=64, heads=8, kv_heads=8), dict(pos_encoding_mode="ROPE_LLAMA", rope_scale=4.0,
+                                                            rope_theta=5e5)),
+    # combinations models use
+    ("gemma2-local-layer", dict(dim=256, heads=16, kv_heads=8), dict(window_left=64, logits_soft_cap=50.0)),
+    ("gpt-oss-sliding-layer", dict(dim=64, heads=64, kv_heads=8), dict(window_left=128, sinks="random")),
+    ("fp8-hnd-spec-decode", dict(kv_dtype=torch.float8_e4m3fn, kv_layout="HND", q_len_per_req=3),
+     dict(k_scale=0.25)),
+    ("fp8-e5m2-q-len-window-cap", dict(kv_dtype=torch.float8_e5m2, q_len_per_req=2, page_size=64),
+     dict(window_left=100, logits_soft_cap=20.0, v_scale=0.5)),
+    ("everything", dict(kv_dtype=torch.float8_e4m3fn, kv_layout="HND", q_len_per_req=2, page_size=1),
+     dict(k_scale=0.5, v_scale=3.0, window_left=20, logits_soft_cap=5.0, sinks="random",
+          pos_encoding_mode="ROPE_LLAMA")),
+]
+ADVERSARIAL_LENGTHS = [0, 1, 2, 17, 300, 2049, 0, 64]
+FLASHINFER_LENGTHS = [9, 17, 300, 2049, 64]  # FlashInfer refuses sequences shorter than q_len_per_req
+PLAN_OPTIONS = ("pos_encoding_mode", "window_left", "logits_soft_cap", "rope_scale", "rope_theta")
+
+
+def variant_problem(case, lengths, problem_options, options):
+    problem = make_problem(zlib.crc32(case.encode()), lengths, **problem_options)
+    options = dict(options)
+    if options.get("sinks") == "random":
+        gen = torch.Generator(device=DEVICE).manual_seed(zlib.crc32(case.encode()) + 1)
+        options["sinks"] = 2.0 * torch.randn(problem["q"].shape[1], generator=gen, device=DEVICE)
+    return problem, options
+
+
+def tolerances(options):
+    """RoPE's angles (position x frequency, in fp32 on the GPU) cost some accuracy at thousands of tokens."""
+    if options.get("pos_encoding_mode", "NONE") != "NONE":
+        return dict(atol=2e-2, rtol=2e-2, lse_tol=5e-3)
+    return {}
+
+
+def library_runs(call):
+    """call(), or xfail with the library's own message where it reports the variant NOT_SUPPORTED: such a test
+    runs for real once the kernels do."""
+    try:
+        return call()
+    except kindex.KindexError as e:
+        if e.status == "KINDEX_STATUS_NOT_SUPPORTED":
+            pytest.xfail(f"libkindex does not run this variant yet: {e}")
+        raise
+
+
+def run_wrapper(module, problem, options, sm_scale, **constructor):
+    """plan() and run(return_lse=True) of `module`'s BatchDecodeWithPagedKVCacheWrapper (kindex's or FlashInfer's)
+    with the same arguments: the variant split between plan() and run() as FlashInfer takes it."""
+    q, k, v = problem["q"], problem["k_cache"], problem["v_cache"]
+    rows, heads, dim = q.shape
+    kv_heads = k.shape[2] if problem["kv_layout"] == "NHD" else k.shape[1]
+    page_size = k.shape[1] if problem["kv_layout"] == "NHD" else k.shape[2]
+    wrapper = module.BatchDecodeWithPagedKVCacheWrapper(torch.zeros(128 << 20, dtype=torch.uint8, device=DEVICE),
+                                                        problem["kv_layout"], **constructor)
+    wrapper.plan(*to_device(*problem["host"]), heads, kv_heads, dim, page_size, q_data_type=q.dtype,
+                 kv_data_type=k.dtype, sm_scale=sm_scale, q_len_per_req=problem["q_len_per_req"],
+                 **{o: options[o] for o in PLAN_OPTIONS if o in options})
+    return wrapper.run(q, (k, v), return_lse=True, **{o: v for o, v in options.items() if o not in PLAN_OPTIONS})
+
+
+@pytest.mark.parametrize("path", ["ops", "wrapper"])
+@pytest.mark.parametrize("case,problem_options,options", VARIANTS, ids=[c[0] for c in VARIANTS])
+def test_decode_variant_matches_the_definition(case, problem_options, options, path):
+    problem, options = variant_problem(case, ADVERSARIAL_LENGTHS, problem_options, options)
+    sm_scale = 1.0 / math.sqrt(problem["q"].shape[-1])
+    if path == "ops":
+        indptr, indices, last = to_device(*problem["host"])
+        out, lse = library_runs(lambda: kindex.paged_decode(
+            problem["q"], problem["k_cache"], problem["v_cache"], indptr, indices, last, sm_scale,
+            kv_layout=problem["kv_layout"], q_len_per_req=problem["q_len_per_req"], **options))
+    else:
+        out, lse = library_runs(lambda: run_wrapper(kindex, problem, options, sm_scale))
+    torch.cuda.synchronize()
+    assert out.dtype == problem["q"].dtype and lse.shape == problem["q"].shape[:2]
+    assert_matches_reference(out, lse, problem, sm_scale, **tolerances(options), **options)
+
+
+@pytest.mark.parametrize("case,problem_options,options", VARIANTS, ids=[c[0] for c in VARIANTS])
+def test_decode_variant_is_interchangeable_with_flashinfer(flashinfer, case, problem_options, options):
+    problem, options = variant_problem(case, FLASHINFER_LENGTHS, {k: v for k, v in problem_options.items()
+                                                                  if k not in ("shared", "num_pages")}, options)
+    sm_scale = 1.0 / math.sqrt(problem["q"].shape[-1])
+    # FlashInfer runs several query tokens per request and sinks on its tensor-core path only.
+    constructor = dict(use_tensor_cores=problem["q_len_per_req"] > 1 or "sinks" in options)
+    version = getattr(flashinfer, "__version__", "?")
+    try:
+        f_out, f_lse = run_wrapper(flashinfer, problem, options, sm_scale, **constructor)
+        torch.cuda.synchronize()
+    except Exception as e:  # noqa: BLE001 -- FlashInfer's own limits: nothing to compare with
+        pytest.skip(f"FlashInfer {version} does not run this variant: {type(e).__name__}: {e}")
+    tol = tolerances(options)
+    try:
+        assert_matches_reference(f_out, f_lse, problem, sm_scale, **tol, **options)
+    except AssertionError as e:
+        pytest.xfail(f"FlashInfer {version} differs from the definition (decode_reference.py) here: {e}")
+    k_out, k_lse = library_runs(lambda: run_wrapper(kindex, problem, options, sm_scale, **constructor))
+    torch.cuda.synchronize()
+    assert (k_out.shape, k_out.dtype, k_lse.shape) == (f_out.shape, f_out.dtype, f_lse.shape)
+    torch.testing.assert_close(k_out.float(), f_out.float(), atol=tol.get("atol", 1e-2), rtol=tol.get("rtol", 1e-2))
+    torch.testing.assert_close(k_lse, f_lse, atol=tol.get("lse_tol", 1e-3), rtol=tol.get("lse_tol", 1e-3))
+
+
+def test_decode_variant_makes_no_host_sync():
+    problem, options = variant_problem("no-sync", [300, 20], dict(kv_dtype=torch.float8_e4m3fn, q_len_per_req=2),
+                                       dict(window_left=50, logits_soft_cap=30.0, sinks="random", k_scale=0.5))
+    indptr, indices, last = to_device(*problem["host"])
+    args = (problem["q"], problem["k_cache"], problem["v_cache"], indptr, indices, last)
+    library_runs(lambda: kindex.paged_decode(*args, q_len_per_req=2, **options))
+    torch.cuda.synchronize()
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        kindex.paged_decode(*args, q_len_per_req=2, **options)
+    finally:
+        torch.cuda.set_sync_debug_mode("default")
+
+
+def test_decode_variant_ops_equal_the_eager_path_and_pass_opcheck():
+    problem, options = variant_problem("opcheck", [77, 900, 0, 5], dict(kv_layout="HND", q_len_per_req=2),
+                                       dict(window_left=64, logits_soft_cap=30.0, sinks="random"))
+    indptr, indices, last = to_device(*problem["host"])
+    args = (problem["q"], problem["k_cache"], problem["v_cache"], indptr, indices, last, 0.125)
+    eager_out, eager_lse = library_runs(lambda: kindex.paged_decode(*args, kv_layout="HND", q_len_per_req=2,
+                                                                    **options))
+    tail = tuple(kindex.ops.decode_variant("t", "HND", q_len_per_req=2, **options)[f]
+                 for f in kindex.ops.VARIANT_FIELDS)
+    out, lse = torch.ops.kindex.paged_decode(*args, *tail)
+    torch.testing.assert_close(out, eager_out, atol=0, rtol=0)
+    torch.testing.assert_close(lse, eager_lse, atol=0, rtol=0)
+    torch.library.opcheck(torch.ops.kindex.paged_decode.default, args + tail)
+
+
+def test_variant_arguments_on_cuda_tensors_are_refused_by_the_eager_path_naming_them():
+    from test_cpu import DECODE_VARIANT_CASES, decode_args
+    from fake_tensor import torch_factory
+
+    make = lambda shape, dtype, contiguous=True: torch_factory(shape, dtype, DEVICE, contiguous)  # noqa: E731
+    for case, change, message in DECODE_VARIANT_CASES:
+        changed = change(make)
+        options = {k: changed.pop(k) for k in ("kv_layout", "q_len_per_req", "lse", "sinks") if k in changed}
+        if "kv_layout" in options:
+            options["kv_layout"] = "HND"
+        lse = options.pop("lse", None)
+        args = decode_args(make, **changed)
+        variant = kindex.ops.decode_variant("t", **options)
+        assert kindex.ops._decode_sizes_fast(**args, out=None, lse=lse, variant=variant) is None, case
+        with pytest.raises(ValueError, match=message):
+            kindex.paged_decode(**args, lse=lse, **options)
+    # and takes what the full check takes: fp8, HND, several query tokens, sinks
+    cache = make((10, 4, 16, 128), "float8_e5m2")
+    valid = decode_args(make, batch=6, k_cache=cache, v_cache=cache, kv_indptr=make((4,), "int32"),
+                        kv_last_page_len=make((3,), "int32"))
+    options = dict(kv_layout="HND", q_len_per_req=2, sinks=make((32,), "float32"))
+    variant = kindex.ops.decode_variant("t", **options)
+    assert kindex.ops._decode_sizes_fast(**valid, out=None, lse=None, variant=variant) == \
+        kindex._checks.check_paged_decode(**valid, kv_layout=1, q_len_per_req=2, sinks=options["sinks"])
 
 
 # --- the registered ops ------------------------------------------------------------------------------------

@@ -107,53 +107,74 @@ json list_changes(Store& store, const std::string& since) {
                    {"implementation", opt_text(e, 6)}, {"operation", opt_text(e, 7)}, {"gpu", opt_text(e, 8)}});
   }
   json out = json::array();
-  for (auto& [day, entries] : days) out.push_back({{"day", day}, {"entries", std::move(entries)}});
-  return {{"since", from}, {"days", out}};
+  for (auto& [day, entries] : days) out.push_back({{"date", day}, {"entries", std::move(entries)}});
+  return {{"since", from}, {"days", out}, {"generatedAt", evidence::utc_timestamp_now()}};
 }
 
+// KernelIndex's /hardware answer: per accelerator model, its slug, vendor and architecture, the kernel and serving run
+// counts, the distinct operations and operation families measured on it, and the last observation.
 json list_hardware(Store& store) {
   std::map<std::string, json> by_gpu;
+  auto entry = [&](const std::string& model) -> json& {
+    json& g = by_gpu[model];
+    if (g.is_null()) {
+      std::string slug;
+      for (const char c : lowercase(model)) slug += std::isalnum(static_cast<unsigned char>(c)) ? c : '-';
+      g = {{"slug", slug}, {"model", model}, {"vendor", nullptr}, {"architecture", nullptr}, {"kernelRuns", 0}, {"servingRuns", 0},
+           {"operations", 0}, {"families", 0}, {"lastObservedAt", nullptr}};
+    }
+    return g;
+  };
+  auto later = [](json& g, const Row& r, size_t i) {
+    if (!r.is_null(i) && (g["lastObservedAt"].is_null() || r.text(i) > g["lastObservedAt"].get<std::string>())) g["lastObservedAt"] = r.text(i);
+  };
   for (const auto& r : store.db().query(
-           "SELECT r.hardware_model, COUNT(*), COUNT(DISTINCT o.family) FROM benchmark_runs r "
-           "JOIN workloads w ON w.id = r.workload_id JOIN operations o ON o.id = w.operation_id "
-           "WHERE r.hardware_model IS NOT NULL GROUP BY r.hardware_model")) {
-    by_gpu[r.text(0)] = {{"hardware", r.text(0)}, {"kernelRuns", r.integer(1)}, {"servingRuns", 0},
-                         {"operationFamilies", json::array()}};
+           "SELECT r.hardware_model, COUNT(*), COUNT(DISTINCT o.id), COUNT(DISTINCT o.family), MAX(r.hardware_vendor), "
+           "MAX(r.hardware_architecture), MAX(r.observed_at) FROM benchmark_runs r JOIN workloads w ON w.id = r.workload_id "
+           "JOIN operations o ON o.id = w.operation_id WHERE r.hardware_model IS NOT NULL GROUP BY r.hardware_model")) {
+    json& g = entry(r.text(0));
+    g["kernelRuns"] = r.integer(1);
+    g["operations"] = r.integer(2);
+    g["families"] = r.integer(3);
+    g["vendor"] = opt_text(r, 4);
+    g["architecture"] = opt_text(r, 5);
+    later(g, r, 6);
   }
   for (const auto& r : store.db().query(
-           "SELECT DISTINCT r.hardware_model, o.family FROM benchmark_runs r JOIN workloads w ON w.id = r.workload_id "
-           "JOIN operations o ON o.id = w.operation_id WHERE r.hardware_model IS NOT NULL AND o.family IS NOT NULL "
-           "ORDER BY o.family"))
-    by_gpu[r.text(0)]["operationFamilies"].push_back(r.text(1));
-  for (const auto& r : store.db().query(
-           "SELECT accelerator_model, COUNT(*) FROM serving_runs WHERE accelerator_model IS NOT NULL GROUP BY accelerator_model")) {
-    json& g = by_gpu[r.text(0)];
-    if (g.is_null()) g = {{"hardware", r.text(0)}, {"kernelRuns", 0}, {"operationFamilies", json::array()}};
+           "SELECT accelerator_model, COUNT(*), MAX(accelerator_vendor), MAX(observed_at) FROM serving_runs "
+           "WHERE accelerator_model IS NOT NULL GROUP BY accelerator_model")) {
+    json& g = entry(r.text(0));
     g["servingRuns"] = r.integer(1);
+    if (g["vendor"].is_null()) g["vendor"] = opt_text(r, 2);
+    later(g, r, 3);
   }
   json out = json::array();
   for (auto& [gpu, g] : by_gpu) out.push_back(std::move(g));
-  return {{"hardware", out}};
+  return {{"hardware", out}, {"generatedAt", evidence::utc_timestamp_now()}};
 }
 
+// KernelIndex's /models answer: the serving model revisions with their run counts, and kernel-side coverage (the
+// operations' "model:<name>" tags, the models a workload was taken from) with operation counts.
 json list_models(Store& store) {
+  // One entry per model slug (its revisions together), most runs first.
   json serving = json::array();
   for (const auto& r : store.db().query(
-           "SELECT m.id, m.slug, m.name, m.model_digest, m.parameter_count, (SELECT COUNT(*) FROM serving_runs r "
-           "WHERE r.model_revision_id = m.id) FROM model_revisions m ORDER BY m.slug"))
-    serving.push_back({{"id", r.text(0)}, {"slug", r.text(1)}, {"name", opt_text(r, 2)}, {"modelDigest", r.text(3)},
-                       {"parameterCount", r.is_null(4) ? json() : json(r.integer(4))}, {"servingRuns", r.integer(5)}});
-  // Kernel-side coverage: the operations' "model:<name>" tags (the models a workload was taken from).
+           "SELECT m.slug, COALESCE(MAX(m.name), m.slug), MAX(m.parameter_count), COUNT(r.id) AS runs FROM model_revisions m "
+           "LEFT JOIN serving_runs r ON r.model_revision_id = m.id GROUP BY m.slug ORDER BY runs DESC, m.slug"))
+    serving.push_back({{"slug", r.text(0)}, {"name", r.text(1)}, {"parameterCount", r.is_null(2) ? json() : json(r.integer(2))},
+                       {"runs", r.integer(3)}});
   std::map<std::string, std::set<std::string>> tagged;
   for (const auto& r : store.db().query("SELECT slug, tags FROM operations WHERE tags IS NOT NULL")) {
     const json tags = json::parse(r.text(1), nullptr, false);
     if (!tags.is_array()) continue;
     for (const auto& t : tags)
-      if (t.is_string() && t.get_ref<const std::string&>().rfind("model:", 0) == 0) tagged[t.get<std::string>()].insert(r.text(0));
+      if (t.is_string() && t.get_ref<const std::string&>().rfind("model:", 0) == 0)
+        tagged[t.get<std::string>().substr(6)].insert(r.text(0));
   }
   json kernel = json::array();
-  for (const auto& [tag, ops] : tagged) kernel.push_back({{"tag", tag}, {"operations", ops.size()}});
-  return {{"servingModels", serving}, {"kernelModelTags", kernel}};
+  for (const auto& [model, ops] : tagged) kernel.push_back({{"model", model}, {"operations", ops.size()}});
+  std::stable_sort(kernel.begin(), kernel.end(), [](const json& a, const json& b) { return a["operations"] > b["operations"]; });
+  return {{"serving", serving}, {"kernel", kernel}, {"generatedAt", evidence::utc_timestamp_now()}};
 }
 
 }  // namespace kindex::store

@@ -35,8 +35,11 @@ int64_t offset_of(const std::string& cursor) {
 
 json list_runs(Store& store, const RunsQuery& q) {
   if (q.limit < 1 || q.limit > 200) throw Error("index", "limit", std::to_string(q.limit), "expected 1 to 200");
-  static const std::set<std::string> statuses = {"passed", "incorrect_numerical", "runtime_error", "timeout",
-                                                 "resource_exceeded", "compile_error", "suspected_reward_hack", "invalid"};
+  // KernelIndex's run statuses (its /runs filter takes these), and kindex's own "invalid".
+  static const std::set<std::string> statuses = {
+      "passed",           "incorrect_shape",    "incorrect_dtype",       "incorrect_numerical",  "compile_error",
+      "runtime_error",    "timeout",            "resource_exceeded",     "invalid_reference",    "policy_violation",
+      "suspected_reward_hack", "incomplete_evidence", "revoked",         "invalid"};
   std::string where = "WHERE 1 = 1";
   std::vector<Value> params;
   if (!q.operation.empty()) {
@@ -68,11 +71,26 @@ json list_runs(Store& store, const RunsQuery& q) {
   params.emplace_back(static_cast<int64_t>(q.limit + 1));
   params.emplace_back(offset);
   json runs = json::array();
-  for (const auto& r : store.db().query(std::string("SELECT ") + kRunColumns + kRunJoins +
-                                            "JOIN workloads w ON w.id = r.workload_id " + where +
+  // Each run as every view lists it, with the members of KernelIndex's /runs entries beside: digest, operation (its
+  // slug), hardware, primary {metric, unit, statistic, value, sampleCount, uncertainty}, sourceAvailable.
+  const std::size_t extra = 35;  // the columns after kRunColumns
+  for (const auto& r : store.db().query(std::string("SELECT ") + kRunColumns + ", o.slug, r.primary_metric, r.primary_unit " +
+                                            kRunJoins + "JOIN workloads w ON w.id = r.workload_id "
+                                            "JOIN operations o ON o.id = w.operation_id " + where +
                                             " ORDER BY r.observed_at DESC, r.id LIMIT ? OFFSET ?",
-                                        params))
-    runs.push_back(run_summary(r));
+                                        params)) {
+    json run = run_summary(r);
+    run["digest"] = run["runDigest"];
+    run["operation"] = r.text(extra);
+    run["hardware"] = run["gpu"];
+    run["sourceAvailable"] = r.integer(18) != 0;
+    run["primary"] = r.is_null(12) ? json()
+                                   : json{{"metric", opt_text(r, extra + 1)}, {"unit", opt_text(r, extra + 2)},
+                                          {"statistic", run["statistic"]}, {"value", r.real(12)},
+                                          {"sampleCount", run["sampleCount"]},
+                                          {"uncertainty", r.is_null(14) ? json() : json{{"low", r.real(14)}, {"high", r.real(15)}}}};
+    runs.push_back(std::move(run));
+  }
   const bool more = runs.size() > static_cast<size_t>(q.limit);
   if (more) runs.erase(runs.end() - 1);
   return {{"runs", runs}, {"nextCursor", more ? json(std::to_string(offset + q.limit)) : json()}};

@@ -161,7 +161,23 @@ TEST_F(Mcp, ListAnswersHaveKernelIndexsShapes) {
   ASSERT_FALSE(changes["days"].empty());
   EXPECT_EQ(changes["days"][0]["date"].get<std::string>().size(), 10u);
   EXPECT_TRUE(changes["generatedAt"].is_string());
-  EXPECT_TRUE(answer("list_runs", {{"limit", 1}})["generatedAt"].is_string());
+  const json runs = answer("list_runs", {{"limit", 20}, {"hardware", "B200"}});
+  EXPECT_TRUE(runs["generatedAt"].is_string());
+  ASSERT_EQ(runs["runs"].size(), 20u);
+  for (const auto& r : runs["runs"]) {
+    for (const char* key : {"id", "digest", "operation", "implementation", "hardware", "status", "primary", "evidence",
+                            "sourceAvailable", "source", "observedAt"})
+      EXPECT_TRUE(r.contains(key)) << key << " in " << r.dump();
+    EXPECT_EQ(r["digest"], r["runDigest"]);
+    EXPECT_NE(r["hardware"].get<std::string>().find("B200"), std::string::npos);
+    EXPECT_TRUE(r["sourceAvailable"].is_boolean());
+    ASSERT_TRUE(r["primary"].is_object()) << r.dump();
+    EXPECT_EQ(r["primary"]["value"], r["latencyNs"]);
+    EXPECT_EQ(r["primary"]["unit"], "ns");
+  }
+  EXPECT_EQ(answer("get_operation", {{"idOrSlug", runs["runs"][0]["operation"]}})["operation"]["slug"], runs["runs"][0]["operation"]);
+  // Every status KernelIndex's /runs filter takes is a filter here too (none of the slice's runs has this one).
+  EXPECT_TRUE(answer("list_runs", {{"status", "incorrect_shape"}})["runs"].empty());
   EXPECT_TRUE(answer("list_records", {{"limit", 1}})["generatedAt"].is_string());
   const json batch = answer("resolve_kernels", {{"requests", {{{"operation", {{"name", "gqa_paged_decode_h24_kv4_d128_ps64"}}}}}}});
   EXPECT_EQ(batch["results"].size(), 1u);

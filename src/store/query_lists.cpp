@@ -129,8 +129,15 @@ json list_changes(Store& store, const std::string& since) {
   return {{"since", from}, {"days", out}, {"generatedAt", evidence::utc_timestamp_now()}};
 }
 
-// KernelIndex's /hardware answer: per accelerator model, its slug, vendor and architecture, the kernel and serving run
-// counts, the distinct operations and operation families measured on it, and the last observation.
+// The runs KernelIndex's coverage listings count: a kernel run that passed, published, neither retracted nor
+// superseded; a serving run that is valid, published and not retracted.
+constexpr const char* kEligibleRun =
+    "r.status = 'passed' AND r.published_at IS NOT NULL AND r.retracted_at IS NULL AND NOT EXISTS "
+    "(SELECT 1 FROM benchmark_runs n WHERE n.supersedes_id = r.id)";
+constexpr const char* kEligibleServingRun = "r.status = 'valid' AND r.published_at IS NOT NULL AND r.retracted_at IS NULL";
+
+// KernelIndex's /hardware answer: per accelerator model, its slug, vendor and architecture, the eligible kernel and
+// serving run counts, the distinct operations and operation families measured on it, and the last observation.
 json list_hardware(Store& store) {
   std::map<std::string, json> by_gpu;
   auto entry = [&](const std::string& model) -> json& {
@@ -149,7 +156,8 @@ json list_hardware(Store& store) {
   for (const auto& r : store.db().query(
            "SELECT r.hardware_model, COUNT(*), COUNT(DISTINCT o.id), COUNT(DISTINCT o.family), MAX(r.hardware_vendor), "
            "MAX(r.hardware_architecture), MAX(r.observed_at) FROM benchmark_runs r JOIN workloads w ON w.id = r.workload_id "
-           "JOIN operations o ON o.id = w.operation_id WHERE r.hardware_model IS NOT NULL GROUP BY r.hardware_model")) {
+           "JOIN operations o ON o.id = w.operation_id WHERE r.hardware_model IS NOT NULL AND " + std::string(kEligibleRun) +
+           " GROUP BY r.hardware_model")) {
     json& g = entry(r.text(0));
     g["kernelRuns"] = r.integer(1);
     g["operations"] = r.integer(2);
@@ -159,8 +167,8 @@ json list_hardware(Store& store) {
     later(g, r, 6);
   }
   for (const auto& r : store.db().query(
-           "SELECT accelerator_model, COUNT(*), MAX(accelerator_vendor), MAX(observed_at) FROM serving_runs "
-           "WHERE accelerator_model IS NOT NULL GROUP BY accelerator_model")) {
+           "SELECT r.accelerator_model, COUNT(*), MAX(r.accelerator_vendor), MAX(r.observed_at) FROM serving_runs r "
+           "WHERE r.accelerator_model IS NOT NULL AND " + std::string(kEligibleServingRun) + " GROUP BY r.accelerator_model")) {
     json& g = entry(r.text(0));
     g["servingRuns"] = r.integer(1);
     if (g["vendor"].is_null()) g["vendor"] = opt_text(r, 2);
@@ -178,7 +186,8 @@ json list_models(Store& store) {
   json serving = json::array();
   for (const auto& r : store.db().query(
            "SELECT m.slug, COALESCE(MAX(m.name), m.slug), MAX(m.parameter_count), COUNT(r.id) AS runs FROM model_revisions m "
-           "LEFT JOIN serving_runs r ON r.model_revision_id = m.id GROUP BY m.slug ORDER BY runs DESC, m.slug"))
+           "LEFT JOIN serving_runs r ON r.model_revision_id = m.id AND " + std::string(kEligibleServingRun) +
+           " GROUP BY m.slug ORDER BY runs DESC, m.slug"))
     serving.push_back({{"slug", r.text(0)}, {"name", r.text(1)}, {"parameterCount", r.is_null(2) ? json() : json(r.integer(2))},
                        {"runs", r.integer(3)}});
   std::map<std::string, std::set<std::string>> tagged;

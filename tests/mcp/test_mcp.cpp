@@ -149,6 +149,20 @@ TEST_F(Mcp, ListAnswersHaveKernelIndexsShapes) {
     if (h["kernelRuns"].get<int>() > 0) EXPECT_GE(h["operations"].get<int>(), h["families"].get<int>()) << h.dump();
   }
   EXPECT_TRUE(serving);
+  // Counts of the runs KernelIndex's listings count: passed, published, not retracted, not superseded (serving:
+  // valid, published, not retracted).
+  for (const auto& h : hardware["hardware"]) {
+    const std::string gpu = h["model"];
+    EXPECT_EQ(h["kernelRuns"], store_->db().query("SELECT COUNT(*) FROM benchmark_runs r WHERE r.hardware_model = ? AND "
+                                                  "r.status = 'passed' AND r.retracted_at IS NULL AND NOT EXISTS (SELECT 1 "
+                                                  "FROM benchmark_runs n WHERE n.supersedes_id = r.id)", {gpu})[0].integer(0)) << gpu;
+    EXPECT_EQ(h["servingRuns"], store_->db().query("SELECT COUNT(*) FROM serving_runs WHERE accelerator_model = ? AND "
+                                                   "status = 'valid'", {gpu})[0].integer(0)) << gpu;
+  }
+  const int64_t all_runs = store_->db().query("SELECT COUNT(*) FROM benchmark_runs")[0].integer(0);
+  int64_t counted = 0;
+  for (const auto& h : hardware["hardware"]) counted += h["kernelRuns"].get<int64_t>();
+  EXPECT_LT(counted, all_runs);  // the slice has runs that did not pass: they are not counted
   const json models = answer("list_models", json::object());
   ASSERT_EQ(models["serving"].size(), 6u) << models.dump().substr(0, 300);
   for (std::size_t i = 0; i < models["serving"].size(); ++i) {

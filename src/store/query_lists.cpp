@@ -109,20 +109,65 @@ json list_changes(Store& store, const std::string& since) {
   } else {
     from = instant(since, "since");
   }
+  // Each record change as KernelIndex's feed gives it: a new record holder is a "record" entry (its value, the
+  // holder it displaced and the improvement), a retraction or supersession a "correction" (action: which); both with
+  // `match` (what a follow matches: cohort, operation, projects, GPU, models). kindex keeps comparisonKey and
+  // previousRunId beside.
   std::map<std::string, json, std::greater<>> days;
+  auto value_of = [](const Row& e, std::size_t i) {  // value, metric, unit, statistic, sample count, low, high
+    if (e.is_null(i)) return json();
+    return json{{"metric", opt_text(e, i + 1)}, {"unit", opt_text(e, i + 2)}, {"statistic", opt_text(e, i + 3)},
+                {"value", e.real(i)}, {"sampleCount", e.is_null(i + 4) ? json() : json(e.integer(i + 4))},
+                {"uncertainty", e.is_null(i + 5) || e.is_null(i + 6) ? json() : json{{"low", e.real(i + 5)}, {"high", e.real(i + 6)}}}};
+  };
+  auto named = [](const Row& e, std::size_t name, std::size_t slug) {
+    return e.is_null(slug) ? json() : json{{"name", e.is_null(name) ? e.text(slug) : e.text(name)}, {"slug", e.text(slug)}};
+  };
   for (const auto& e : store.db().query(
-           "SELECT e.at, e.cause, e.run_id, e.previous_run_id, e.comparison_key, r.primary_value, COALESCE(i.title, i.slug), "
-           "o.slug, r.hardware_model FROM record_events e LEFT JOIN benchmark_runs r ON r.id = e.run_id "
-           "LEFT JOIN implementations i ON i.id = r.implementation_id LEFT JOIN workloads w ON w.id = r.workload_id "
-           "LEFT JOIN operations o ON o.id = w.operation_id WHERE e.at > ? ORDER BY e.at DESC, e.id",
+           "SELECT e.at, e.cause, e.run_id, e.previous_run_id, e.comparison_key, "
+           "r.primary_value, r.primary_metric, r.primary_unit, r.primary_statistic, r.sample_count, r.uncertainty_low, "
+           "r.uncertainty_high, i.title, i.slug, p.name, p.slug, o.name, o.slug, o.tags, w.id, w.shape_summary, r.hardware_model, "
+           "q.primary_value, q.primary_metric, q.primary_unit, q.primary_statistic, q.sample_count, q.uncertainty_low, "
+           "q.uncertainty_high, qi.title, qi.slug "
+           "FROM record_events e LEFT JOIN benchmark_runs r ON r.id = e.run_id "
+           "LEFT JOIN implementations i ON i.id = r.implementation_id LEFT JOIN projects p ON p.id = i.project_id "
+           "LEFT JOIN workloads w ON w.id = r.workload_id LEFT JOIN operations o ON o.id = w.operation_id "
+           "LEFT JOIN benchmark_runs q ON q.id = e.previous_run_id LEFT JOIN implementations qi ON qi.id = q.implementation_id "
+           "WHERE e.at > ? ORDER BY e.at DESC, e.id",
            {from})) {
     const std::string at = e.text(0);
     const std::string cause = e.text(1);
+    json models = json::array();
+    const json tags = e.is_null(18) ? json() : json::parse(e.text(18), nullptr, false);
+    if (tags.is_array())
+      for (const auto& t : tags)
+        if (t.is_string() && t.get_ref<const std::string&>().rfind("model:", 0) == 0) models.push_back(t.get<std::string>().substr(6));
+    json entry = {{"at", at},
+                  {"match", {{"cohort", e.text(4)}, {"operation", opt_text(e, 17)},
+                             {"projects", e.is_null(15) ? json::array() : json::array({e.text(15)})},
+                             {"gpu", opt_text(e, 21)}, {"models", models}}},
+                  {"runId", opt_text(e, 2)},
+                  {"operation", named(e, 16, 17)},
+                  {"implementation", named(e, 12, 13)},
+                  {"comparisonKey", e.text(4)},
+                  {"previousRunId", opt_text(e, 3)}};
+    if (cause == "new_run") {
+      const json value = value_of(e, 5), previous = value_of(e, 22);
+      json improvement;
+      static const std::set<std::string> times = {"ns", "us", "ms", "s"};  // lower is better: the improvement is the cut
+      if (value.is_object() && previous.is_object() && value["unit"] == previous["unit"] && value["unit"].is_string() &&
+          times.count(value["unit"].get<std::string>()) && previous["value"].get<double>() > 0)
+        improvement = (previous["value"].get<double>() - value["value"].get<double>()) / previous["value"].get<double>() * 100;
+      entry.update({{"kind", "record"}, {"workloadId", opt_text(e, 19)}, {"workloadSummary", opt_text(e, 20)},
+                    {"hardware", opt_text(e, 21)}, {"project", named(e, 14, 15)}, {"value", value},
+                    {"previous", previous.is_null() ? json() : json{{"implementation", named(e, 29, 30)}, {"value", previous}}},
+                    {"improvementPct", improvement}, {"cohortKey", e.text(4)}});
+    } else {
+      entry.update({{"kind", "correction"}, {"action", cause}, {"reason", nullptr}});
+    }
     json& day = days[at.substr(0, 10)];
     if (day.is_null()) day = json::array();
-    day.push_back({{"at", at}, {"kind", cause == "new_run" ? "record_break" : cause}, {"runId", opt_text(e, 2)},
-                   {"previousRunId", opt_text(e, 3)}, {"comparisonKey", e.text(4)}, {"latencyNs", opt(e, 5)},
-                   {"implementation", opt_text(e, 6)}, {"operation", opt_text(e, 7)}, {"gpu", opt_text(e, 8)}});
+    day.push_back(std::move(entry));
   }
   json out = json::array();
   for (auto& [day, entries] : days) out.push_back({{"date", day}, {"entries", std::move(entries)}});

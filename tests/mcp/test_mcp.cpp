@@ -174,6 +174,27 @@ TEST_F(Mcp, ListAnswersHaveKernelIndexsShapes) {
   const json changes = answer("list_changes", {{"since", "2020-01-01T00:00:00Z"}});
   ASSERT_FALSE(changes["days"].empty());
   EXPECT_EQ(changes["days"][0]["date"].get<std::string>().size(), 10u);
+  int with_previous = 0;
+  for (const auto& day : changes["days"])
+    for (const auto& e : day["entries"]) {
+      // KernelIndex's feed "record" entry (the slice's record events are all new record holders).
+      for (const char* key : {"at", "match", "kind", "runId", "operation", "workloadId", "workloadSummary", "hardware",
+                              "implementation", "project", "value", "previous", "improvementPct", "cohortKey"})
+        ASSERT_TRUE(e.contains(key)) << key << " in " << e.dump();
+      EXPECT_EQ(e["kind"], "record");
+      EXPECT_EQ(e["at"].get<std::string>().substr(0, 10), day["date"]);
+      EXPECT_EQ(e["match"]["cohort"], e["cohortKey"]);
+      EXPECT_EQ(e["match"]["operation"], e["operation"]["slug"]);
+      EXPECT_EQ(e["value"]["unit"], "ns");
+      if (e["previous"].is_object()) {
+        ++with_previous;
+        // A new record is faster than the one it displaced: the improvement is the cut in latency, in percent.
+        const double now = e["value"]["value"], before = e["previous"]["value"]["value"];
+        EXPECT_NEAR(e["improvementPct"].get<double>(), (before - now) / before * 100, 1e-9);
+        EXPECT_GE(e["improvementPct"].get<double>(), 0) << e.dump();
+      }
+    }
+  EXPECT_GT(with_previous, 0);
   EXPECT_TRUE(changes["generatedAt"].is_string());
   const json runs = answer("list_runs", {{"limit", 20}, {"hardware", "B200"}});
   EXPECT_TRUE(runs["generatedAt"].is_string());

@@ -214,6 +214,32 @@ json validate_manifest_text(const json& args) {
   return {{"valid", true}, {"kind", kind}, {"errors", json::array()}, {"specDigest", evidence::manifest_digest(document, "content")}};
 }
 
+// A record as KernelIndex's /records lists it — cohortKey, operation {name, slug}, workloadId, workloadSummary,
+// hardware, environmentSummary, current {runId, implementation, value}, since and indexedAt (when the holder became
+// the record, and when that was written) — with kindex's own members beside (record, history, members).
+json with_kernelindex_members(json r) {
+  r["cohortKey"] = r["comparisonKey"];
+  r["operation"] = {{"name", r.contains("operationName") ? r["operationName"] : r["operation"]}, {"slug", r["operation"]}};
+  r["workloadSummary"] = r["workload"];
+  const json& holder = r["record"];
+  if (!holder.is_object()) return r;
+  r["hardware"] = holder["gpu"];
+  r["environmentSummary"] = holder["environmentSummary"];
+  const json& interval = holder["intervalNs"];
+  r["current"] = {{"runId", holder["id"]},
+                  {"implementation", {{"name", holder["implementation"]}, {"slug", holder["implementationSlug"]}}},
+                  {"value", {{"metric", "latency"}, {"unit", "ns"}, {"statistic", holder["statistic"]}, {"value", holder["latencyNs"]},
+                             {"sampleCount", holder["sampleCount"]},
+                             {"uncertainty", interval.is_array() ? json{{"low", interval[0]}, {"high", interval[1]}} : json()}}}};
+  json since, indexed;
+  for (const auto& h : r["history"])
+    if (h.value("runId", json()) == holder["id"] && (since.is_null() || h.value("at", "") > since.get<std::string>()))
+      since = h.value("at", json()), indexed = h.value("createdAt", json());
+  r["since"] = since;
+  r["indexedAt"] = indexed;
+  return r;
+}
+
 const std::vector<Tool>& tool_table() {
   static const std::vector<Tool> tools = {
       {"search_catalog", "Operations whose name, slug, alias, family or description matches a text query.",
@@ -275,7 +301,7 @@ const std::vector<Tool>& tool_table() {
            throw Error("list_records", "cursor", cursor, "not a cursor this index gave (expected a previous page's nextCursor)");
          const std::size_t offset = cursor.empty() ? 0 : std::stoull(cursor), limit = a.value("limit", 50);
          json page = json::array();
-         for (std::size_t i = offset; i < all.size() && page.size() < limit; ++i) page.push_back(all[i]);
+         for (std::size_t i = offset; i < all.size() && page.size() < limit; ++i) page.push_back(with_kernelindex_members(all[i]));
          const bool more = offset + limit < all.size();
          return json{{"records", page}, {"nextCursor", more ? json(std::to_string(offset + limit)) : json()},
                      {"generatedAt", evidence::utc_timestamp_now()}};

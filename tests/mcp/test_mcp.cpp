@@ -213,7 +213,19 @@ TEST_F(Mcp, ListAnswersHaveKernelIndexsShapes) {
   EXPECT_EQ(answer("get_operation", {{"idOrSlug", runs["runs"][0]["operation"]}})["operation"]["slug"], runs["runs"][0]["operation"]);
   // Every status KernelIndex's /runs filter takes is a filter here too (none of the slice's runs has this one).
   EXPECT_TRUE(answer("list_runs", {{"status", "incorrect_shape"}})["runs"].empty());
-  EXPECT_TRUE(answer("list_records", {{"limit", 1}})["generatedAt"].is_string());
+  const json records = answer("list_records", {{"limit", 200}});
+  EXPECT_TRUE(records["generatedAt"].is_string());
+  ASSERT_FALSE(records["records"].empty());
+  for (const auto& r : records["records"]) {
+    for (const char* key : {"cohortKey", "operation", "workloadId", "workloadSummary", "hardware", "environmentSummary",
+                            "current", "since", "indexedAt", "history"})
+      ASSERT_TRUE(r.contains(key)) << key << " in " << r.dump().substr(0, 300);
+    EXPECT_EQ(r["current"]["runId"], r["record"]["id"]);
+    EXPECT_EQ(r["current"]["value"]["value"], r["record"]["latencyNs"]);
+    EXPECT_TRUE(r["operation"]["slug"].is_string() && r["operation"]["name"].is_string());
+    ASSERT_TRUE(r["since"].is_string()) << r.dump().substr(0, 300);  // the holder's own record event
+    EXPECT_LE(r["since"].get<std::string>(), records["generatedAt"].get<std::string>());
+  }
   const json batch = answer("resolve_kernels", {{"requests", {{{"operation", {{"name", "gqa_paged_decode_h24_kv4_d128_ps64"}}}}}}});
   EXPECT_EQ(batch["results"].size(), 1u);
   EXPECT_TRUE(batch["generatedAt"].is_string());

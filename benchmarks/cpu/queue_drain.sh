@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Drain throughput of the run queue (docs/fleet.md) on the CPU path: a throw-away PostgreSQL server, RUNS queued
 # runs of the CPU reference (one round, one timed call of a small decode workload), drained by 1, 2 and 4
-# `kindex worker` processes on this machine, each count on a fresh database. Prints runs/s per worker count.
+# `kindex worker` processes on this machine, each count on a fresh database. Prints runs/s per worker count, and
+# per claimed run where its time goes (the workers log it): the run itself, starting/ending the runner, closing it.
 #   benchmarks/cpu/queue_drain.sh [build/bin/kindex] [RUNS]
 set -euo pipefail
 KINDEX=$(realpath "${1:-build/bin/kindex}")
@@ -32,4 +33,13 @@ for WORKERS in 1 2 4; do
   DONE=$("${AS[@]}" "$BIN/psql" -tA -h 127.0.0.1 -p "$PORT" -U postgres -c \
     "SELECT COUNT(*) FROM run_queue WHERE state = 'done'" "$DB")
   python3 -c "print(f'$WORKERS worker(s): $DONE runs in {$END - $START:.1f} s = {$DONE / ($END - $START):.1f} runs/s')"
+  # Per claimed run, from the workers' lines: the bench's wall time, the run's own phases within it, the rest
+  # (starting and ending the runner: its worker process, environment, loading) and closing the run in the store.
+  cat "$DIR"/w*.log | python3 -c "
+import re, statistics, sys
+rows = [tuple(map(float, m.groups())) for m in re.finditer(r'bench ([0-9.]+) ms: the run.s phases ([0-9.]+) ms, starting and ending the runner ([0-9.-]+) ms; closing ([0-9.]+) ms', sys.stdin.read())]
+if rows:
+    med = [statistics.median(c) for c in zip(*rows)]
+    print(f'  per run (median of {len(rows)}): bench {med[0]:.1f} ms = the run {med[1]:.1f} ms + starting/ending the runner {med[2]:.1f} ms; closing in the store {med[3]:.1f} ms')
+"
 done

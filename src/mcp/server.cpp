@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cerrno>
 #include <functional>
 #include <iostream>
@@ -12,6 +13,7 @@
 
 #include "core/error.hpp"
 #include "evidence/digest.hpp"
+#include "evidence/manifest.hpp"
 #include "evidence/reader.hpp"
 #include "evidence/schema.hpp"
 #include "store/query.hpp"
@@ -24,6 +26,13 @@ namespace {
 
 // The protocol revisions the initialize handshake negotiates, oldest first.
 const std::vector<std::string> kProtocolVersions = {"2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25"};
+// The stateless revisions (2026-07-28 on): no handshake; each request names its revision and the client's
+// capabilities in params._meta, and server/discover tells the client what this server speaks.
+const std::vector<std::string> kModernVersions = {"2026-07-28"};
+const char* const kVersionKey = "io.modelcontextprotocol/protocolVersion";
+const char* const kCapabilitiesKey = "io.modelcontextprotocol/clientCapabilities";
+const char* const kServerInfoKey = "io.modelcontextprotocol/serverInfo";
+constexpr int kUnsupportedProtocolVersion = -32022;
 
 // A JSON-RPC error reply's code, message and data.
 struct RpcError {
@@ -50,7 +59,7 @@ const json& request_schemas() {
         "operation": {"type": "object", "additionalProperties": false, "properties": {
           "family": {"type": "string", "maxLength": 100},
           "name": {"type": "string", "maxLength": 200, "description": "Operation or definition name, slug or alias"},
-          "axes": {"type": "object", "additionalProperties": {"type": "integer"}, "description": "Axis values, e.g. {\"batch_size\": 1}"}}},
+          "axes": {"type": "object", "additionalProperties": {"type": "number"}, "description": "Axis values, e.g. {\"batch_size\": 1}"}}},
         "environment": {"type": "object", "additionalProperties": false, "properties": {
           "hardwareProduct": {"type": "string", "maxLength": 100, "description": "Part of the GPU's name, e.g. H200"},
           "dtype": {"type": "string", "maxLength": 50}}},
@@ -121,7 +130,13 @@ json resolve_kernel(store::Store& s, const json& request) {
   }
   store::ResolveQuery q;
   q.operation = name;
-  for (const auto& [axis, value] : member(operation, "axes").items()) q.axes[axis] = value.get<int64_t>();
+  for (const auto& [axis, value] : member(operation, "axes").items()) {
+    // KernelIndex's request takes numbers; a workload's axis values are whole numbers.
+    const double v = value.get<double>();
+    if (!value.is_number_integer() && !value.is_number_unsigned() && (v != std::floor(v) || std::fabs(v) > 9.0e15))
+      throw Error("resolve_kernel", "request.operation.axes." + axis, brief(value), "an axis value is a whole number");
+    q.axes[axis] = value.is_number_integer() ? value.get<int64_t>() : static_cast<int64_t>(v);
+  }
   const json& environment = member(request, "environment");
   q.gpu = str(environment, "hardwareProduct");
   q.dtype = str(environment, "dtype");
@@ -172,27 +187,57 @@ store::ServingResolveQuery serving_query(const json& request) {
   return q;
 }
 
+// validate_manifest's answer as KernelIndex gives it: {valid, kind, errors} with each error "<JSON pointer>: <rule>"
+// ("/" for the document), and the canonical digest of {apiVersion, kind, spec} as specDigest when valid. Text that
+// does not parse is an error of the tool (isError), as it is KernelIndex's.
 json validate_manifest_text(const json& args) {
-  const std::string format = args.contains("format") ? args["format"].get<std::string>() : "yaml";
+  const std::string format = args.value("format", "yaml");
   const std::string content = args["content"];
-  json document;
-  try {
-    document = format == "json" ? evidence::parse_json_strict(content, "content") : evidence::parse_yaml(content, "content");
-  } catch (const Error& e) {
-    return {{"valid", false}, {"errors", json::array({{{"pointer", e.field()}, {"value", e.value()}, {"rule", e.problem()}}})}};
-  }
+  const json document = format == "json" ? evidence::parse_json_strict(content, "content") : evidence::parse_yaml(content, "content");
+  if (!document.is_object()) throw Error("validate_manifest", "content", brief(document), "not a manifest document (an object)");
+  const json kind = document.contains("kind") && document["kind"].is_string() ? document["kind"] : json("");
+  auto line = [](const std::string& pointer, const std::string& rule, const std::string& value) {
+    return (pointer.empty() ? std::string("/") : pointer) + ": " + rule + (value.empty() ? "" : " (" + value + ")");
+  };
   json errors = json::array();
-  for (const auto& p : evidence::check_manifest_schema(document))
-    errors.push_back({{"pointer", p.pointer}, {"value", p.value}, {"rule", p.rule}});
+  if (kind == "") errors.push_back("missing kind");
+  for (const auto& p : errors.empty() ? evidence::check_manifest_schema(document) : std::vector<evidence::SchemaViolation>{})
+    errors.push_back(line(p.pointer, p.rule, p.value));
   if (errors.empty()) {
     try {
       evidence::validate_manifest(document, "content");  // the normalisations (durations) too
     } catch (const Error& e) {
-      errors.push_back({{"pointer", e.field()}, {"value", e.value()}, {"rule", e.problem()}});
+      errors.push_back(line(e.field(), e.problem(), e.value()));
     }
   }
-  if (!errors.empty()) return {{"valid", false}, {"errors", errors}};
-  return {{"valid", true}, {"kind", document["kind"]}, {"digest", evidence::manifest_digest(document, "content")}};
+  if (!errors.empty()) return {{"valid", false}, {"kind", kind}, {"errors", errors}};
+  return {{"valid", true}, {"kind", kind}, {"errors", json::array()}, {"specDigest", evidence::manifest_digest(document, "content")}};
+}
+
+// A record as KernelIndex's /records lists it — cohortKey, operation {name, slug}, workloadId, workloadSummary,
+// hardware, environmentSummary, current {runId, implementation, value}, since and indexedAt (when the holder became
+// the record, and when that was written) — with kindex's own members beside (record, history, members).
+json with_kernelindex_members(json r) {
+  r["cohortKey"] = r["comparisonKey"];
+  r["operation"] = {{"name", r.contains("operationName") ? r["operationName"] : r["operation"]}, {"slug", r["operation"]}};
+  r["workloadSummary"] = r["workload"];
+  const json& holder = r["record"];
+  if (!holder.is_object()) return r;
+  r["hardware"] = holder["gpu"];
+  r["environmentSummary"] = holder["environmentSummary"];
+  const json& interval = holder["intervalNs"];
+  r["current"] = {{"runId", holder["id"]},
+                  {"implementation", {{"name", holder["implementation"]}, {"slug", holder["implementationSlug"]}}},
+                  {"value", {{"metric", "latency"}, {"unit", "ns"}, {"statistic", holder["statistic"]}, {"value", holder["latencyNs"]},
+                             {"sampleCount", holder["sampleCount"]},
+                             {"uncertainty", interval.is_array() ? json{{"low", interval[0]}, {"high", interval[1]}} : json()}}}};
+  json since, indexed;
+  for (const auto& h : r["history"])
+    if (h.value("runId", json()) == holder["id"] && (since.is_null() || h.value("at", "") > since.get<std::string>()))
+      since = h.value("at", json()), indexed = h.value("createdAt", json());
+  r["since"] = since;
+  r["indexedAt"] = indexed;
+  return r;
 }
 
 const std::vector<Tool>& tool_table() {
@@ -218,13 +263,13 @@ const std::vector<Tool>& tool_table() {
              out.push_back({{"error", {{"field", e.field()}, {"value", e.value()}, {"problem", e.problem()}}}});
            }
          }
-         return out;
+         return json{{"results", out}, {"generatedAt", evidence::utc_timestamp_now()}};
        }},
       {"get_operation", "Operation dossier by slug, name, alias or id: semantics, workloads, records, implementations.",
        object_schema({{"idOrSlug", text(200)}}, {"idOrSlug"}),
        [](store::Store& s, const json& a) { return store::operation_view(s, str(a, "idOrSlug")); }},
       {"get_implementation", "Implementation dossier by slug or id (kindex keeps no kernel source: includeSource adds none).",
-       object_schema({{"idOrSlug", text(200)}, {"includeSource", {{"type", "boolean"}}}}, {"idOrSlug"}),
+       object_schema({{"idOrSlug", text(200)}, {"includeSource", {{"type", "boolean"}, {"default", false}}}}, {"idOrSlug"}),
        [](store::Store& s, const json& a) {
          json v = store::implementation_view(s, str(a, "idOrSlug"));
          if (a.value("includeSource", false)) v["sourceCode"] = nullptr;
@@ -256,9 +301,10 @@ const std::vector<Tool>& tool_table() {
            throw Error("list_records", "cursor", cursor, "not a cursor this index gave (expected a previous page's nextCursor)");
          const std::size_t offset = cursor.empty() ? 0 : std::stoull(cursor), limit = a.value("limit", 50);
          json page = json::array();
-         for (std::size_t i = offset; i < all.size() && page.size() < limit; ++i) page.push_back(all[i]);
+         for (std::size_t i = offset; i < all.size() && page.size() < limit; ++i) page.push_back(with_kernelindex_members(all[i]));
          const bool more = offset + limit < all.size();
-         return json{{"records", page}, {"nextCursor", more ? json(std::to_string(offset + limit)) : json()}};
+         return json{{"records", page}, {"nextCursor", more ? json(std::to_string(offset + limit)) : json()},
+                     {"generatedAt", evidence::utc_timestamp_now()}};
        }},
       {"list_changes",
        "Record changes over the trailing 30 days (or after `since`, an ISO instant), newest first by UTC day.",
@@ -271,7 +317,9 @@ const std::vector<Tool>& tool_table() {
        [](store::Store& s, const json& a) {
          store::RunsQuery q{str(a, "operation"), str(a, "hardware"), str(a, "source"), str(a, "status"),
                             str(a, "since"), str(a, "cursor"), a.value("limit", 50)};
-         return store::list_runs(s, q);
+         json page = store::list_runs(s, q);
+         page["generatedAt"] = evidence::utc_timestamp_now();
+         return page;
        }},
       {"list_hardware", "Per GPU: kernel and serving run counts and the operation families measured (counts, not a ranking).",
        object_schema(json::object()), [](store::Store& s, const json&) { return store::list_hardware(s); }},
@@ -286,7 +334,7 @@ const std::vector<Tool>& tool_table() {
        object_schema({{"id", text(200)}}, {"id"}), [](store::Store& s, const json& a) { return store::serving_run_view(s, str(a, "id")); }},
       {"validate_manifest",
        "Schema-validate a KernelIndex manifest (YAML or JSON text) and give its canonical digest when valid.",
-       object_schema({{"content", text(1048576)}, {"format", {{"enum", {"yaml", "json"}}}}}, {"content"}),
+       object_schema({{"content", text(1048576)}, {"format", {{"enum", {"yaml", "json"}}, {"default", "yaml"}}}}, {"content"}),
        [](store::Store&, const json& a) { return validate_manifest_text(a); }},
       {"get_manifest_schema", "The JSON Schema of a manifest kind (BenchmarkRun, OperationSpec, ServingRun, ...).",
        object_schema({{"kind", text(80)}}, {"kind"}),
@@ -322,6 +370,13 @@ const json& Server::tools() {
   return list;
 }
 
+// A tool's error as MCP reports it (the 2025-11-25 revision, and KernelIndex's server): a result with isError true
+// and the message as its one text block, so the agent sees what to correct. Only an unknown tool (and a malformed
+// tools/call) is a JSON-RPC error.
+static json tool_error(const std::string& message) {
+  return {{"content", json::array({{{"type", "text"}, {"text", message}}})}, {"isError", true}};
+}
+
 json Server::call_tool(const std::string& name, const json& arguments) {
   const Tool* tool = find_tool(name);
   if (!tool) throw RpcError{-32602, "unknown tool: " + brief(name), {{"argument", "name"}, {"value", name.substr(0, 80)}}};
@@ -329,32 +384,45 @@ json Server::call_tool(const std::string& name, const json& arguments) {
   if (!problems.empty()) {
     const auto& p = problems.front();
     const std::string argument = p.pointer.empty() ? "arguments" : p.pointer.substr(1);
-    throw RpcError{-32602, name + ": argument " + argument + ": " + p.rule + (p.value.empty() ? "" : " (" + p.value + ")"),
-                   {{"argument", argument}, {"value", p.value}, {"rule", p.rule}}};
+    return tool_error("invalid arguments for tool " + name + ": argument " + argument + ": " + p.rule +
+                      (p.value.empty() ? "" : " (" + p.value + ")"));
   }
   try {
     const json answer = tool->answer(store_, arguments);
     return {{"content", json::array({{{"type", "text"}, {"text", answer.dump(2, ' ', false, json::error_handler_t::replace)}}})},
             {"isError", false}};
   } catch (const Error& e) {
-    throw RpcError{-32602, name + ": " + std::string(e.what()), {{"argument", e.field()}, {"value", e.value()}, {"problem", e.problem()}}};
+    const std::string what = e.what();
+    return tool_error(what.rfind(name + ":", 0) == 0 ? what : name + ": " + what);
   }
 }
 
+static json server_info() { return {{"name", "kindex"}, {"version", KINDEX_MCP_VERSION}}; }
+static const char* const kInstructions =
+    "kindex's evidence index: which kernel implementation is fastest for an exact workload on a GPU "
+    "(resolve_kernel), and which serving configuration meets a latency SLO at the highest throughput "
+    "(resolve_serving). Answers come from the local store.";
+
 json Server::dispatch(const std::string& method, const json& params) {
+  if (method == "server/discover") {
+    json versions = kProtocolVersions;
+    for (const auto& v : kModernVersions) versions.push_back(v);
+    return {{"supportedVersions", versions}, {"capabilities", {{"tools", {{"listChanged", false}}}}},
+            {"serverInfo", server_info()}, {"instructions", kInstructions}};
+  }
   if (method == "initialize") {
+    // The client's revision if this server speaks it, else the latest this server speaks (the client then decides).
     const json& requested = member(params, "protocolVersion");
+    if (!requested.is_string())
+      throw RpcError{-32602, "initialize: params.protocolVersion must be a protocol revision (a string), e.g. \"" + kProtocolVersions.back() + "\"",
+                     {{"argument", "protocolVersion"}, {"value", brief(requested)}}};
     std::string version = kProtocolVersions.back();
-    if (requested.is_string() &&
+    if (
         std::find(kProtocolVersions.begin(), kProtocolVersions.end(), requested.get<std::string>()) != kProtocolVersions.end())
       version = requested.get<std::string>();
     return {{"protocolVersion", version},
             {"capabilities", {{"tools", {{"listChanged", false}}}}},
-            {"serverInfo", {{"name", "kindex"}, {"version", KINDEX_MCP_VERSION}}},
-            {"instructions",
-             "kindex's evidence index: which kernel implementation is fastest for an exact workload on a GPU "
-             "(resolve_kernel), and which serving configuration meets a latency SLO at the highest throughput "
-             "(resolve_serving). Answers come from the local store."}};
+            {"serverInfo", server_info()}, {"instructions", kInstructions}};
   }
   if (method == "ping") return json::object();
   if (method == "tools/list") return {{"tools", tools()}};
@@ -393,7 +461,34 @@ std::optional<std::string> Server::handle(std::string_view message) {
     if (!params.is_object()) throw RpcError{-32602, "invalid params: params must be an object", {{"argument", "params"}}};
     const std::string method = request["method"];
     if (notification) return std::nullopt;  // notifications/initialized, cancelled, ...: nothing to answer
-    return line_of({{"jsonrpc", "2.0"}, {"id", id}, {"result", dispatch(method, params)}});
+    // A 2026-07-28 request carries its revision and the client's capabilities in params._meta: a revision this
+    // server does not speak is -32022 naming the ones it does; the result says it is complete (resultType).
+    const json& meta = member(params, "_meta");
+    const bool modern = method != "initialize" && meta.is_object() && meta.contains(kVersionKey);
+    if (modern) {
+      const json& version = meta[kVersionKey];
+      if (!version.is_string())
+        throw RpcError{-32602, std::string("invalid params: params._meta[\"") + kVersionKey + "\"] must be a protocol revision (a string)",
+                       {{"argument", std::string("_meta.") + kVersionKey}, {"value", brief(version)}}};
+      if (!meta.contains(kCapabilitiesKey) || !meta[kCapabilitiesKey].is_object())
+        throw RpcError{-32602, std::string("invalid params: params._meta must carry \"") + kCapabilitiesKey + "\" (an object)",
+                       {{"argument", std::string("_meta.") + kCapabilitiesKey}}};
+      if (std::find(kModernVersions.begin(), kModernVersions.end(), version.get<std::string>()) == kModernVersions.end())
+        throw RpcError{kUnsupportedProtocolVersion, "Unsupported protocol version: " + brief(version),
+                       {{"supported", kModernVersions}, {"requested", version.get<std::string>().substr(0, 80)}}};
+    }
+    json result = dispatch(method, params);
+    if (modern || method == "server/discover") {
+      result["resultType"] = "complete";
+      result["_meta"][kServerInfoKey] = server_info();
+      // Cacheable results (2026-07-28): the tools and what this server speaks are fixed for the binary's life and
+      // the same for every client.
+      if (method == "tools/list" || method == "server/discover") {
+        result["ttlMs"] = 3600000;
+        result["cacheScope"] = "public";
+      }
+    }
+    return line_of({{"jsonrpc", "2.0"}, {"id", id}, {"result", result}});
   } catch (const RpcError& e) {
     if (notification) return std::nullopt;
     return line_of(error_reply(id, e));

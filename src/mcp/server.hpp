@@ -1,13 +1,15 @@
 #pragma once
 // `kindex mcp`: a Model Context Protocol server over stdio, so coding agents can ask the index which kernel (or
 // serving configuration) to use for their exact workload. JSON-RPC 2.0 messages, one per line (the MCP stdio
-// transport); the initialize handshake (protocol revisions 2024-11-05 to 2025-11-25), ping, tools/list and
-// tools/call with KernelIndex's 16 tools (apps/mcp: same names and argument shapes), each answered from the store
-// with the JSON the index's API gives (store/query.hpp) as one text block.
+// transport). Both protocol eras: the initialize handshake (revisions 2024-11-05 to 2025-11-25) and the stateless
+// 2026-07-28 revision (server/discover; each request names its revision in params._meta). tools/list and tools/call
+// serve KernelIndex's 16 tools (apps/mcp: same names and argument shapes), each answered from the store as one JSON
+// text block.
 //
 // Any input is answered, never crashes or stops the server: a line that is not JSON is a parse error (-32700), a
-// message that is not a request -32600, an unknown method -32601, an unknown tool or an argument the tool's input
-// schema refuses (or the index refuses: no such operation) -32602 naming the argument, anything unexpected -32603.
+// message that is not a request -32600, an unknown method -32601, an unknown tool -32602, a revision this server does
+// not speak -32022, anything unexpected -32603. An argument the tool's input schema refuses (or the index refuses: no
+// such operation) is the tool's error, a result with isError true naming the argument (MCP 2025-11-25 on).
 // A line longer than kMaxMessageBytes is refused unread past that size.
 #include <nlohmann/json.hpp>
 

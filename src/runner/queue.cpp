@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdio>
 #include <condition_variable>
 #include <map>
 #include <memory>
@@ -51,8 +52,8 @@ std::string this_host() {
 
 // Renews the lease of the run being measured, every lease / 3, on a connection of its own (the worker's is idle
 // while the run lasts, and a libpq connection serves one caller at a time). A renewal that fails (the server out of
-// reach) is tried again on a fresh connection at the next tick; a lease found lost stays lost: the worker's result
-// will be refused.
+// reach) is tried again at once on a fresh connection, then at the next tick; a lease found lost stays lost: the
+// worker's result will be refused.
 class LeaseKeeper {
  public:
   LeaseKeeper(std::string uri, double lease_s) : uri_(std::move(uri)), lease_s_(lease_s) {
@@ -88,14 +89,18 @@ class LeaseKeeper {
       const int64_t id = id_;
       const std::string token = token_;
       lock.unlock();
-      bool held = true, reached = true;
-      try {
-        if (!queue_) store_ = store::Store::open(uri_), queue_ = std::make_unique<store::RunQueue>(*store_);
-        held = queue_->renew(id, token, lease_s_);
-      } catch (const std::exception&) {
-        reached = false;  // the server is out of reach: a fresh connection next time
-        queue_.reset();
-        store_.reset();
+      bool held = true, reached = false;
+      // A renewal on a connection found lost (the server restarted, or the connection was cut) is tried at once on
+      // a fresh one, so that a cut connection does not cost the lease; a server out of reach, again next tick.
+      for (int attempt = 0; attempt < 2 && !reached; ++attempt) {
+        try {
+          if (!queue_) store_ = store::Store::open(uri_), queue_ = std::make_unique<store::RunQueue>(*store_);
+          held = queue_->renew(id, token, lease_s_);
+          reached = true;
+        } catch (const std::exception&) {
+          queue_.reset();
+          store_.reset();
+        }
       }
       lock.lock();
       if (reached && !held && id_ == id) lost_ = true;
@@ -183,45 +188,79 @@ int run_worker(const WorkerOptions& options, std::ostream& log) {
     keeper.hold(claimed->id, claimed->token);
     log << "run " << claimed->id << " (" << run.definition << " " << run.workload.substr(0, 8) << " "
         << run.implementation << ", claim " << claimed->attempts << "): " << std::flush;
-    std::string outcome;
+    // The run (its failure is the run's: it is failed in the queue) apart from closing it in the store (a failure
+    // there is the store's: nothing is closed, the lease expires and the run is queued again).
+    std::optional<WorkItem> item;
+    std::optional<std::pair<RunResult, Environment>> result;
+    std::string failure;
+    double bench_s = 0;
     try {
-      const WorkItem item = problems.find(run);
+      item = problems.find(run);
       const BenchOptions bench = options_from_json(nlohmann::json::parse(run.options), run.implementation);
-      std::optional<std::pair<RunResult, Environment>> result;
-      const BenchReport report = run_bench({item}, bench, [&](const RunResult& r, const Environment& env) {
+      const auto t0 = std::chrono::steady_clock::now();
+      const BenchReport report = run_bench({*item}, bench, [&](const RunResult& r, const Environment& env) {
         result.emplace(r, env);
       });
+      bench_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       if (!result) {
         const auto why = report.not_available.find(run.implementation);
-        const std::string message = why != report.not_available.end() ? run.implementation + ": " + why->second
-                                                                       : "the bench gave no result";
-        outcome = queue->fail(claimed->id, claimed->token, message) ? "failed: " + message
-                                                                   : "failed, and its lease was lost meanwhile";
+        failure = why != report.not_available.end() ? run.implementation + ": " + why->second : "the bench gave no result";
+      }
+    } catch (const std::exception& e) {
+      failure = e.what();
+    }
+    // Closing it: when the worker's connection was lost while the run was measured (the server restarted, or the
+    // connection was cut; it sat idle meanwhile), once more on a fresh connection. complete and fail check the
+    // lease in their own transaction, so a retry after a commit whose answer was lost is refused: never recorded
+    // twice.
+    auto on_a_live_connection = [&](const std::function<bool()>& close) {
+      try {
+        return close();
+      } catch (const std::exception& e) {
+        log << "(the store's connection was lost: " << e.what() << "; reconnecting) " << std::flush;
+        queue.reset();
+        store.reset();
+        store = store::open_queue_store(options.store_uri);
+        queue = std::make_unique<store::RunQueue>(*store);
+        return close();
+      }
+    };
+    std::string outcome;
+    try {
+      if (!failure.empty()) {
+        outcome = on_a_live_connection([&] { return queue->fail(claimed->id, claimed->token, failure); })
+                      ? "failed: " + failure
+                      : "failed: " + failure + " (its lease was lost meanwhile)";
       } else {
         const RunResult& r = result->first;
         const std::string status(status_name(r.status));
         std::string run_id;
-        const bool recorded = queue->complete(
-            claimed->id, claimed->token,
-            [&] {
-              const store::RecordResult rec = store->record_run(own_run(r, item, result->second, false));
-              run_id = rec.run_id;
-              return rec;
-            },
-            status);
-        outcome = recorded ? status + ", recorded as run " + run_id
+        const auto t0 = std::chrono::steady_clock::now();
+        const bool recorded = on_a_live_connection([&] {
+          return queue->complete(
+              claimed->id, claimed->token,
+              [&] {
+                const store::RecordResult rec = store->record_run(own_run(r, *item, result->second, false));
+                run_id = rec.run_id;
+                return rec;
+              },
+              status);
+        });
+        const double record_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        const PhaseTimes& p = r.phases;
+        const double measured_s = p.setup + p.inputs + p.reference + p.implementation + p.compare + p.timing + p.reference_timing;
+        char cost[160];
+        std::snprintf(cost, sizeof cost, " (bench %.1f ms: the run's phases %.1f ms, starting and ending the runner %.1f ms; closing %.1f ms)",
+                      bench_s * 1e3, measured_s * 1e3, (bench_s - measured_s) * 1e3, record_s * 1e3);
+        outcome = recorded ? status + ", recorded as run " + run_id + cost
                            : status + ", refused: its lease was lost (expired, or the run was taken by another "
                                       "worker); nothing recorded";
       }
     } catch (const std::exception& e) {
-      outcome = std::string("failed: ") + e.what();
-      try {
-        if (!queue->fail(claimed->id, claimed->token, e.what())) outcome += " (its lease was lost meanwhile)";
-      } catch (const std::exception& again) {
-        outcome += std::string(" (not recorded: ") + again.what() + ")";
-        queue.reset();  // a fresh connection for the next claim
-        store.reset();
-      }
+      outcome = "not closed: the store is out of reach (" + std::string(e.what()) +
+                "); its lease expires and the run is queued again";
+      queue.reset();  // a fresh connection for the next claim
+      store.reset();
     }
     keeper.release();
     log << outcome << std::endl;

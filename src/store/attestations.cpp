@@ -99,7 +99,7 @@ AttestationCheck check_attestation(Store& store, const evidence::Attestation& a,
   return out;
 }
 
-bool keep_attestation(Store& store, const evidence::Attestation& a, const std::string& where) {
+bool keep_attestation(Store& store, const evidence::Attestation& a, const std::string& where, const std::string& created_at) {
   if (std::string bad = evidence::signature_problem(a); !bad.empty())
     throw Error(where, "signature", a.statement.value("keyId", ""), bad + ": not kept");
   return insert_row(store.db(), "run_attestations",
@@ -108,7 +108,7 @@ bool keep_attestation(Store& store, const evidence::Attestation& a, const std::s
                      {"originalRunDigest", a.statement.at("originalRunDigest")},
                      {"keyId", a.statement.at("keyId")},
                      {"document", a.line()},
-                     {"createdAt", evidence::utc_timestamp_now()}},
+                     {"createdAt", created_at.empty() ? evidence::utc_timestamp_now() : created_at}},
                     where);
 }
 

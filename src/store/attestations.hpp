@@ -38,7 +38,9 @@ AttestationCheck check_attestation(Store& store, const evidence::Attestation& at
 
 // Keeps an attestation with its runs (idempotent; true when inserted). A signature that does not verify is a
 // kindex::Error naming `where`: the store keeps no forged document. Runs it names may arrive later.
-bool keep_attestation(Store& store, const evidence::Attestation& attestation, const std::string& where);
+// `created_at`: when it was first kept (an import keeps the exporting store's); empty for now.
+bool keep_attestation(Store& store, const evidence::Attestation& attestation, const std::string& where,
+                      const std::string& created_at = "");
 // Trusts a signer's public key (64 hex) in this store; true when newly trusted.
 bool trust_key(Store& store, const std::string& public_key_hex, const std::string& name);
 

@@ -81,6 +81,15 @@ json export_store(Store& store, const std::string& path) {
     }
     counts[table] = n;
   }
+  int64_t attestations = 0;
+  for (const auto& r : store.db().query(
+           "SELECT id, rerun_digest, original_run_digest, key_id, document, created_at FROM run_attestations ORDER BY id")) {
+    const json row = {{"id", r.text(0)}, {"rerunDigest", r.text(1)}, {"originalRunDigest", r.text(2)}, {"keyId", r.text(3)},
+                      {"document", json::parse(r.text(4))}, {"createdAt", r.is_null(5) ? json() : json(r.text(5))}};
+    text += json{{"table", kAttestationsTable}, {"row", row}}.dump() + "\n";
+    ++attestations;
+  }
+  counts[kAttestationsTable] = attestations;
   std::ofstream out(path, std::ios::binary);
   if (!out) throw Error(path, "path", path, "cannot write the export");
   if (path.size() > 4 && path.substr(path.size() - 4) == ".zst") {

@@ -17,6 +17,7 @@
 #include "evidence/reader.hpp"
 #include "problem_manifest/problem_manifest.hpp"
 #include "store/attestations.hpp"
+#include "store/export.hpp"
 #include "store/rows.hpp"
 #include "store/schema.hpp"
 
@@ -171,12 +172,31 @@ class ExportImporter {
     std::vector<std::pair<json, std::string>> recent_;  // the first documents seen, with their digests
   };
 
+  // A row of kindex's attestations table (store/export.hpp): the signed document is read strictly and its signature
+  // verified as it is kept (a forged one fails the whole import); its id must be the document's digest.
+  void keep_exported_attestation(const json& row, const std::string& where) {
+    const auto document = row.find("document");
+    if (document == row.end() || !document->is_object())
+      throw Error(where, "document", document == row.end() ? "" : document->dump().substr(0, 80), "the signed attestation (an object)");
+    const evidence::Attestation a = evidence::parse_attestation(document->dump(), where);
+    const json created = row.value("createdAt", json());
+    const bool kept = keep_attestation(store_, a, where, created.is_string() ? created.get<std::string>() : "");  // verifies it
+    const json id = row.value("id", json());
+    if (id != a.digest())  // the import is undone
+      throw Error(where, "id", id.is_string() ? id.get<std::string>() : id.dump(), "not the digest of its document (" + a.digest() + ")");
+    count(report_, kAttestationsTable, kept);
+  }
+
   void handle(ParsedLine& pl) {
     const std::size_t line = pl.raw.line;
     if (!pl.row) pl.row = evidence::parse_export_line(pl.raw.text, path_ + ":" + std::to_string(line));
     evidence::ExportRow& r = *pl.row;
     run_manifest_ = std::move(pl.run);
     parsed_ = &pl;
+    if (r.table == kAttestationsTable) {
+      keep_exported_attestation(r.row, path_ + ":" + std::to_string(line) + " " + r.table);
+      return;
+    }
     if (!evidence::is_export_table(r.table)) {
       ++unknown_tables_[r.table];
       return;

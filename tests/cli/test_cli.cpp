@@ -551,6 +551,19 @@ TEST_F(RerunCli, SignedRerunIsVerifiedAndEveryAlterationOrUnknownIsReported) {
   ASSERT_EQ(dir.run("export --store s.db runs.jsonl").code, 0);
   ASSERT_EQ(dir.run("import --store s2.db runs.jsonl").code, 0);
   ASSERT_EQ(dir.run("attest trust other.key.pub --store s2.db").code, 0);
+  {
+    // The export alone carries the signed attestation: a fresh store importing it re-verifies it, and shows it
+    // verified once it trusts the signer.
+    Outcome only_export = dir.run("import --store s3.db runs.jsonl");
+    ASSERT_EQ(only_export.code, 0) << only_export.output;
+    EXPECT_NE(only_export.output.find("kindex_run_attestations 1"), std::string::npos) << only_export.output;
+    ASSERT_EQ(dir.run("attest trust me.key.pub --store s3.db").code, 0);
+    auto s3 = kindex::store::Store::open((dir.path / "s3.db").string());
+    const nlohmann::json there = kindex::store::run_view(*s3, run);
+    ASSERT_EQ(there["attestations"].size(), 1u) << there.dump(2);
+    EXPECT_EQ(there["attestations"][0]["status"], "verified") << there["attestations"].dump(2);
+    EXPECT_EQ(dir.run("attest verify a.json --store s3.db").code, 0);
+  }
   Outcome stranger = dir.run("attest verify a.json --store s2.db");
   EXPECT_EQ(stranger.code, 1) << stranger.output;
   EXPECT_NE(stranger.output.find("NOT VERIFIED (unknown_key)"), std::string::npos) << stranger.output;

@@ -180,6 +180,57 @@ TEST_F(Fleet, APausedWorkersLateResultIsRefusedAndTheRunRedoneElsewhere) {
   EXPECT_EQ(row.at(0).integer(2), 2);
 }
 
+// A worker "a" measuring the long run of a queue of it and five short runs: the long run's queue id.
+class FleetOutage : public Fleet {
+ protected:
+  int64_t start_worker_on_the_long_run(const std::string& name) {
+    const std::string uri = database(name);
+    EXPECT_EQ(dir_.run("queue add --store " + uri + kLong).code, 0);
+    EXPECT_EQ(dir_.run("queue add --store " + uri + kShort + " --workloads 0-4").code, 0);
+    const int64_t long_run = count("SELECT MIN(id) FROM run_queue");
+    worker_ = std::make_unique<WorkerProcess>(dir_, kWorker + " --store " + uri + " --host a", "a");
+    EXPECT_EQ(holder_of(long_run, 30), worker_->pid);
+    return long_run;
+  }
+  // The worker drains the queue; each of the six runs is recorded once. Returns the worker's log.
+  std::string expect_each_run_recorded_once() {
+    EXPECT_EQ(worker_->wait(120), 0) << worker_->log();
+    EXPECT_EQ(count("SELECT COUNT(*) FROM run_queue WHERE state = 'done'"), 6) << worker_->log();
+    EXPECT_EQ(count("SELECT COUNT(*) FROM benchmark_runs"), 6) << worker_->log();
+    EXPECT_EQ(count("SELECT COUNT(DISTINCT q.run_id) FROM run_queue q JOIN benchmark_runs r ON r.id = q.run_id"), 6);
+    return worker_->log();
+  }
+  WorkDir dir_;
+  std::unique_ptr<WorkerProcess> worker_;
+};
+
+// The worker's connections cut while it measures a run (pg_terminate_backend on every session but this test's): the
+// lease keeper renews at once on a fresh connection, so the lease holds; closing the run finds the worker's own
+// connection lost and closes it on a fresh one. Every run recorded once, the cut one on its first claim.
+TEST_F(FleetOutage, AWorkerWhoseConnectionsAreCutMidRunReconnectsAndRecordsItOnce) {
+  const int64_t long_run = start_worker_on_the_long_run("cut");
+  // Both of the worker's sessions (its own, and the lease keeper's from its first renewal on) are cut.
+  const std::string others = "FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()";
+  for (int i = 0; i < 500 && count("SELECT COUNT(*) " + others) < 2; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  EXPECT_GE(count("SELECT COUNT(pg_terminate_backend(pid)) " + others), 2);
+  const std::string log = expect_each_run_recorded_once();
+  EXPECT_NE(log.find("connection was lost"), std::string::npos) << log;
+  EXPECT_EQ(count("SELECT attempts FROM run_queue WHERE id = ?", {long_run}), 1) << log;
+}
+
+// The database restarts while a worker measures a run, down longer than the lease: the lease expires, so closing the
+// run (on a fresh connection once the server is back) is refused and nothing recorded; the run goes back to the
+// queue and the worker, reconnected, redoes it once. Every run recorded once.
+TEST_F(FleetOutage, AWorkerOutlivesADatabaseRestartAndTheRunWhoseLeaseExpiredIsRedoneOnce) {
+  const int64_t long_run = start_worker_on_the_long_run("restart");
+  store_.reset();
+  restart_server(2.0);
+  store_ = kindex::store::Store::open(uri_);
+  const std::string log = expect_each_run_recorded_once();
+  EXPECT_EQ(count("SELECT attempts FROM run_queue WHERE id = ?", {long_run}), 2) << log;
+  EXPECT_EQ(count("SELECT COUNT(*) FROM run_queue WHERE attempts > 1"), 1) << log;
+}
+
 TEST_F(Fleet, TwoQueuesAreDrainedAtOnceEachByItsOwnWorkers) {
   WorkDir dir;
   const std::string uri = database("two");

@@ -12,6 +12,10 @@ import time
 
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
+try:  # the revision the initialize handshake offers (2.x also speaks the handshake-less 2026-07-28)
+    from mcp_types.version import LATEST_HANDSHAKE_VERSION
+except ImportError:
+    from mcp.types import LATEST_PROTOCOL_VERSION as LATEST_HANDSHAKE_VERSION
 
 try:  # the SDK's exception for JSON-RPC errors (McpError in 1.x, MCPError in 2.x)
     from mcp.shared.exceptions import McpError as RpcError
@@ -35,14 +39,20 @@ def text_of(result):
 
 
 async def expect_error(session, tool, arguments, naming):
+    """A bad argument is the tool's error: a result with isError true whose text names the argument (MCP 2025-11-25,
+    as KernelIndex's server answers); an unknown tool is a JSON-RPC error naming it."""
     try:
-        await session.call_tool(tool, arguments)
+        result = await session.call_tool(tool, arguments)
     except RpcError as e:
         message = str(e)
+        check(tool == "no_such_tool", f"{tool} {arguments}: a tool error (isError), not the JSON-RPC error {message}")
         check(naming in message, f"{tool}: the error names {naming!r}: {message}")
         return message
-    check(False, f"{tool} {arguments}: a JSON-RPC error expected")
-    return ""
+    is_error = getattr(result, "is_error", getattr(result, "isError", None))
+    message = result.content[0].text if result.content else ""
+    check(is_error is True and tool != "no_such_tool", f"{tool} {arguments}: an error expected, got {message[:200]}")
+    check(naming in message, f"{tool}: the error names {naming!r}: {message}")
+    return message
 
 
 async def run_tools(store):
@@ -51,8 +61,15 @@ async def run_tools(store):
         async with ClientSession(read, write) as session:
             init = await session.initialize()
             server_info = getattr(init, "server_info", None) or getattr(init, "serverInfo")
+            negotiated = getattr(init, "protocol_version", None) or getattr(init, "protocolVersion")
+            check(negotiated == LATEST_HANDSHAKE_VERSION, f"the SDK's revision {LATEST_HANDSHAKE_VERSION} negotiated, got {negotiated}")
             check(server_info.name == "kindex", f"server name {server_info.name}")
-            tools = {t.name for t in (await session.list_tools()).tools}
+            listed = (await session.list_tools()).tools
+            tools = {t.name for t in listed}
+            schemas = {t.name: (getattr(t, "input_schema", None) or getattr(t, "inputSchema")) for t in listed}
+            check(schemas["get_implementation"]["properties"]["includeSource"].get("default") is False, "includeSource defaults to false")
+            check(schemas["validate_manifest"]["properties"]["format"].get("default") == "yaml", "format defaults to yaml")
+            check(schemas["search_catalog"]["required"] == ["q"], "search_catalog requires q")
             expected = {"search_catalog", "resolve_kernel", "resolve_kernels", "get_operation", "get_implementation",
                         "get_benchmark_evidence", "compare_runs", "list_records", "list_changes", "list_runs",
                         "list_hardware", "list_models", "resolve_serving", "get_serving_run", "validate_manifest",
@@ -76,7 +93,7 @@ async def run_tools(store):
             check(decision["exact"] is not None and decision["exact"]["cohorts"], "resolve_kernel: an exact workload")
             run_id = decision["exact"]["cohorts"][0]["runs"][0]["id"]
             both = await call("resolve_kernels", {"requests": [{"operation": {"name": op}}, {"operation": {"name": "nope"}}]})
-            check(len(both) == 2 and "error" in both[1] and both[1]["error"]["value"] == "nope", "resolve_kernels: per request")
+            check(len(both["results"]) == 2 and both["results"][1]["error"]["value"] == "nope", "resolve_kernels: per request")
             view = await call("get_operation", {"idOrSlug": op})
             check(view["operation"]["name"] == op, "get_operation")
             impl = view["implementations"][0]["slug"]
@@ -97,7 +114,7 @@ async def run_tools(store):
             hardware = await call("list_hardware", {})
             check(any(h["servingRuns"] > 0 for h in hardware["hardware"]), "list_hardware counts serving runs")
             models = await call("list_models", {})
-            check(len(models["servingModels"]) == 6, "list_models: six serving models")
+            check(len(models["serving"]) == 6 and all(m["runs"] > 0 for m in models["serving"]), "list_models: six serving models")
             serving = await call("resolve_serving", {"request": {
                 "model": "mlperf-llama2-70b", "hardware": {"model": "B200"},
                 "constraints": [{"metric": "ttft_ms", "statistic": "p99", "operator": "<=", "value": 2000}]}})
@@ -106,7 +123,7 @@ async def run_tools(store):
             check(served["run"]["id"] == serving["best"]["id"], "get_serving_run")
             with open(os.path.join(DATA, "kernelindex/examples/serving-run.yaml")) as f:
                 valid = await call("validate_manifest", {"content": f.read()})
-            check(valid["valid"] and valid["kind"] == "ServingRun" and valid["digest"].startswith("sha256:"), "validate_manifest")
+            check(valid["valid"] and valid["kind"] == "ServingRun" and valid["specDigest"].startswith("sha256:"), "validate_manifest")
             invalid = await call("validate_manifest", {"content": "{\"kind\": \"ServingRun\"}", "format": "json"})
             check(invalid["valid"] is False and invalid["errors"], "validate_manifest: errors listed")
             schema = await call("get_manifest_schema", {"kind": "ServingWorkload"})
@@ -116,7 +133,8 @@ async def run_tools(store):
             await expect_error(session, "search_catalog", {}, "q")
             await expect_error(session, "search_catalog", {"q": 5}, "q")
             await expect_error(session, "search_catalog", {"q": "x", "extra": 1}, "extra")
-            await expect_error(session, "resolve_kernel", {"request": {"operation": {"axes": {"batch_size": 1.5}}}}, "batch_size")
+            await expect_error(session, "resolve_kernel", {"request": {"operation": {"name": op, "axes": {"batch_size": 1.5}}}}, "batch_size")
+            await expect_error(session, "resolve_kernel", {"request": {"operation": {"axes": {"batch_size": 1}}}}, "request.operation.name")
             await expect_error(session, "resolve_kernel", {"request": {"operation": {"name": "no_such_op"}}}, "no_such_op")
             await expect_error(session, "resolve_kernels", {"requests": []}, "requests")
             await expect_error(session, "get_operation", {"idOrSlug": "x" * 201}, "idOrSlug")
@@ -136,8 +154,22 @@ async def run_tools(store):
             await expect_error(session, "validate_manifest", {"content": "x", "format": "toml"}, "format")
             await expect_error(session, "get_manifest_schema", {"kind": "Pizza"}, "Pizza")
             await expect_error(session, "no_such_tool", {}, "no_such_tool")
-            check((await call("list_models", {}))["servingModels"], "still answering after the bad calls")
+            check((await call("list_models", {}))["serving"], "still answering after the bad calls")
             return latency
+
+
+async def modern_client(store):
+    """The SDK's default client (mode "auto"): probes server/discover and, as kindex speaks 2026-07-28, uses the
+    stateless revision (no initialize; each request names its revision in _meta)."""
+    from mcp.client.client import Client
+    params = StdioServerParameters(command=KINDEX, args=["mcp", "--store", store])
+    async with Client(params, mode="auto") as client:
+        check(client.protocol_version == "2026-07-28", f"the 2026-07-28 revision adopted, got {client.protocol_version}")
+        check(len((await client.list_tools()).tools) == 16, "tools/list at 2026-07-28")
+        models = text_of(await client.call_tool("list_models", {}))
+        check(len(models["serving"]) == 6, "list_models at 2026-07-28")
+        bad = await client.call_tool("search_catalog", {"q": 5})
+        check(bad.is_error is True and "argument q" in bad.content[0].text, f"a bad argument at 2026-07-28: {bad}")
 
 
 def raw_pipe(store):
@@ -150,9 +182,28 @@ def raw_pipe(store):
     lines = [json.loads(line) for line in proc.stdout.decode().splitlines()]
     check(proc.returncode == 0, f"exit status {proc.returncode} after stdin closed")
     check(len(lines) == 2, f"two replies, got {len(lines)}")
-    check(lines[0]["id"] == 1 and lines[0]["error"]["code"] == -32602 and "q" in lines[0]["error"]["message"],
-          f"the 10 MB argument refused naming q: {lines[0].get('error')}")
+    refused = lines[0].get("result", {})
+    check(lines[0]["id"] == 1 and refused.get("isError") is True and "argument q" in refused["content"][0]["text"],
+          f"the 10 MB argument refused naming q: {str(lines[0])[:300]}")
     check(lines[1] == {"jsonrpc": "2.0", "id": 2, "result": {}}, "ping answered after it")
+    # initialize: the client's revision where the server speaks it, else the server's latest; none is invalid params.
+    def initialize(version):
+        params = {"capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}
+        if version is not None:
+            params["protocolVersion"] = version
+        message = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": params})
+        out = subprocess.run([KINDEX, "mcp", "--store", store], input=(message + "\n").encode(), capture_output=True, timeout=60)
+        return json.loads(out.stdout.decode().splitlines()[0])
+    check(initialize("2024-11-05")["result"]["protocolVersion"] == "2024-11-05", "an older revision the server speaks is kept")
+    check(initialize("2099-01-01")["result"]["protocolVersion"] == "2025-11-25", "an unknown revision gets the latest")
+    check(initialize(None)["error"]["code"] == -32602, "no protocolVersion: invalid params")
+    # 2026-07-28: a request naming a revision the server does not speak is -32022 naming those it does.
+    unsupported = json.dumps({"jsonrpc": "2.0", "id": 5, "method": "tools/list", "params": {"_meta": {
+        "io.modelcontextprotocol/protocolVersion": "2099-01-01", "io.modelcontextprotocol/clientCapabilities": {}}}})
+    out = subprocess.run([KINDEX, "mcp", "--store", store], input=(unsupported + "\n").encode(), capture_output=True, timeout=60)
+    error = json.loads(out.stdout.decode().splitlines()[0])["error"]
+    check(error["code"] == -32022 and error["data"] == {"supported": ["2026-07-28"], "requested": "2099-01-01"},
+          f"-32022 for an unknown revision: {error}")
     closed = subprocess.run([KINDEX, "mcp", "--store", store], input=b"", capture_output=True, timeout=60)
     check(closed.returncode == 0 and closed.stdout == b"", "a closed stdin ends the server cleanly")
 
@@ -165,6 +216,7 @@ def main():
                         os.path.join(DATA, "kernelindex/export-slice-serving.jsonl.zst")],
                        check=True, capture_output=True, timeout=300)
         latency = asyncio.run(run_tools(store))
+        asyncio.run(modern_client(store))
         raw_pipe(store)
     print("tool latency (s, slowest call):", json.dumps({k: round(v, 4) for k, v in sorted(latency.items())}))
     if failures:

@@ -10,6 +10,8 @@
 #include <filesystem>
 #include <stdexcept>
 #include <string>
+#include <thread>
+#include <chrono>
 
 namespace kindex::store::test {
 
@@ -40,6 +42,13 @@ class PostgresServer {
     }
     std::error_code ec;
     std::filesystem::remove_all(dir_, ec);
+  }
+  // Stops the server (fast: every connection is cut), keeps it down `down_s` seconds, and starts it again.
+  void restart(double down_s) const {
+    run(as_user_ + bin_ + "/pg_ctl -D " + dir_.string() + "/data -m fast -w stop >/dev/null");
+    std::this_thread::sleep_for(std::chrono::duration<double>(down_s));
+    run(as_user_ + bin_ + "/pg_ctl -D " + dir_.string() + "/data -l " + dir_.string() + "/server.log -w -o \"-k " +
+        dir_.string() + " -p " + std::to_string(port_) + " -h 127.0.0.1 -F\" start >/dev/null");
   }
   std::string uri() const { return "postgresql://postgres@127.0.0.1:" + std::to_string(port_) + "/postgres"; }
   // A fresh database per test, so each starts empty.

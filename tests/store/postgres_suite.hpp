@@ -26,6 +26,8 @@ class PostgresSuite : public ::testing::Test {
   }
   // A postgresql:// URI of a new database called `name` on the suite's server.
   static std::string database(const std::string& name) { return server()->create_database(name); }
+  // Restarts the suite's server, down for `down_s` seconds (every connection to it is cut).
+  static void restart_server(double down_s) { server()->restart(down_s); }
 
  private:
   static std::unique_ptr<PostgresServer>& server() {

@@ -12,7 +12,9 @@
 
 #include "core/error.hpp"
 #include "evidence/attestation.hpp"
+#include "evidence/export.hpp"
 #include "store/attestations.hpp"
+#include "store/export.hpp"
 #include "store/feed.hpp"
 #include "store/fixtures.hpp"
 #include "store/import.hpp"
@@ -319,6 +321,75 @@ TEST_F(Backends, AttestationsAreCheckedAgainstTheStoreAlike) {
 
 namespace kindex::store {
 namespace {
+
+// Signed attestations travel in `kindex export` (kindex's own table, after KernelIndex's) so a shared index can
+// re-verify them: imported into a fresh store of either backend, each is re-verified (signature; statement against the
+// imported runs) and verified once the importing store trusts the key, which the export does not carry. A document
+// altered in the export fails the import, leaving the store as it was.
+TEST_F(Backends, AttestationsTravelInTheExportAndVerifyAfterImport) {
+  const auto key = evidence::SigningKey::from_pem(evidence::generate_key_pair().private_pem, "key");
+  auto source = Store::open(":memory:");
+  const RecordResult original = record_reported(*source);
+  OwnRun measured = test::rerun_of(original.run_digest, 2, "NVIDIA H200", true);
+  // The manifest counts and names the raw samples the run keeps, as the runner's does.
+  measured.run["spec"]["timing"]["samples"] = measured.samples_ns.size();
+  measured.run["spec"]["timing"]["rawSamples"] = {{"uri", "kindex-store:samples/" + std::string(64, 'a')},
+                                                  {"digest", "sha256:" + std::string(64, 'a')}};
+  const RecordResult rerun = source->record_run(measured);
+  nlohmann::json st = attestation_claims(*source, rerun.run_id);
+  st["signedAt"] = "2026-12-07T05:00:00.000Z";
+  const evidence::Attestation good = evidence::sign_attestation(st, key);
+  ASSERT_TRUE(keep_attestation(*source, good, "test"));
+  const std::string created = source->db().query("SELECT created_at FROM run_attestations")[0].text(0);
+  const std::string out = (std::filesystem::temp_directory_path() / ("kindex-attest-" + std::to_string(::getpid()) + ".jsonl")).string();
+  const nlohmann::json written = export_store(*source, out);
+  EXPECT_EQ(written[kAttestationsTable], 1);
+  // Still a KernelIndex export to a reader that knows only KernelIndex's tables: the table is skipped, the rest verifies.
+  const evidence::VerifyReport verified = evidence::verify_export(out);
+  EXPECT_TRUE(verified.ok()) << nlohmann::json(verified.mismatches).dump().substr(0, 800);
+  EXPECT_EQ(verified.skipped_tables.at(kAttestationsTable), 1u);
+
+  std::string text;
+  {
+    std::ifstream in(out);
+    text.assign(std::istreambuf_iterator<char>(in), {});
+  }
+  const std::string tampered_path = out + ".tampered.jsonl";
+  {
+    const std::string signed_gpu = "\"gpu\":\"NVIDIA H200\"";
+    const auto at = text.find(signed_gpu, text.rfind('\n', text.find(kAttestationsTable)));
+    ASSERT_NE(at, std::string::npos) << text.substr(text.find(kAttestationsTable), 600);
+    std::ofstream(tampered_path) << text.substr(0, at) + "\"gpu\":\"NVIDIA B200\"" + text.substr(at + signed_gpu.size());
+  }
+  auto s = stores("attestations_export");
+  for (auto& store : s) {
+    SCOPED_TRACE(store->backend());
+    try {
+      import_files(*store, {tampered_path});
+      ADD_FAILURE() << "an altered attestation was imported";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.field(), "signature") << e.what() << " / " << e.value();
+    }
+    EXPECT_EQ(store->db().query("SELECT COUNT(*) FROM benchmark_runs")[0].integer(0), 0);  // the whole import undone
+    EXPECT_EQ(store->db().query("SELECT COUNT(*) FROM run_attestations")[0].integer(0), 0);
+
+    const ImportReport rep = import_files(*store, {out});
+    EXPECT_EQ(rep.inserted.at(kAttestationsTable), 1);
+    EXPECT_TRUE(rep.warnings.empty()) << rep.warnings.front();
+    const nlohmann::json before_trust = attestations_of(*store, original.run_digest);
+    ASSERT_EQ(before_trust.size(), 1u);
+    EXPECT_EQ(before_trust[0]["status"], "unknown_key");  // trust is not exported
+    EXPECT_EQ(before_trust[0]["rerunId"], rerun.run_id);
+    ASSERT_TRUE(trust_key(*store, key.public_key_hex(), "key.pub"));
+    EXPECT_EQ(attestations_of(*store, original.run_digest)[0]["status"], "verified");
+    EXPECT_EQ(check_attestation(*store, good).status, "verified");
+    EXPECT_EQ(attestation_document(*store, good.digest()), good.line());
+    EXPECT_EQ(store->db().query("SELECT created_at FROM run_attestations")[0].text(0), created);
+    EXPECT_EQ(import_files(*store, {out}).total_inserted(), 0);  // idempotent
+  }
+  std::filesystem::remove(out);
+  std::filesystem::remove(tampered_path);
+}
 
 TEST_F(Backends, FailedImportsLeaveEitherStoreAsItWas) {
   auto lines = std::string();

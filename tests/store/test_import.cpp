@@ -72,6 +72,24 @@ TEST(StoreImport, SliceImportsEveryRowAndSecondImportInsertsNothing) {
   EXPECT_EQ(store->integrity_check(), "ok");
 }
 
+// Both KernelIndex export slices (kernel: gqa; serving) import into a fresh store with nothing skipped, nothing
+// dropped and no warning: every row line of the export is one inserted row of its table.
+TEST(StoreImport, BothSlicesImportEveryRowWithNothingSkipped) {
+  for (const std::string name : {"gqa", "serving"}) {
+    SCOPED_TRACE(name);
+    const std::string path = test::data_dir() + "/kernelindex/export-slice-" + name + ".jsonl.zst";
+    std::map<std::string, int64_t> rows;
+    evidence::for_each_export_row(path, [&](evidence::ExportRow&& r) { rows[r.table] += 1; });
+    ASSERT_FALSE(rows.empty());
+    auto store = Store::open(":memory:");
+    const ImportReport rep = import_files(*store, {path});
+    for (const auto& [table, n] : rep.skipped) EXPECT_EQ(n, 0) << "skipped rows of " << table;
+    EXPECT_TRUE(rep.warnings.empty()) << rep.warnings.front();
+    EXPECT_EQ(rep.inserted.size(), rows.size());
+    for (const auto& [table, n] : rows) EXPECT_EQ(rep.inserted.count(table) ? rep.inserted.at(table) : -1, n) << table;
+  }
+}
+
 TEST(StoreImport, TamperedDigestIsRefusedNamingTheColumn) {
   namespace fs = std::filesystem;
   auto dir = fs::temp_directory_path() / ("kindex-tamper-" + std::to_string(::getpid()));

@@ -16,7 +16,31 @@ namespace {
 
 kindex_status check(const char* where, const kindex_paged_decode_params* params) {
   kindex::capi::clear_error();
-  return kindex::capi::check_params(where, params, sizeof *params, "kindex_paged_decode_params");
+  return kindex::capi::check_params(where, params, sizeof *params, "kindex_paged_decode_params",
+                                    KINDEX_PAGED_DECODE_PARAMS_V1_SIZE);
+}
+
+// The GPU reference computes FlashInfer-Bench's plain decode only: a struct asking for a version-2 variant (kindex.h)
+// is refused naming the field, never answered as if it were plain.
+kindex_status plain_decode(const char* where, const kindex_paged_decode_params* params,
+                           kindex_paged_decode_params* out) {
+  const kindex_paged_decode_params p = kindex::capi::upgraded(params, KINDEX_PAGED_DECODE_PARAMS_INIT);
+  const kindex_paged_decode_params plain = KINDEX_PAGED_DECODE_PARAMS_INIT;
+  const char* field = p.kv_format != plain.kv_format             ? "kv_format"
+                      : p.kv_layout != plain.kv_layout           ? "kv_layout"
+                      : p.k_scale != plain.k_scale               ? "k_scale"
+                      : p.v_scale != plain.v_scale               ? "v_scale"
+                      : p.q_len_per_req != plain.q_len_per_req   ? "q_len_per_req"
+                      : p.window_left >= 0                       ? "window_left"
+                      : p.logits_soft_cap != plain.logits_soft_cap ? "logits_soft_cap"
+                      : p.sinks                                  ? "sinks"
+                      : p.pos_encoding != plain.pos_encoding     ? "pos_encoding"
+                                                                 : nullptr;
+  if (field)
+    return kindex::capi::fail(KINDEX_STATUS_NOT_SUPPORTED, std::string(where) + ": params." + field +
+                                                               ": the GPU reference computes the plain decode only");
+  *out = p;
+  return KINDEX_STATUS_OK;
 }
 
 kindex_status check(const char* where, const kindex_gqa_rope_backward_params* params) {
@@ -43,12 +67,15 @@ kindex_status kindex_paged_decode_workspace_size(const kindex_paged_decode_param
   if (!bytes)
     return kindex::capi::fail(KINDEX_STATUS_INVALID_ARGUMENT, "kindex_paged_decode_workspace_size: bytes = NULL: required");
   *bytes = 0;
-  return KINDEX_STATUS_OK;
+  kindex_paged_decode_params plain;
+  return plain_decode("kindex_paged_decode_workspace_size", params, &plain);
 }
 
 kindex_status kindex_paged_decode(const kindex_paged_decode_params* params, void*, size_t, void* stream) {
   if (kindex_status s = check("kindex_paged_decode", params); s != KINDEX_STATUS_OK) return s;
-  return kindex::gpu_reference::paged_decode(*params, stream);
+  kindex_paged_decode_params p;
+  if (kindex_status s = plain_decode("kindex_paged_decode", params, &p); s != KINDEX_STATUS_OK) return s;
+  return kindex::gpu_reference::paged_decode(p, stream);
 }
 
 kindex_status kindex_gqa_rope_backward_workspace_size(const kindex_gqa_rope_backward_params* params, size_t* bytes) {

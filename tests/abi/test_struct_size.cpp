@@ -193,4 +193,27 @@ TEST_F(StructSize, UnsetOrNewerSizesAreRefusedAndTheInitMacroIsAccepted) {
   EXPECT_NE(std::string::npos, last_error().find("params = NULL")) << last_error();
 }
 
+// The GPU reference behind the same ABI computes the plain decode only: a version-1 struct is taken, a version-2
+// variant is refused naming its field (never answered as the plain decode). Only sizes are asked: no GPU needed.
+TEST_F(StructSize, TheGpuReferenceRefusesDecodeVariantsByName) {
+  void* ref = dlopen((kindex::test::binary_dir() + "/lib/libkindex_gpu_reference.so").c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (!ref) GTEST_SKIP() << "no GPU reference in this build: " << dlerror();
+  auto size = reinterpret_cast<DecodeSize>(dlsym(ref, "kindex_paged_decode_workspace_size"));
+  auto ref_error = reinterpret_cast<const char* (*)()>(dlsym(ref, "kindex_last_error"));
+  ASSERT_TRUE(size && ref_error);
+  kindex_paged_decode_params p = KINDEX_PAGED_DECODE_PARAMS_INIT;
+  size_t ws = 7;
+  EXPECT_EQ(KINDEX_STATUS_OK, size(&p, &ws)) << ref_error();
+  auto* v1 = static_cast<kindex_paged_decode_params*>(older_struct(KINDEX_PAGED_DECODE_PARAMS_V1_SIZE));
+  EXPECT_EQ(KINDEX_STATUS_OK, size(v1, &ws)) << ref_error();
+  p.window_left = 3;
+  EXPECT_EQ(KINDEX_STATUS_NOT_SUPPORTED, size(&p, &ws));
+  EXPECT_NE(std::string::npos, std::string(ref_error()).find("params.window_left")) << ref_error();
+  p = KINDEX_PAGED_DECODE_PARAMS_INIT;
+  p.kv_format = KINDEX_KV_FORMAT_FP8_E4M3;
+  EXPECT_EQ(KINDEX_STATUS_NOT_SUPPORTED, size(&p, &ws));
+  EXPECT_NE(std::string::npos, std::string(ref_error()).find("params.kv_format")) << ref_error();
+  dlclose(ref);
+}
+
 }  // namespace

@@ -146,7 +146,9 @@ TEST_F(Mcp, ListAnswersHaveKernelIndexsShapes) {
     EXPECT_TRUE(h["families"].is_number_integer()) << h.dump();
     EXPECT_EQ(h["slug"].get<std::string>().find_first_of(" ABCDEFGHIJKLMNOPQRSTUVWXYZ"), std::string::npos) << h["slug"];
     serving = serving || h["servingRuns"].get<int>() > 0;
-    if (h["kernelRuns"].get<int>() > 0) EXPECT_GE(h["operations"].get<int>(), h["families"].get<int>()) << h.dump();
+    if (h["kernelRuns"].get<int>() > 0) {
+      EXPECT_GE(h["operations"].get<int>(), h["families"].get<int>()) << h.dump();
+    }
   }
   EXPECT_TRUE(serving);
   // Counts of the runs KernelIndex's listings count: passed, published, not retracted, not superseded (serving:
@@ -168,7 +170,9 @@ TEST_F(Mcp, ListAnswersHaveKernelIndexsShapes) {
   for (std::size_t i = 0; i < models["serving"].size(); ++i) {
     const json& m = models["serving"][i];
     for (const char* key : {"slug", "name", "parameterCount", "runs"}) EXPECT_TRUE(m.contains(key)) << key;
-    if (i > 0) EXPECT_GE(models["serving"][i - 1]["runs"].get<int>(), m["runs"].get<int>());  // most runs first
+    if (i > 0) {
+      EXPECT_GE(models["serving"][i - 1]["runs"].get<int>(), m["runs"].get<int>());  // most runs first
+    }
   }
   for (const auto& k : models["kernel"]) EXPECT_NE(k["model"].get<std::string>().rfind("model:", 0), 0u) << k.dump();
   const json changes = answer("list_changes", {{"since", "2020-01-01T00:00:00Z"}});

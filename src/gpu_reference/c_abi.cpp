@@ -16,15 +16,14 @@ namespace {
 
 kindex_status check(const char* where, const kindex_paged_decode_params* params) {
   kindex::capi::clear_error();
-  return kindex::capi::check_params(where, params, sizeof *params, "kindex_paged_decode_params",
-                                    KINDEX_PAGED_DECODE_PARAMS_V1_SIZE);
+  return kindex::capi::check_params(where, params);
 }
 
 // The GPU reference computes FlashInfer-Bench's plain decode only: a struct asking for a version-2 variant (kindex.h)
 // is refused naming the field, never answered as if it were plain.
 kindex_status plain_decode(const char* where, const kindex_paged_decode_params* params,
                            kindex_paged_decode_params* out) {
-  const kindex_paged_decode_params p = kindex::capi::upgraded(params, KINDEX_PAGED_DECODE_PARAMS_INIT);
+  const kindex_paged_decode_params p = kindex::capi::upgraded(params);
   const kindex_paged_decode_params plain = KINDEX_PAGED_DECODE_PARAMS_INIT;
   const char* field = p.kv_format != plain.kv_format             ? "kv_format"
                       : p.kv_layout != plain.kv_layout           ? "kv_layout"
@@ -45,7 +44,7 @@ kindex_status plain_decode(const char* where, const kindex_paged_decode_params* 
 
 kindex_status check(const char* where, const kindex_gqa_rope_backward_params* params) {
   kindex::capi::clear_error();
-  return kindex::capi::check_params(where, params, sizeof *params, "kindex_gqa_rope_backward_params");
+  return kindex::capi::check_params(where, params);
 }
 
 // A callback's non-zero return, carried out of the timer as an exception.

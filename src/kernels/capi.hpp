@@ -39,6 +39,19 @@ Params upgraded(const Params* params, Params defaults) {
   return defaults;
 }
 
+// check_params for each params struct of kindex.h, with the sizes it knows (the decode params: also version 1's),
+// and the decode params of any known version as this header's.
+inline kindex_status check_params(const char* where, const kindex_paged_decode_params* params) {
+  return check_params(where, params, sizeof *params, "kindex_paged_decode_params",
+                      KINDEX_PAGED_DECODE_PARAMS_V1_SIZE);
+}
+inline kindex_status check_params(const char* where, const kindex_gqa_rope_backward_params* params) {
+  return check_params(where, params, sizeof *params, "kindex_gqa_rope_backward_params");
+}
+inline kindex_paged_decode_params upgraded(const kindex_paged_decode_params* params) {
+  return upgraded(params, KINDEX_PAGED_DECODE_PARAMS_INIT);
+}
+
 // Runs an entry point's body and turns what it throws into the C ABI's status and last error: a Failure its own
 // status, kindex::Error (a bad argument, the message names the field and value) INVALID_ARGUMENT, anything else
 // CUDA_ERROR with `where` in front. OK clears the last error.

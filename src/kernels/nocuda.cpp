@@ -8,10 +8,8 @@ namespace {
 
 // The struct_size check comes first here too, so a caller learns of a header mismatch on any build.
 template <class Params>
-kindex_status no_cuda(const char* what, const Params* params, const char* type_name, size_t older_size = 0) {
-  if (kindex_status s = kindex::capi::check_params(what, params, sizeof(Params), type_name, older_size);
-      s != KINDEX_STATUS_OK)
-    return s;
+kindex_status no_cuda(const char* what, const Params* params) {
+  if (kindex_status s = kindex::capi::check_params(what, params); s != KINDEX_STATUS_OK) return s;
   return kindex::capi::fail(KINDEX_STATUS_NOT_SUPPORTED,
                             std::string(what) + ": this libkindex was built without CUDA");
 }
@@ -21,24 +19,24 @@ kindex_status no_cuda(const char* what, const Params* params, const char* type_n
 extern "C" {
 kindex_status kindex_paged_decode_workspace_size(const kindex_paged_decode_params* params, size_t* bytes) {
   if (bytes) *bytes = 0;
-  return no_cuda("kindex_paged_decode_workspace_size", params, "kindex_paged_decode_params", KINDEX_PAGED_DECODE_PARAMS_V1_SIZE);
+  return no_cuda("kindex_paged_decode_workspace_size", params);
 }
 kindex_status kindex_paged_decode(const kindex_paged_decode_params* params, void*, size_t, void*) {
-  return no_cuda("kindex_paged_decode", params, "kindex_paged_decode_params", KINDEX_PAGED_DECODE_PARAMS_V1_SIZE);
+  return no_cuda("kindex_paged_decode", params);
 }
 kindex_status kindex_paged_decode_plan(const kindex_paged_decode_params* params, void*, size_t, void*) {
-  return no_cuda("kindex_paged_decode_plan", params, "kindex_paged_decode_params", KINDEX_PAGED_DECODE_PARAMS_V1_SIZE);
+  return no_cuda("kindex_paged_decode_plan", params);
 }
 kindex_status kindex_paged_decode_run(const kindex_paged_decode_params* params, void*, size_t, void*) {
-  return no_cuda("kindex_paged_decode_run", params, "kindex_paged_decode_params", KINDEX_PAGED_DECODE_PARAMS_V1_SIZE);
+  return no_cuda("kindex_paged_decode_run", params);
 }
 kindex_status kindex_gqa_rope_backward_workspace_size(const kindex_gqa_rope_backward_params* params,
                                                       size_t* bytes) {
   if (bytes) *bytes = 0;
-  return no_cuda("kindex_gqa_rope_backward_workspace_size", params, "kindex_gqa_rope_backward_params");
+  return no_cuda("kindex_gqa_rope_backward_workspace_size", params);
 }
 kindex_status kindex_gqa_rope_backward(const kindex_gqa_rope_backward_params* params, void*, size_t, void*) {
-  return no_cuda("kindex_gqa_rope_backward", params, "kindex_gqa_rope_backward_params");
+  return no_cuda("kindex_gqa_rope_backward", params);
 }
 
 }  // extern "C"

@@ -318,17 +318,12 @@ namespace {
 // One body for the three enqueueing entry points: struct check, then `call` under the C ABI's error guard.
 using Enqueue = void (*)(const kindex_paged_decode_params&, void*, size_t, cudaStream_t,
                          const kindex::decode::ShapeOverrides&);
-kindex_status check_struct(const char* where, const kindex_paged_decode_params* params) {
-  return kindex::capi::check_params(where, params, sizeof *params, "kindex_paged_decode_params",
-                                    KINDEX_PAGED_DECODE_PARAMS_V1_SIZE);
-}
-
 kindex_status enqueue(const char* where, const kindex_paged_decode_params* params, void* workspace,
                       size_t workspace_bytes, void* stream, Enqueue call) {
-  if (kindex_status s = check_struct(where, params); s != KINDEX_STATUS_OK) return s;
+  if (kindex_status s = kindex::capi::check_params(where, params); s != KINDEX_STATUS_OK) return s;
   return kindex::capi::guarded(where, [&] {
-    call(kindex::capi::upgraded(params, KINDEX_PAGED_DECODE_PARAMS_INIT), workspace, workspace_bytes,
-         static_cast<cudaStream_t>(stream), kindex::decode::ShapeOverrides{});
+    call(kindex::capi::upgraded(params), workspace, workspace_bytes, static_cast<cudaStream_t>(stream),
+         kindex::decode::ShapeOverrides{});
   });
 }
 }  // namespace
@@ -336,14 +331,13 @@ kindex_status enqueue(const char* where, const kindex_paged_decode_params* param
 extern "C" {
 
 kindex_status kindex_paged_decode_workspace_size(const kindex_paged_decode_params* params, size_t* bytes) {
-  if (kindex_status s = check_struct("kindex_paged_decode_workspace_size", params); s != KINDEX_STATUS_OK) return s;
+  if (kindex_status s = kindex::capi::check_params("kindex_paged_decode_workspace_size", params);
+      s != KINDEX_STATUS_OK)
+    return s;
   if (!bytes)
     return kindex::capi::fail(KINDEX_STATUS_INVALID_ARGUMENT, "kindex_paged_decode_workspace_size: bytes = NULL: required");
   return kindex::capi::guarded("kindex_paged_decode_workspace_size",
-                               [&] {
-                                 *bytes = kindex::decode::workspace_size(
-                                     kindex::capi::upgraded(params, KINDEX_PAGED_DECODE_PARAMS_INIT));
-                               });
+                               [&] { *bytes = kindex::decode::workspace_size(kindex::capi::upgraded(params)); });
 }
 
 kindex_status kindex_paged_decode_plan(const kindex_paged_decode_params* params, void* workspace,

@@ -270,9 +270,7 @@ extern "C" {
 kindex_status kindex_gqa_rope_backward_workspace_size(const kindex_gqa_rope_backward_params* params, size_t* bytes) {
   using namespace kindex::kernels::backward;
   constexpr const char* where = "kindex_gqa_rope_backward_workspace_size";
-  if (kindex_status s = kindex::capi::check_params(where, params, sizeof *params, "kindex_gqa_rope_backward_params");
-      s != KINDEX_STATUS_OK)
-    return s;
+  if (kindex_status s = kindex::capi::check_params(where, params); s != KINDEX_STATUS_OK) return s;
   if (!bytes)
     return kindex::capi::fail(KINDEX_STATUS_INVALID_ARGUMENT, kindex::format_error(where, "bytes", "NULL", "is required"));
   *bytes = 0;
@@ -285,9 +283,7 @@ kindex_status kindex_gqa_rope_backward_workspace_size(const kindex_gqa_rope_back
 kindex_status kindex_gqa_rope_backward(const kindex_gqa_rope_backward_params* params, void* workspace,
                                        size_t workspace_bytes, void* stream) {
   using namespace kindex::kernels::backward;
-  if (kindex_status s = kindex::capi::check_params("kindex_gqa_rope_backward", params, sizeof *params,
-                                                   "kindex_gqa_rope_backward_params");
-      s != KINDEX_STATUS_OK)
+  if (kindex_status s = kindex::capi::check_params("kindex_gqa_rope_backward", params); s != KINDEX_STATUS_OK)
     return s;
   return kindex::capi::guarded("kindex_gqa_rope_backward", [&] {
     validate(*params, workspace, workspace_bytes);

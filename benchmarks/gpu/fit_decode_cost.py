@@ -3,13 +3,18 @@
 kMergeUsPerSegment) to a segment-count sweep: bench_decode's JSON (results/decode/run_device.sh sweep) of synthetic cases, each timed at
 forced segment counts (variants s1, s2, ...). The model, as choose_segments evaluates it for S segments:
 
-    t(S) = kv_bytes / min(chip, S * kv_heads * cta) + piece * floor((batch + 2 S - 2) / S)
+    t(S) = kv_bytes * (chip^-p + (S * kv_heads * cta)^-p)^(1/p) + piece * floor((batch + 2 S - 2) / S)
            + (merge + merge_per_segment * S) * (S > 1) + fixed
+
+(the stream at a smooth minimum of the chip's and the CTAs' rates, p = 4 as the library has it: with a hard minimum
+the model saw no gain past the count where the CTAs' rate reaches the chip's, while the measured time kept falling
+to one CTA per SM).
 
 `fixed` (launch and the first load's latency) is the same for every S, so it does not move the choice; it is fitted
 so that the others are not bent to absorb it. chip is the device's streaming rate (--chip-tb-per-s, default the
-best rate any case reached). Prints the constants, then per case the segment count the fitted model picks, the
-fastest measured one, and what the model's pick costs against the fastest (the number that matters).
+best rate any case reached). Prints the constants, then per case the segment count the fitted model picks among all
+counts up to the case's one-wave bound (as the library does), the fastest measured one, and what the model's pick
+costs against the fastest (the number that matters): the measured time at the swept count nearest the pick.
 
   python3 benchmarks/gpu/fit_decode_cost.py sweep.json [more.json ...] [--chip-tb-per-s 3.0] [--json out.json]
 """
@@ -49,8 +54,15 @@ def features(c, s):
     return [(batch + 2 * s - 2) // s, 1.0 if s > 1 else 0.0, float(s) if s > 1 else 0.0, 1.0]
 
 
+P = 4  # the smooth minimum's exponent (choose_segments in src/kernels/decode/paged_decode.cpp)
+
+
+def stream_us(c, chip, cta, s):
+    return c[3] * ((1.0 / chip) ** P + (1.0 / (s * c[2] * cta)) ** P) ** (1.0 / P)
+
+
 def model_us(c, chip, cta, piece, merge, merge_per_segment, fixed, s):
-    stream = c[3] / min(chip, s * c[2] * cta)
+    stream = stream_us(c, chip, cta, s)
     return stream + sum(k * f for k, f in zip((piece, merge, merge_per_segment, fixed), features(c, s)))
 
 
@@ -79,7 +91,7 @@ def fit_linear(cs, chip, cta):
     while True:
         rows = []
         for c, s, t in points:
-            stream = c[3] / min(chip, s * c[2] * cta)
+            stream = stream_us(c, chip, cta, s)
             f = features(c, s)
             rows.append(([f[i] / t for i in active], (t - stream) / t))
         m = [[sum(r[0][i] * r[0][j] for r in rows) for j in range(len(active))] for i in range(len(active))]
@@ -137,23 +149,26 @@ def main(argv=None):
     rows = []
     for c in cs:
         label, _, _, _, times = c
-        pick = min(times, key=lambda s: model_us(c, chip, *constants, s))
+        # The library's choice among every count up to the one-wave bound (the largest count the sweep reached),
+        # costed at the swept count nearest it.
+        choice = min(range(1, max(times) + 1), key=lambda s: model_us(c, chip, *constants, s))
+        pick = min(times, key=lambda s: abs(math.log(s / choice)))
         fastest = min(times, key=times.get)
-        rows.append({"label": label, "model_segments": pick, "fastest_segments": fastest,
+        rows.append({"label": label, "model_choice": choice, "model_segments": pick, "fastest_segments": fastest,
                      "model_pick_us": times[pick], "fastest_us": times[fastest],
                      "pick_over_fastest": times[pick] / times[fastest]})
     geo = math.exp(sum(math.log(r["pick_over_fastest"]) for r in rows) / len(rows))
     print(f"chip {chip / 1e6:.3f} TB/s; fitted: kCtaBytesPerUs = {cta:.4g}, kPieceUs = {piece:.3g}, "
           f"kMergeUs = {merge:.3g}, kMergeUsPerSegment = {merge_per_segment:.3g} (fixed {fixed:.3g} us); squared relative error {loss:.4g} over "
           f"{sum(len(c[4]) for c in cs)} points")
-    print(f"{'case':44} {'model S':>8} {'best S':>7} {'model us':>9} {'best us':>8} {'ratio':>6}")
+    print(f"{'case':44} {'choice':>7} {'nearest':>8} {'best S':>7} {'model us':>9} {'best us':>8} {'ratio':>6}")
     for r in rows:
-        print(f"{r['label']:44} {r['model_segments']:8} {r['fastest_segments']:7} {r['model_pick_us']:9.2f} "
+        print(f"{r['label']:44} {r['model_choice']:7} {r['model_segments']:8} {r['fastest_segments']:7} {r['model_pick_us']:9.2f} "
               f"{r['fastest_us']:8.2f} {r['pick_over_fastest']:6.3f}")
     print(f"geomean of the model's pick over the fastest measured: {geo:.4f}")
     if args.json:
         pathlib.Path(args.json).write_text(json.dumps(
-            {"inputs": args.sweeps, "chip_bytes_per_us": chip,
+            {"inputs": args.sweeps, "chip_bytes_per_us": chip, "p": P,
              "fit": {"cta_bytes_per_us": cta, "piece_us": piece, "merge_us": merge,
                      "merge_us_per_segment": merge_per_segment, "fixed_us": fixed, "squared_relative_error": loss},
              "cases": rows, "geomean_pick_over_fastest": geo}, indent=1) + "\n")

@@ -43,9 +43,11 @@ cd "$repo"
 # A hung test fails alone rather than taking the device call's whole time limit (pytest-timeout, where installed).
 timeout=()
 "$python" -c "import pytest_timeout" 2>/dev/null && timeout=(--timeout "${KINDEX_TEST_TIMEOUT:-240}")
+# PYTEST_ARGS: more pytest arguments, e.g. "-n 4" (pytest-xdist, where installed) to share the GPU among workers.
+read -r -a extra <<< "${PYTEST_ARGS:-}"
 set +e
 env -u KINDEX_LIBRARY KINDEX_TEST_INSTALLED=1 PYTHONUNBUFFERED=1 "$python" -m pytest -p no:cacheprovider -rs \
-  "${timeout[@]}" --durations=10 --junitxml="$out/python-tests.xml" python/tests/test_cpu.py \
+  "${timeout[@]}" "${extra[@]}" --durations=10 --junitxml="$out/python-tests.xml" python/tests/test_cpu.py \
   python/tests/test_gpu.py 2>&1 | tee "$out/python-tests.log"
 status=${PIPESTATUS[0]}
 echo "pytest exit status: $status" | tee -a "$out/python-env.txt"

@@ -20,13 +20,14 @@ namespace {
 
 constexpr const char* kWhere = "kindex_paged_decode";
 
-// The cost model's constants, fitted to the segment sweep on an H100 SXM (2026-12-07, results/decode/v6_h100/
-// sweep.json, benchmarks/gpu/fit_decode_cost.py: 11 model-shaped cases x 9 forced segment counts; the fitted model
-// picks the fastest measured count on all 11). Not yet measured on the H200; its chip rate comes from the device.
-constexpr double kCtaBytesPerUs = 3.94e4;       // one CTA streaming alone: ~39 GB/s
-constexpr double kPieceUs = 0.844;              // a sequence piece's fixed cost in a CTA
-constexpr double kMergeUs = 12.1;               // grid barrier and merge, once
-constexpr double kMergeUsPerSegment = 0.312;    // ... and per segment: a cut row sums one partial per segment
+// The cost model's constants, fitted to two segment sweeps on H100 SXMs (2026-12-07, results/decode/v6_h100/ and
+// v6b_h100/ sweep.json, benchmarks/gpu/fit_decode_cost.py --chip-tb-per-s 2.98, this code's H100 chip rate: 11
+// model-shaped cases x 9 forced segment counts, twice; the model's choice among all counts lies nearest the fastest
+// measured one in all 22). Not yet measured on the H200; its chip rate comes from the device.
+constexpr double kCtaBytesPerUs = 4.00e4;       // one CTA streaming alone: ~40 GB/s
+constexpr double kPieceUs = 0.623;              // a sequence piece's fixed cost in a CTA
+constexpr double kMergeUs = 11.1;               // grid barrier and merge, once
+constexpr double kMergeUsPerSegment = 0.311;    // ... and per segment: a cut row sums one partial per segment
 
 [[noreturn]] void bad(const std::string& field, const std::string& value, const std::string& problem) {
   throw Error(kWhere, "params." + field, value, problem);
@@ -188,8 +189,9 @@ int64_t choose_segments(const CostModel& cost, int64_t kv_bytes, int64_t batch, 
   int64_t best = 1;
   double best_us = 0;
   for (int64_t s = 1; s <= std::max<int64_t>(1, max_segments); ++s) {
-    const double rate = std::min(cost.chip_bytes_per_us, double(s * kv_heads) * cost.cta_bytes_per_us);
-    const double us = double(kv_bytes) / rate + cost.piece_us * double((batch + 2 * s - 2) / s) +
+    const double chip = 1.0 / cost.chip_bytes_per_us, ctas = 1.0 / (double(s * kv_heads) * cost.cta_bytes_per_us);
+    const double stream_us = double(kv_bytes) * std::sqrt(std::sqrt(std::pow(chip, 4) + std::pow(ctas, 4)));
+    const double us = stream_us + cost.piece_us * double((batch + 2 * s - 2) / s) +
                       (s > 1 ? cost.merge_us + cost.merge_us_per_segment * double(s) : 0.0);
     if (s == 1 || us < best_us * (1.0 - 1e-9)) {
       best = s;
@@ -242,7 +244,12 @@ LaunchShape launch_shape(const kindex_paged_decode_params& p, const ShapeOverrid
   const int64_t max_segments = std::max<int64_t>(1, slots / p.num_kv_heads);
   const int64_t element_bytes = p.kv_format == KINDEX_KV_FORMAT_SAME_AS_Q ? 2 : 1;
   const int64_t token_bytes = int64_t(p.head_dim) * 2 * element_bytes;  // K and V of one token and KV head
-  const int64_t kv_bytes = p.num_kv_indices * p.page_size * p.num_kv_heads * token_bytes;
+  // A window leaves each request at most window_left + q_len tokens, from the page holding the first of them (the
+  // pages before it are not read): the split is for the bytes read, not the cache's.
+  int64_t tokens = p.num_kv_indices * p.page_size;
+  if (p.window_left >= 0)
+    tokens = std::min(tokens, p.batch_size * (int64_t(p.window_left) + p.q_len_per_req + p.page_size - 1));
+  const int64_t kv_bytes = tokens * p.num_kv_heads * token_bytes;
   const CostModel cost = device_cost(device);
   if (p.num_kv_indices > 0)
     shape.num_segments = overrides.num_segments > 0

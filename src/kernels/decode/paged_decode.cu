@@ -1000,8 +1000,8 @@ __device__ __forceinline__ int piece_bounds(const Args& a, const Piece& piece, i
 
 // fp8: one warp converts its ring stage (K and V, [16][D] bytes each) into its K/V pair of T, swizzled as the MMAs
 // read it (tile_offset). Each lane turns 16-byte pieces of 16 fp8 values into two 16-byte pieces of T.
-template <int D, class T>
-__device__ __forceinline__ void convert_stage(const uint8_t* stage, T* pair, bool e5m2, int lane) {
+template <int D, class T, bool kE5M2>
+__device__ __forceinline__ void convert_stage(const uint8_t* stage, T* pair, int lane) {
   constexpr int kPieces = kChunk * D / 16;  // per tile
 #pragma unroll 1  // a loop, not 2 * D / 32 copies: at head_dim 256 the registers are the O accumulators
   for (int i = lane; i < 2 * kPieces; i += 32) {
@@ -1010,11 +1010,7 @@ __device__ __forceinline__ void convert_stage(const uint8_t* stage, T* pair, boo
     const uint32_t in[4] = {x.x, x.y, x.z, x.w};
     uint32_t out[8];
 #pragma unroll
-    for (int j = 0; j < 4; ++j) {
-      const uint16_t lo = uint16_t(in[j] & 0xffffu), hi = uint16_t(in[j] >> 16);
-      out[2 * j] = f16x2_to<T>(e5m2 ? fp8x2_to_f16x2<true>(lo) : fp8x2_to_f16x2<false>(lo));
-      out[2 * j + 1] = f16x2_to<T>(e5m2 ? fp8x2_to_f16x2<true>(hi) : fp8x2_to_f16x2<false>(hi));
-    }
+    for (int j = 0; j < 4; ++j) fp8x4_to<T, kE5M2>(in[j], out[2 * j], out[2 * j + 1]);
     T* dst = pair + tile * kChunk * D;
     *reinterpret_cast<uint4*>(dst + tile_offset<D>(t, 2 * c)) = make_uint4(out[0], out[1], out[2], out[3]);
     *reinterpret_cast<uint4*>(dst + tile_offset<D>(t, 2 * c + 1)) = make_uint4(out[4], out[5], out[6], out[7]);
@@ -1128,7 +1124,8 @@ __global__ void __launch_bounds__((Layout<D, S>::kThreads), 1) decode_kernel(con
           const T* kt = sh.k_tile(warp, stage);
           if constexpr (kFp8) {
             // The issue above began with a __syncwarp: every lane is done reading the previous chunk's pair.
-            convert_stage<D, T>(sh.kv_stage(warp, stage), sh.k_tile(warp, stage), a.kv_e5m2, lane);
+            if (a.kv_e5m2) convert_stage<D, T, true>(sh.kv_stage(warp, stage), sh.k_tile(warp, stage), lane);
+            else convert_stage<D, T, false>(sh.kv_stage(warp, stage), sh.k_tile(warp, stage), lane);
             __syncwarp();  // the pair, written by all lanes, is visible to all lanes
           }
           const uint32_t k_smem = uint32_t(__cvta_generic_to_shared(kt));

@@ -82,9 +82,10 @@ void paged_decode(const kindex_paged_decode_params& p, void* workspace, size_t w
                   const ShapeOverrides& overrides = {});
 
 // The segment count the cost model picks: the S in [1, max_segments] that minimises
-//   kv_bytes / min(chip rate, S * kv_heads * CTA rate) + piece_us * ceil((batch + S - 1) / S)
+//   kv_bytes * (chip rate^-4 + (S * kv_heads * CTA rate)^-4)^(1/4) + piece_us * ceil((batch + S - 1) / S)
 //     + (merge_us + merge_us_per_segment * S) * [S > 1]
-// (the stream at the rate S segments reach, the pieces of the busiest CTA, the merge). Host-only arithmetic.
+// (the stream at the rate S segments reach: a smooth minimum of the chip's and the CTAs' rates, since CTAs keep
+// adding a little until every SM streams; the pieces of the busiest CTA; the merge). Host-only arithmetic.
 int64_t choose_segments(const CostModel& cost, int64_t kv_bytes, int64_t batch, int64_t kv_heads,
                         int64_t max_segments);
 

@@ -1209,6 +1209,9 @@ __global__ void __launch_bounds__(kPlanThreads) plan_kernel(const PlanArgs a) {
   }
   long long total = 0;
   Scan(scan).ExclusiveSum(mine, mine, total);
+  // Cut s's target ceil(s * total / S) steps by total / S with remainder: no 64-bit division in the loop below,
+  // where one sequence may hold every cut (a lone long request: S of them in one thread).
+  const long long step_q = total / S, step_r = total % S;
   for (int s = threadIdx.x; s <= S; s += kPlanThreads) seg[s] = s == 0 ? 0 : N;  // unclaimed cuts fall at the end
   if (threadIdx.x == 0) carry = 0;
   __syncthreads();
@@ -1224,13 +1227,24 @@ __global__ void __launch_bounds__(kPlanThreads) plan_kernel(const PlanArgs a) {
     Scan(scan).ExclusiveSum(c, begin, chunk);
     begin += carry;
     if (c > 0 && total > 0) {
-      for (long long s = max(1ll, begin * S / total); s < S; ++s) {
-        const long long target = (s * total + S - 1) / S;
+      long long s = max(1ll, begin * S / total);
+      long long q = s * total / S, r = s * total - q * S;  // s * total = q * S + r, 0 <= r < S
+      for (; s < S; ++s) {
+        const long long target = q + (r > 0);
+        q += step_q;
+        r += step_r;
+        if (r >= S) {
+          r -= S;
+          ++q;
+        }
         if (target >= begin + c) break;
         if (target < begin) continue;
         const long long into = target - begin - a.piece_tokens;  // tokens of this sequence before the cut
         const int pages = end - start;
-        seg[s] = into <= 0 ? start : start + int(min((long long)pages, (into + a.page_size / 2) / a.page_size));
+        const long long half_up = into + a.page_size / 2;  // a 32-bit division where it fits (it nearly always does)
+        const long long cut = half_up <= 0x7fffffffll ? (long long)(unsigned(half_up) / unsigned(a.page_size))
+                                                      : half_up / a.page_size;
+        seg[s] = into <= 0 ? start : start + int(min((long long)pages, cut));
       }
     }
     __syncthreads();  // everyone has read carry

@@ -1031,8 +1031,15 @@ __global__ void __launch_bounds__((Layout<D, S>::kThreads), 1) decode_kernel(con
   __shared__ int counts[2];
   __shared__ unsigned cta_mask[2];  // per table batch: bit k = piece k is a CTA piece (not solo)
 
-  // Launched right behind the previous kernel (the plan, or whatever the stream ran before): nothing it may have
-  // written is read before this.
+  // The sequence bounds' lines into L2 while the grid before (the plan, or whatever the stream ran) finishes: hints
+  // only, right whatever that grid writes. Nothing it may have written is read before pdl_wait.
+  if (threadIdx.x < 32) {
+    const int n = min(a.batch + 1, kIndptrCache + 1);
+    for (int i = threadIdx.x * 32; i < n; i += 32 * 32) {
+      prefetch_l2(a.indptr + i);
+      if (a.last_len && i < a.batch) prefetch_l2(a.last_len + i);
+    }
+  }
   pdl_wait();
 
   const int seg = blockIdx.x, kvh = blockIdx.y;
@@ -1040,16 +1047,19 @@ __global__ void __launch_bounds__((Layout<D, S>::kThreads), 1) decode_kernel(con
   const int g = lane / 4, t4 = lane % 4;  // MMA fragment coordinates: row g (and g + 8), column pair t4
   int seg_begin = 0, seg_end = a.num_kv_indices;
   if (a.num_segments > 1) {
-    const PlanHeader& h = plan_header(a);
+    // The header and this segment's bounds in one round trip (the bounds lie inside the workspace the host sized for
+    // this plan whatever the header says; they are used only once it matches).
+    const PlanHeader h = plan_header(a);
+    const int* bounds = plan_segments(a);
+    const int bound0 = bounds[seg], bound1 = bounds[seg + 1];
     // A workspace without the plan of these sizes: say so with NaN everywhere rather than read a stale work list.
     if (h.magic != kPlanMagic || h.num_segments != a.num_segments || h.batch != a.batch ||
         h.num_kv_indices != a.num_kv_indices || h.page_size != a.page_size) {
       if (seg == 0 && kvh == 0) poison_outputs<D, T, kMod>(a);
       return;  // every CTA sees the same header: none reaches the grid barrier
     }
-    const int* bounds = plan_segments(a);
-    seg_begin = clampi(bounds[seg], 0, a.num_kv_indices);
-    seg_end = clampi(bounds[seg + 1], seg_begin, a.num_kv_indices);
+    seg_begin = clampi(bound0, 0, a.num_kv_indices);
+    seg_end = clampi(bound1, seg_begin, a.num_kv_indices);
   }
   // The page ids this segment will fetch, into L2 while the counting pass runs.
   for (int i = seg_begin + threadIdx.x * 32; i < seg_end; i += L::kThreads * 32) prefetch_l2(a.indices + i);

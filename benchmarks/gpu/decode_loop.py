@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """A serving engine's greedy decode loop over model-shaped networks, with FlashInfer's decode wrapper and kindex's
-drop-in as interchangeable attention backends: the generated tokens must be identical, and each gets its tokens/s.
+drop-in as interchangeable attention backends: each backend's logits are checked against the first backend's on the
+same token sequence, and each gets its tokens/s and per-step latency.
 
 Models are built from their published configurations with random weights (no download): llama-3-8b (32 layers,
 32 query / 8 KV heads, head_dim 128, RoPE theta 5e5, SwiGLU) and gemma-2-9b (42 layers, 16 / 8 heads, head_dim 256,
@@ -19,15 +20,45 @@ same page table, float32: slow, a check of the other two) and dense (no pages at
 values in one growing tensor, attended with decode_reference.attend; checks the page bookkeeping). Every backend
 starts from the same prefilled cache and first token.
 
+Timing, the same for every backend, as an engine sees it: the backend is constructed (wrappers, workspaces, the
+import of its module: `construct_s`), then --warmup-steps full decode steps are run untimed (plan + every layer +
+the model's other work; the first pays FlashInfer's JIT compilation / module loading at its first plan() and run():
+`warmup_step_s`) and rolled back (the cache's page lists and lengths restored: the timed steps see the same pages),
+then --steps steps are timed one by one between torch.cuda.synchronize() calls (`step_s`). `setup_s` = construct_s
++ sum(warmup_step_s), the one-time cost, reported apart from tokens/s.
+
+The check: the first backend (the baseline) decodes greedily from its own argmax; every other backend is
+teacher-forced with the baseline's tokens (step s feeds the baseline's token of step s - 1), so all see the same
+sequence and one flipped near-tie does not derail the rest. At every step and request the logits are compared with
+the baseline's: max |difference|, and whether the argmax agrees. A disagreement is explained by a near-tie when the
+baseline's margin between its token and the other backend's token, z[token] - z[other_token] (>= its top-2 margin),
+is within the tie tolerance: --tie-ulps x the spacing of the model dtype at the baseline's top logit,
+eps(dtype) x 2^floor(log2 |z_top|) (bf16: eps 2^-7, so 1/32 for logits in [4, 8)). The logits are the lm-head's bf16
+products, so tokens a few of those spacings apart are tied at the precision the model computes them, and two correct
+bf16 attention kernels (whose outputs differ by bf16 rounding) may order them either way. Any other disagreement is
+unexplained: a failure. The default, 8 spacings (1/4 at the random models' top logits, ~5-6), is a measured bound
+with room: on the CPU, the llama-3-8b shape cut to 8 / 16 / 24 layers, batch 16, 12 steps, against itself with every
+attention output element moved one bf16 spacing up or down with probability 1/2 (harsher than two kernels' rounding),
+flipped tokens at margins of at most 3, 3 and 4 spacings, with max |logit difference| 0.20, 0.30, 0.37; attention
+over the wrong keys moves logits on the scale of the random model's spread (0.02 x sqrt(hidden) ~ 1.3: 40 spacings).
+
   python3 benchmarks/gpu/decode_loop.py --model llama-3-8b --backends flashinfer,kindex --out loop_llama.json
   python3 benchmarks/gpu/decode_loop.py --model gemma-2-9b --backends flashinfer,kindex --out loop_gemma.json
 
-JSON: the command line, the device, the model's configuration, the prompt lengths, per backend its status, tokens/s
-(decode steps only, batch x steps / wall time between synchronisations) and tokens, and the comparison against the
-first backend: identical, or the first divergence (step, request, both tokens, the first backend's top-2 logit
-margin there: a near-tie says rounding, a wide one a bug). Exit status 0: every backend ran and all agree; 3: a
-divergence; 1: a backend failed (its error, e.g. a KindexError naming a variant the library does not run yet, is
-recorded).
+JSON: the command line, the device, the model's configuration, the prompt lengths, prefill_s, first_tokens,
+compared_with (the baseline), tie_tolerance {ulps, dtype, eps, rule}, warmup_steps, and per backend:
+  status ("ok" / "error"), error (on failure), teacher_forced (false for the baseline),
+  construct_s, warmup_step_s [per warm-up step], setup_s (construct_s + the warm-up steps),
+  seconds (the timed steps), tokens_per_s (batch x steps / seconds), step_s [per step], step_ms {median, mean, min,
+  max} (per-step latency), tokens [request][step] (this backend's argmax at each step; for a teacher-forced backend
+  the argmax given the baseline's sequence),
+  and for each backend but the baseline, comparison: compared (steps x requests), argmax_agree,
+  near_tie_disagreements, unexplained_disagreements, max_abs_logit_diff, max_abs_logit_diff_per_step [per step],
+  disagreements [each: step, request, token (the baseline's), other_token, margin (baseline's z[token] -
+  z[other_token]), top2_margin (the baseline's), tolerance, explained; the first 100], plus identical (every argmax
+  agrees) and first_divergence (the first disagreement or absent).
+Exit status 0: every backend ran and every disagreement is a near-tie; 3: an unexplained disagreement; 1: a backend
+failed (its error, e.g. a KindexError naming a variant the library does not run yet, is recorded).
 """
 import argparse
 import dataclasses
@@ -226,6 +257,16 @@ class PagedKVCache:
                                                                      dtype=torch.int32),
                 torch.tensor(last, dtype=torch.int32))
 
+    def checkpoint(self):
+        """The bookkeeping (free list, page lists, lengths) to roll a warm-up step back to."""
+        return list(self.free), [list(p) for p in self.pages], list(self.lengths)
+
+    def rollback(self, mark):
+        """Back to checkpoint(): the same pages are handed out again in the same order, and the rows a warm-up step
+        wrote past the lengths are unseen until the next step overwrites them."""
+        free, pages, lengths = mark
+        self.free, self.pages, self.lengths = list(free), [list(p) for p in pages], list(lengths)
+
     def clone(self):
         other = PagedKVCache.__new__(PagedKVCache)
         other.__dict__.update(self.__dict__)
@@ -254,6 +295,13 @@ class DenseKVCache:
         cat = self.torch.cat
         self.k[layer] = [cat([old, k[b:b + 1]]) for b, old in enumerate(self.k[layer])]
         self.v[layer] = [cat([old, v[b:b + 1]]) for b, old in enumerate(self.v[layer])]
+
+    def checkpoint(self):
+        """append() makes new tensors: the old lists are the state to go back to."""
+        return [list(rows) for rows in self.k], [list(rows) for rows in self.v]
+
+    def rollback(self, mark):
+        self.k, self.v = [list(rows) for rows in mark[0]], [list(rows) for rows in mark[1]]
 
 
 # --------------------------------------------------------------------------------------------------------------------
@@ -304,6 +352,9 @@ def dense_attention(torch, cfg, layer, q, cache: DenseKVCache):
     return torch.cat(rows).to(q.dtype)
 
 
+TIE_ULPS = 8  # --tie-ulps: see the module docstring
+
+
 # --------------------------------------------------------------------------------------------------------------------
 # Prefill (shared by every backend) and the decode loop
 # --------------------------------------------------------------------------------------------------------------------
@@ -330,53 +381,111 @@ def prefill(model: Model, cache: PagedKVCache, prompts, chunk=512):
     return first
 
 
-def decode(model: Model, cache, backend, first_tokens, steps, sync=lambda: None):
-    """Greedy decode: `steps` tokens per request after the first. backend None: cache is a DenseKVCache.
-    Returns (tokens [B][steps], top-2 margins [steps][B], seconds)."""
+def decode_step(model: Model, cache, backend, current):
+    """One decode step of every request on the token tensor `current` [B]: append its slot, plan once, run every
+    layer. backend None: cache is a DenseKVCache. Returns the logits [B, vocab] (float32, on the model's device)."""
     torch, cfg = model.torch, model.cfg
-    batch = len(first_tokens)
-    tokens = [[] for _ in range(batch)]
-    margins = []
-    current = torch.tensor(first_tokens, device=model.device)
-    sync()
-    t0 = time.perf_counter()
-    for _ in range(steps):
+    if backend is None:
+        positions = torch.tensor([t.shape[0] for t in cache.k[0]], device=model.device)
+    else:
+        slots = [cache.append_slots(b, 1) for b in range(len(cache.lengths))]
+        where = (torch.cat([s[0] for s in slots]), torch.cat([s[1] for s in slots]))
+        positions = torch.tensor([n - 1 for n in cache.lengths], device=model.device)
+        backend.plan(cache)  # once per step, as an engine does
+    h = model.embed_tokens(current)
+    for layer in range(cfg.layers):
+        q, k, v = model.qkv(layer, h, positions)
         if backend is None:
-            positions = torch.tensor([t.shape[0] for t in cache.k[0]], device=model.device)
+            cache.append(layer, k, v)
+            attn = dense_attention(torch, cfg, layer, q, cache)
         else:
-            slots = [cache.append_slots(b, 1) for b in range(batch)]
-            where = (torch.cat([s[0] for s in slots]), torch.cat([s[1] for s in slots]))
-            positions = torch.tensor([n - 1 for n in cache.lengths], device=model.device)
-            backend.plan(cache)  # once per step, as an engine does
-        h = model.embed_tokens(current)
-        for layer in range(cfg.layers):
-            q, k, v = model.qkv(layer, h, positions)
-            if backend is None:
-                cache.append(layer, k, v)
-                attn = dense_attention(torch, cfg, layer, q, cache)
-            else:
-                cache.write(layer, where, k, v)
-                attn = backend.run(layer, q, cache)
-            h = model.finish_layer(layer, h, attn)
-        logits = model.logits(h)
-        top = logits.topk(2, dim=-1)
-        current = top.indices[:, 0]
-        margins.append((top.values[:, 0] - top.values[:, 1]).tolist())
-        for b, t in enumerate(current.tolist()):
-            tokens[b].append(t)
+            cache.write(layer, where, k, v)
+            attn = backend.run(layer, q, cache)
+        h = model.finish_layer(layer, h, attn)
+    return model.logits(h)
+
+
+def decode(model: Model, cache, backend, first_tokens, steps, sync=lambda: None, *, forced=None, warmup_steps=0):
+    """Greedy decode: `steps` tokens per request after the first. backend None: cache is a DenseKVCache.
+
+    forced: None (feed each step's argmax to the next) or the baseline's tokens [B][steps] (teacher forcing: step s
+    is fed forced[.][s - 1]; the argmax is still taken, the same work). First `warmup_steps` untimed steps from the
+    first tokens, each rolled back (cache.checkpoint / rollback); then every step timed alone between sync() calls.
+    Returns dict(tokens [B][steps] (the argmax at each step), logits [steps] of [B, vocab] float32 on the host,
+    step_s [steps], warmup_step_s [warmup_steps])."""
+    torch = model.torch
+    first = torch.tensor(first_tokens, device=model.device)
+    warmup_s = []
+    for _ in range(warmup_steps):
+        mark = cache.checkpoint()
+        sync()
+        t0 = time.perf_counter()
+        decode_step(model, cache, backend, first).argmax(-1)
+        sync()
+        warmup_s.append(time.perf_counter() - t0)
+        cache.rollback(mark)
+    # The forced tokens on the device before the timed steps (what an engine has there already).
+    fed = [first] + ([torch.tensor([row[s] for row in forced], device=model.device) for s in range(steps - 1)]
+                     if forced is not None else [])
+    logits, argmax, step_s = [], [], []
+    current = first
     sync()
-    return tokens, margins, time.perf_counter() - t0
+    for s in range(steps):
+        t0 = time.perf_counter()
+        z = decode_step(model, cache, backend, current)
+        top = z.argmax(-1)
+        current = fed[s + 1] if forced is not None and s + 1 < steps else top
+        sync()
+        step_s.append(time.perf_counter() - t0)
+        logits.append(z)
+        argmax.append(top)
+    tokens = torch.stack(argmax, dim=1).tolist() if steps else [[] for _ in first_tokens]
+    return dict(tokens=tokens, logits=[z.float().cpu() for z in logits], step_s=step_s, warmup_step_s=warmup_s)
 
 
-def first_divergence(tokens, other, margins):
-    """(step, request, token, other's token, the first run's top-2 margin there) of the earliest step where they
-    differ, or None."""
-    for step in range(len(tokens[0]) if tokens else 0):
-        for b in range(len(tokens)):
-            if tokens[b][step] != other[b][step]:
-                return dict(step=step, request=b, token=tokens[b][step], other_token=other[b][step],
-                            top2_margin=margins[step][b])
-    return None
+def logit_spacing(torch, dtype, z):
+    """The spacing (ulp) of `dtype` at |z| (a tensor): eps x 2^floor(log2 |z|), |z| floored at the smallest normal."""
+    info = torch.finfo(dtype)
+    mag = z.abs().double().clamp(min=info.tiny)
+    return info.eps * torch.exp2(torch.floor(torch.log2(mag)))
+
+
+def compare_logits(torch, base, other, dtype, tie_ulps, keep=100):
+    """base, other: [steps] of [B, vocab] float32 logits of the same sequence (other teacher-forced on base's
+    tokens). Per step and request: the argmax agrees, or base's margin z[token] - z[other_token] is within
+    tie_ulps x logit_spacing(base's top logit) (a near-tie), or it is unexplained. Returns the comparison dict."""
+    res = dict(compared=0, argmax_agree=0, near_tie_disagreements=0, unexplained_disagreements=0,
+               max_abs_logit_diff=0.0, max_abs_logit_diff_per_step=[], disagreements=[])
+    for step, (zb, zo) in enumerate(zip(base, other)):
+        diff = float((zo - zb).abs().max()) if zb.numel() else 0.0
+        res["max_abs_logit_diff_per_step"].append(diff)
+        res["max_abs_logit_diff"] = max(res["max_abs_logit_diff"], diff)
+        top2 = zb.topk(2, dim=-1).values
+        a, b = zb.argmax(-1), zo.argmax(-1)
+        tol = tie_ulps * logit_spacing(torch, dtype, top2[:, 0])
+        for r in range(zb.shape[0]):
+            res["compared"] += 1
+            if int(a[r]) == int(b[r]):
+                res["argmax_agree"] += 1
+                continue
+            margin = float(zb[r, a[r]] - zb[r, b[r]])
+            explained = margin <= float(tol[r])
+            res["near_tie_disagreements" if explained else "unexplained_disagreements"] += 1
+            if len(res["disagreements"]) < keep:
+                res["disagreements"].append(dict(step=step, request=r, token=int(a[r]), other_token=int(b[r]),
+                                                 margin=margin, top2_margin=float(top2[r, 0] - top2[r, 1]),
+                                                 tolerance=float(tol[r]), explained=explained))
+    return res
+
+
+def step_summary(step_s):
+    """Per-step latency in ms: median, mean, min, max."""
+    ms = sorted(x * 1e3 for x in step_s)
+    if not ms:
+        return {}
+    mid = len(ms) // 2
+    median = ms[mid] if len(ms) % 2 else (ms[mid - 1] + ms[mid]) / 2
+    return dict(median=median, mean=sum(ms) / len(ms), min=ms[0], max=ms[-1])
 
 
 def prompt_lengths(cfg, batch, seed, max_len):
@@ -401,7 +510,8 @@ def make_backend(torch, name, cfg, dtype, device):
     raise ValueError(f"--backends: unknown backend {name!r} (flashinfer, kindex, reference, dense)")
 
 
-def run_loop(torch, cfg, backends, *, batch, steps, page_size, seed, max_prompt, dtype, device, pages=None):
+def run_loop(torch, cfg, backends, *, batch, steps, page_size, seed, max_prompt, dtype, device, pages=None,
+             warmup_steps=1, tie_ulps=TIE_ULPS):
     """The whole comparison; returns the JSON document's body and the exit status."""
     model = Model(torch, cfg, dtype, device, seed)
     lengths = prompt_lengths(cfg, batch, seed, max_prompt)
@@ -414,37 +524,57 @@ def run_loop(torch, cfg, backends, *, batch, steps, page_size, seed, max_prompt,
     with torch.no_grad():
         first = prefill(model, cache, prompts)
     sync()
+    # The logits are float32 copies of the model dtype's products: the coarser of the two sets the tie spacing.
+    tie_dtype = dtype if torch.finfo(dtype).eps >= torch.finfo(torch.float32).eps else torch.float32
     doc = dict(model=dataclasses.asdict(cfg), batch=batch, steps=steps, page_size=page_size, seed=seed,
                dtype=str(dtype).removeprefix("torch."), prompt_lengths=lengths, prefill_s=time.perf_counter() - t0,
-               first_tokens=first, backends={})
-    results = {}
+               first_tokens=first, warmup_steps=warmup_steps,
+               tie_tolerance=dict(ulps=tie_ulps, dtype=str(tie_dtype).removeprefix("torch."),
+                                  eps=torch.finfo(tie_dtype).eps,
+                                  rule="a disagreement is a near-tie when the baseline's z[token] - z[other_token] "
+                                       "<= ulps x eps x 2^floor(log2 |baseline's top logit|)"),
+               backends={})
+    base, base_logits = None, None
     rc = 0
     for name in backends:
         entry = doc["backends"][name] = {}
+        backend = run_cache = None
         try:
+            sync()
+            t0 = time.perf_counter()
             backend = make_backend(torch, name, cfg, dtype, device)
+            sync()
+            construct_s = time.perf_counter() - t0
             run_cache = DenseKVCache(cache, cfg.layers) if backend is None else cache.clone()
+            forced = doc["backends"][base]["tokens"] if base is not None else None
             with torch.no_grad():
-                tokens, margins, seconds = decode(model, run_cache, backend, first, steps, sync)
-            results[name] = (tokens, margins)
-            entry.update(status="ok", seconds=seconds, tokens_per_s=batch * steps / seconds, tokens=tokens)
+                res = decode(model, run_cache, backend, first, steps, sync, forced=forced, warmup_steps=warmup_steps)
+            seconds = sum(res["step_s"])
+            entry.update(status="ok", teacher_forced=forced is not None, construct_s=construct_s,
+                         warmup_step_s=res["warmup_step_s"], setup_s=construct_s + sum(res["warmup_step_s"]),
+                         seconds=seconds, tokens_per_s=batch * steps / seconds if seconds > 0 else None,
+                         step_ms=step_summary(res["step_s"]), step_s=res["step_s"], tokens=res["tokens"])
+            if base is None:
+                base, base_logits = name, res["logits"]
+                continue
+            cmp = compare_logits(torch, base_logits, res["logits"], tie_dtype, tie_ulps)
+            entry["comparison"] = cmp
+            entry["identical"] = cmp["argmax_agree"] == cmp["compared"]
+            if cmp["disagreements"]:
+                entry["first_divergence"] = cmp["disagreements"][0]
+            if cmp["unexplained_disagreements"]:
+                rc = rc or 3
         except Exception as e:  # noqa: BLE001 -- recorded: the other backends still run
             traceback.print_exc()
             entry.update(status="error", error=f"{type(e).__name__}: {e}")
             rc = 1
         finally:
-            backend = run_cache = None
+            backend = run_cache = res = None
             if str(device).startswith("cuda"):
                 torch.cuda.empty_cache()
-    if results:
-        base = next(iter(results))
+    if base is not None:
         doc["compared_with"] = base
-        for name, (tokens, _) in results.items():
-            divergence = first_divergence(results[base][0], tokens, results[base][1])
-            doc["backends"][name]["identical"] = divergence is None
-            if divergence:
-                doc["backends"][name]["first_divergence"] = divergence
-                rc = rc or 3
+        doc["backends"][base]["identical"] = True
     return doc, rc
 
 
@@ -454,9 +584,23 @@ def summary(doc):
         if e["status"] != "ok":
             lines.append(f"  {name}: {e['status']}: {e.get('error')}")
             continue
-        same = "identical" if e.get("identical") else f"DIVERGES {e.get('first_divergence')}"
-        lines.append(f"  {name}: {e['tokens_per_s']:.1f} tokens/s ({e['seconds']:.2f} s), {same} vs "
-                     f"{doc['compared_with']}")
+        ms = e["step_ms"]
+        rate = f"{e['tokens_per_s']:.1f} tokens/s" if e.get("tokens_per_s") else "no timed steps"
+        lines.append(f"  {name}: {rate} ({e['seconds']:.3f} s; per step {ms.get('median', 0):.2f} ms median, "
+                     f"{ms.get('min', 0):.2f}-{ms.get('max', 0):.2f}); one-time set-up {e['setup_s']:.2f} s "
+                     f"(construct {e['construct_s']:.2f} s, warm-up steps "
+                     f"{', '.join(f'{x:.2f}' for x in e['warmup_step_s']) or 'none'} s)")
+        c = e.get("comparison")
+        if c is None:
+            lines.append("    the baseline: decodes from its own argmax; the others are teacher-forced on its tokens")
+            continue
+        verdict = "OK" if not c["unexplained_disagreements"] else "FAIL"
+        lines.append(f"    vs {doc['compared_with']} (teacher-forced): {c['compared']} step x request compared, "
+                     f"{c['argmax_agree']} argmax agree, {c['near_tie_disagreements']} near-tie disagreements, "
+                     f"{c['unexplained_disagreements']} unexplained; max |logit diff| {c['max_abs_logit_diff']:.4g}"
+                     f" -> {verdict}")
+        for d in [d for d in c["disagreements"] if not d["explained"]][:5]:
+            lines.append(f"      unexplained: {d}")
     return "\n".join(lines)
 
 
@@ -475,8 +619,16 @@ def main(argv=None):
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--device", default="cuda")
     ap.add_argument("--dtype", default="bfloat16", choices=("bfloat16", "float16", "float32", "float64"))
+    ap.add_argument("--warmup-steps", type=int, default=1,
+                    help="untimed full decode steps per backend before the timed ones (rolled back; >= 1: the first "
+                         "pays JIT compilation / module loading)")
+    ap.add_argument("--tie-ulps", type=float, default=TIE_ULPS,
+                    help="a disagreement is a near-tie when the baseline's margin is within this many spacings of "
+                         "the model dtype at its top logit")
     ap.add_argument("--out", help="JSON output")
     args = ap.parse_args(argv)
+    if args.warmup_steps < 1 or args.steps < 1 or args.tie_ulps < 0:
+        ap.error("--warmup-steps and --steps must be >= 1, --tie-ulps >= 0")
     import torch
     cfg = MODELS[args.model]
     if args.layers:
@@ -484,7 +636,8 @@ def main(argv=None):
     max_prompt = args.max_prompt or (64 if args.model.startswith("tiny") else 6000)
     backends = [b.strip() for b in args.backends.split(",") if b.strip()]
     doc, rc = run_loop(torch, cfg, backends, batch=args.batch, steps=args.steps, page_size=args.page_size,
-                       seed=args.seed, max_prompt=max_prompt, dtype=getattr(torch, args.dtype), device=args.device)
+                       seed=args.seed, max_prompt=max_prompt, dtype=getattr(torch, args.dtype), device=args.device,
+                       warmup_steps=args.warmup_steps, tie_ulps=args.tie_ulps)
     device = {"name": "cpu"}
     if args.device.startswith("cuda"):
         p = torch.cuda.get_device_properties(torch.device(args.device))

@@ -54,12 +54,15 @@ working set would not fit in free GPU memory is skipped and recorded.
 Decode variants (kindex.h version 2, FlashInfer's semantics), for kindex and FlashInfer's fa2 wrappers only:
 --kv-dtype fp8_e4m3|fp8_e5m2 (the drawn bf16 caches converted), --layout HND, --q-len N (q has batch x N rows,
 causal among them; FlashInfer: tensor cores only), --window N (window_left), --soft-cap X, --sinks (drawn per case),
---rope (ROPE_LLAMA), --k-scale / --v-scale. A non-default variant is checked against python/tests/decode_reference.py
-(float32, a request at a time) instead of the chunked reference, and recorded in each row ("variant"); the default
-keeps the suite as it was. --fp8-vs-bf16 runs every case twice, KV in bf16 then in fp8 e4m3 (the same drawn values,
-converted), and adds "fp8_vs_bf16" to the JSON: per case and implementation the bf16 / fp8 median ratio, and the
-goal "fp8 >= 1.7x faster than bf16 on every case whose bf16 KV bytes are >= 64 MB" for kindex (met, or the cases
-that miss it).
+--rope (ROPE_LLAMA), --k-scale / --v-scale. With --sinks, flashinfer_tc is FlashInfer's AttentionSink variant on
+its fa2 batch-prefill kernel (BatchPrefillWithPagedKVCacheWrapper with jit_args, as upstream's
+BatchAttentionWithAttentionSinkWrapper builds it) and flashinfer_cuda is "unsupported": the decode wrapper's
+run(sinks=...) drops the sinks on the fa2 backend (FLASHINFER_SINKS below says where). A non-default variant is
+checked against python/tests/decode_reference.py (float32, a request at a time) instead of the chunked reference,
+and recorded in each row ("variant"); the default keeps the suite as it was. --fp8-vs-bf16 runs every case
+twice, KV in bf16 then in fp8 e4m3 (the same drawn values, converted), and adds "fp8_vs_bf16" to the JSON: per case
+and implementation the bf16 / fp8 median ratio, and the goal "fp8 >= 1.7x faster than bf16 on every case whose bf16
+KV bytes are >= 64 MB" for kindex (met, or the cases that miss it).
 
 The JSON is rewritten after every case. Exit status: 0; 1 on any error (a dataset problem, an implementation's
 unexpected exception, a kindex status, a broken CUDA context); 3 when everything ran but some implementation failed
@@ -98,6 +101,33 @@ FP8_GOAL = {"min_kv_bytes": 64 << 20, "speedup": 1.7}  # issue #27: fp8 KV >= 1.
 KV_DTYPES = {"bf16": "bfloat16", "fp8_e4m3": "float8_e4m3fn", "fp8_e5m2": "float8_e5m2"}
 VARIANT_PEERS = ("flashinfer_tc", "flashinfer_cuda")  # the peers that take the variant's arguments
 DEVICE = "cuda"  # where cases run (the CPU tests point it at "cpu" to drive run_case with stand-in implementations)
+
+# FLASHINFER_SINKS: FlashInfer 0.7.2 and attention sinks (--sinks). kindex's sinks (include/kindex/kindex.h,
+# python/tests/decode_reference.py) are gpt-oss's: sinks[h] is one more logit in the softmax of every row of query
+# head h, in natural-log units on the scale of the scaled logits sm_scale * q.k, with a zero value row; lse includes
+# it. What FlashInfer 0.7.2.post1 (the carried slim wheel, whose Python is the PyPI release's) does with sinks:
+# - BatchDecodeWithPagedKVCacheWrapper.run(..., sinks=S) takes S and documents it as "appended to each row of the
+#   softmax denominator", but hands it only to the trtllm-gen, cute-dsl and cudnn backends. On backend="fa2" (both
+#   flashinfer_tc and flashinfer_cuda) it is dropped without an error: run()'s CUDA-core branch never puts it in the
+#   kernel's arguments, and its tensor-core branch passes it to the batch-prefill module's paged_run, whose fa2
+#   branch does not forward it (flashinfer/decode.py BatchDecodeWithPagedKVCacheWrapper.run; flashinfer/prefill.py
+#   get_batch_prefill_module's paged_run). Until this was found the suite called run(..., sinks=S): FlashInfer then
+#   computed attention without the sink, and failed the comparator on every --sinks case while kindex passed.
+# - FlashInfer's fa2 sink is an attention variant instead: AttentionSink (flashinfer/jit/attention/variants.py,
+#   attention_sink_fa2_decl) in a JIT-built batch-prefill module. Its update_m_d joins sink[h] * log2(e) to the
+#   running max and denominator of KV chunk 0 only (once per row, split-KV or not), in the kernel's log2 domain of
+#   sm_scale * q.k * log2(e): the sink is a raw natural-log logit, as in kindex and gpt-oss; lse = m + log2(d)
+#   includes it. Upstream wraps it as BatchAttentionWithAttentionSinkWrapper (a BatchPrefillWithPagedKVCacheWrapper
+#   with jit_args; not in the slim wheel): sink_wrapper() builds the same from the wheel's own pieces. The variant
+#   has no logits soft-cap and declares no RoPE parameters.
+# - FlashInfer's CUDA-core decode kernel (include/flashinfer/attention/decode.cuh) has no m/d-update hook, so no
+#   variant there can add a sink.
+FLASHINFER_SINK_LIMITS = {
+    "flashinfer_cuda": "FlashInfer 0.7.2's CUDA-core decode has no attention sink: run(sinks=...) drops it on the fa2 "
+                       "backend and its kernel has no m/d hook for the AttentionSink variant",
+    "soft_cap": "FlashInfer 0.7.2's only fa2 sink path, the AttentionSink variant, has no logits soft-cap",
+    "rope": "FlashInfer 0.7.2's AttentionSink variant declares no RoPE parameters (pos_encoding_mode NONE only)",
+}
 
 
 class DatasetError(ValueError):
@@ -509,11 +539,27 @@ def reference_peak_bytes(case, budget_bytes):
 # ------------------------------------------------------------------------------------------------------------------
 # Implementations (torch, CUDA)
 # ------------------------------------------------------------------------------------------------------------------
+def flashinfer_sink_limit(name, variant):
+    """Why FlashInfer's fa2 wrapper `name` cannot compute the variant's sinks (FLASHINFER_SINKS), or None."""
+    if name not in FLASHINFER_FA2 or not variant or not variant.get("sinks"):
+        return None
+    if name == "flashinfer_cuda":
+        return FLASHINFER_SINK_LIMITS["flashinfer_cuda"]
+    if variant.get("soft_cap"):
+        return FLASHINFER_SINK_LIMITS["soft_cap"]
+    if variant.get("rope"):
+        return FLASHINFER_SINK_LIMITS["rope"]
+    return None
+
+
 def known_limits(name, case, capability):
     """Why an implementation's documented limits exclude the case, or None. The call is still tried: its own error
-    is recorded next to this reason."""
+    is recorded next to this reason (FlashInfer's sink limits: its set-up refuses, since the call would not fail)."""
     g = case["hq"] // case["hkv"]
     major = int(str(capability).split(".")[0]) if capability else 0
+    sink_limit = flashinfer_sink_limit(name, case.get("variant"))
+    if sink_limit:
+        return sink_limit
     if name == "kindex":
         if case["d"] not in (64, 128, 256):
             return "kindex takes head_dim 64, 128, 256"
@@ -548,7 +594,7 @@ class Context:
         self.torch = torch
         self.status, self.meta = {}, {}
         self.kindex = self.flashinfer = self.fa3 = self.tileops_op = None
-        self.fi_wrappers, self.xqa_workspace = {}, None
+        self.fi_wrappers, self.fi_sink_wrappers, self.xqa_workspace = {}, {}, None
         self.capability = "{}.{}".format(*torch.cuda.get_device_capability())
         self.layout = args.layout
         impls = args.impls
@@ -628,6 +674,32 @@ class Context:
 
     def ok(self, name):
         return self.status.get(name) == "ok"
+
+    def sink_wrapper(self, head_dim, kv_dtype, window_left):
+        """FlashInfer's fa2 attention-sink wrapper (FLASHINFER_SINKS), one per (head_dim, KV dtype, window or not);
+        the first call JIT-builds its module. Returns (wrapper, seconds spent here)."""
+        key = (head_dim, kv_dtype, window_left >= 0)
+        t0 = time.perf_counter()
+        if key not in self.fi_sink_wrappers:
+            self.fi_sink_wrappers[key] = make_sink_wrapper(self.flashinfer, self.torch, self.layout, *key)
+        return self.fi_sink_wrappers[key], time.perf_counter() - t0
+
+
+def make_sink_wrapper(flashinfer, torch, layout, head_dim, kv_dtype, sliding_window, workspace_bytes=None):
+    """BatchPrefillWithPagedKVCacheWrapper(backend="fa2") running the AttentionSink variant: the pieces of upstream's
+    BatchAttentionWithAttentionSinkWrapper (additional tensor "sink" float [num_qo_heads], scalar "sm_scale"),
+    named per head_dim and KV dtype so that each JIT module gets its own build. run(q, kv, sinks, sm_scale, ...)."""
+    from flashinfer.jit.attention.variants import attention_sink_decl
+    kv_name = str(kv_dtype).removeprefix("torch.")
+    jit_args = [f"kindex_suite_attention_sink_bf16_{kv_name}_d{head_dim}_swa_{sliding_window}_fa2",
+                torch.bfloat16, kv_dtype, torch.bfloat16, torch.int32, head_dim, head_dim,
+                ["sink"], ["float"], ["sm_scale"], ["double"], "AttentionSink", attention_sink_decl["fa2"]]
+    # As the wheel's own gen_batch_prefill_attention_sink_module: K/V strides independent (one instantiation set).
+    jit_kwargs = dict(pos_encoding_mode=0, use_sliding_window=sliding_window, use_fp16_qk_reduction=False,
+                      paged_kv_stride_mode="independent")
+    ws = torch.zeros(workspace_bytes or FLASHINFER_WORKSPACE_BYTES, dtype=torch.uint8, device=DEVICE)
+    return flashinfer.BatchPrefillWithPagedKVCacheWrapper(ws, layout, backend="fa2", jit_args=jit_args,
+                                                          jit_kwargs=jit_kwargs)
 
 
 class CaseTensors:
@@ -754,18 +826,42 @@ class FlashInferFa2Impl(Impl):
     def __init__(self, ctx, case, t, name, plan_repeats):
         super().__init__(ctx, case, t)
         torch, c = self.torch, case
-        wrapper = ctx.fi_wrappers[name]
-
         options = decode_options(t.variant, t.sinks)
-        variant_plan = {} if is_default(t.variant) else dict(
-            q_len_per_req=options["q_len_per_req"], window_left=options["window_left"],
-            logits_soft_cap=options["logits_soft_cap"], pos_encoding_mode=options["pos_encoding_mode"])
-        self.run_options = {} if is_default(t.variant) else {k: options[k] for k in ("sinks", "k_scale", "v_scale")}
+        self.run_args = ()
+        info = {}
+        if t.sinks is None:
+            wrapper = ctx.fi_wrappers[name]
+            variant_plan = {} if is_default(t.variant) else dict(
+                q_len_per_req=options["q_len_per_req"], window_left=options["window_left"],
+                logits_soft_cap=options["logits_soft_cap"], pos_encoding_mode=options["pos_encoding_mode"])
+            self.run_options = {} if is_default(t.variant) else {k: options[k] for k in ("k_scale", "v_scale")}
 
-        def plan():
-            wrapper.plan(t.indptr_h, t.indices, t.last_h, c["hq"], c["hkv"], c["d"], c["ps"],
-                         q_data_type=torch.bfloat16, kv_data_type=t.k_cache.dtype, sm_scale=c["sm_scale"],
-                         **variant_plan)
+            def plan():
+                wrapper.plan(t.indptr_h, t.indices, t.last_h, c["hq"], c["hkv"], c["d"], c["ps"],
+                             q_data_type=torch.bfloat16, kv_data_type=t.k_cache.dtype, sm_scale=c["sm_scale"],
+                             **variant_plan)
+        else:
+            # Not run(sinks=...): FlashInfer's fa2 decode drops it (FLASHINFER_SINKS). The AttentionSink variant on
+            # the tensor-core (batch-prefill) kernel instead, one query row per token of each request.
+            limit = flashinfer_sink_limit(name, t.variant)
+            if limit:
+                raise NotImplementedError(limit)
+            wrapper, build_s = ctx.sink_wrapper(c["d"], t.k_cache.dtype, options["window_left"])
+            q_len = options["q_len_per_req"]
+            qo_indptr = torch.arange(0, (c["batch_size"] + 1) * q_len, q_len, dtype=torch.int32)
+            # k_scale is folded into the variant's sm_scale as FlashInfer's run() does; v_scale scales the output
+            # after the kernel (run(v_scale=...)), as for every fa2 path.
+            self.run_args = (t.sinks, float(c["sm_scale"]) * options["k_scale"])
+            self.run_options = {"v_scale": options["v_scale"]} if options["v_scale"] != 1.0 else {}
+            info = {"sinks_via": "AttentionSink variant: BatchPrefillWithPagedKVCacheWrapper(backend='fa2', "
+                                 "jit_args) run(q, kv, sinks, sm_scale); not run(sinks=...), which fa2 drops",
+                    "sink_module_build_s": build_s}
+
+            def plan():
+                # causal among a request's q_len rows (bottom-right aligned, as the decode wrapper plans q_len > 1)
+                wrapper.plan(qo_indptr, t.indptr_h, t.indices, t.last_h, c["hq"], c["hkv"], c["d"], c["ps"],
+                             causal=q_len > 1, window_left=options["window_left"], sm_scale=c["sm_scale"],
+                             q_data_type=torch.bfloat16, kv_data_type=t.k_cache.dtype)
         torch.cuda.synchronize()
         t0 = time.perf_counter()
         plan()  # the first plan of a module JIT-compiles it (--prebuild does that before the cases)
@@ -777,7 +873,7 @@ class FlashInferFa2Impl(Impl):
             plan()
             host_us.append((time.perf_counter() - t0) * 1e6)
         torch.cuda.synchronize()
-        self.info = {"first_plan_s": first_s, "backend": "fa2", "use_tensor_cores": FLASHINFER_FA2[name]}
+        self.info = dict(info, first_plan_s=first_s, backend="fa2", use_tensor_cores=FLASHINFER_FA2[name])
         if host_us:
             self.info["plan_host_us"] = db.summarize(host_us)
         self.out = torch.empty_like(t.q)
@@ -786,7 +882,8 @@ class FlashInferFa2Impl(Impl):
         self.wrapper = wrapper
 
     def call(self):
-        self.wrapper.run(self.t.q, self.kv, out=self.out, lse=self.lse_buf, return_lse=True, **self.run_options)
+        self.wrapper.run(self.t.q, self.kv, *self.run_args, out=self.out, lse=self.lse_buf, return_lse=True,
+                         **self.run_options)
         return self.out, self.lse_buf
 
 
@@ -905,7 +1002,7 @@ def run_case(ctx, case, args, timer, copy_rate):
     variant = getattr(args, "variant", DEFAULT_VARIANT)
     if not is_default(variant):
         row["variant"] = dict(variant)
-        case = dict(case, q_len=variant["q_len"])
+        case = dict(case, q_len=variant["q_len"], variant=dict(variant))
     if "tolerance" in case:  # recorded only: the comparator is FlashInfer-Bench's default rule (FIB_TOLERANCE)
         row["workload_tolerance"] = case["tolerance"]
     try:
@@ -1010,10 +1107,10 @@ def run_impl(ctx, name, case, t, ref_out, ref_lse, args, timer, nbytes, floor_us
 # ------------------------------------------------------------------------------------------------------------------
 # Prebuilding JIT modules (FlashInfer fa2 decode/prefill per head_dim, XQA per page size / head_dim / group)
 # ------------------------------------------------------------------------------------------------------------------
-def prebuild(ctx, cases, impls):
+def prebuild(ctx, cases, impls, variant=None):
     """Builds, in parallel threads, every FlashInfer module the cases will load, so JIT time is paid once before the
-    timings: a plan() on tiny inputs per (wrapper kind, head_dim) and one build_jit_specs over the XQA specs.
-    Returns {task: {"seconds"} or {"error"}}."""
+    timings: a plan() on tiny inputs per (wrapper kind, head_dim), with --sinks flashinfer_tc's AttentionSink module
+    per head_dim, and one build_jit_specs over the XQA specs. Returns {task: {"seconds"} or {"error"}}."""
     import concurrent.futures
     torch = ctx.torch
     tasks = {}
@@ -1029,6 +1126,12 @@ def prebuild(ctx, cases, impls):
                        4, 1, d, 16, q_data_type=torch.bfloat16, kv_data_type=torch.bfloat16)
                 torch.cuda.synchronize()
             tasks[f"{name} head_dim {d}"] = fa2_task
+    if variant and variant.get("sinks") and "flashinfer_tc" in impls and ctx.ok("flashinfer_tc") and \
+            flashinfer_sink_limit("flashinfer_tc", variant) is None:
+        kv_dtype = getattr(torch, KV_DTYPES[variant["kv_dtype"]])
+        for d in sorted({c["d"] for c in cases}):
+            tasks[f"flashinfer_tc attention-sink module head_dim {d}"] = (
+                lambda d=d: ctx.sink_wrapper(d, kv_dtype, variant["window"]))
     if "flashinfer_xqa" in impls and ctx.ok("flashinfer_xqa"):
         keys = sorted({(c["ps"], c["d"], c["hq"] // c["hkv"]) for c in cases
                        if known_limits("flashinfer_xqa", c, ctx.capability) is None})
@@ -1496,7 +1599,7 @@ def main(argv=None):
            "reference": {"budget_bytes": args.ref_budget_mb << 20, "tf32": False},
            "cases": [], "summary": {}}
     if args.prebuild:
-        doc["prebuild"] = prebuild(ctx, cases, args.impls)
+        doc["prebuild"] = prebuild(ctx, cases, args.impls, args.variant)
     done = {}
     if args.resume:
         kept = db.resume_rows(doc, args.out, "cases", keep=lambda r: r.get("status") == "done"

@@ -1,6 +1,8 @@
 """decode_loop.py on the CPU with tiny model configurations: the page bookkeeping (allocation, last_page_len,
-appending) against a dense cache, the wrapper backend's plan-per-step / run-per-layer calls, determinism. Skipped
-without torch (CI has none); the GPU run compares FlashInfer's wrapper with kindex's (decode_loop.py's main)."""
+appending) against a dense cache, the wrapper backend's plan-per-step / run-per-layer calls, the untimed warm-up
+(rolled back), teacher forcing and the logit comparison (near-ties against unexplained disagreements), determinism.
+Skipped without torch (CI has none); the GPU run compares FlashInfer's wrapper with kindex's (decode_loop.py's
+main)."""
 import pathlib
 import sys
 
@@ -53,9 +55,15 @@ def test_a_wrong_last_page_len_is_caught(monkeypatch):
 
     monkeypatch.setattr(dl.PagedKVCache, "table", short_last_page)
     doc, rc = dl.run_loop(torch, dl.MODELS["tiny-llama"], ["dense", "reference"], **LOOP)
-    assert rc == 3 and not doc["backends"]["reference"]["identical"]
-    d = doc["backends"]["reference"]["first_divergence"]
-    assert set(d) == {"step", "request", "token", "other_token", "top2_margin"} and d["token"] != d["other_token"]
+    entry = doc["backends"]["reference"]
+    assert rc == 3 and not entry["identical"] and entry["teacher_forced"]
+    c = entry["comparison"]
+    assert c["unexplained_disagreements"] > 0 and c["max_abs_logit_diff"] > 0.1
+    assert c["compared"] == LOOP["batch"] * LOOP["steps"] == (c["argmax_agree"] + c["near_tie_disagreements"]
+                                                               + c["unexplained_disagreements"])
+    d = entry["first_divergence"]
+    assert set(d) == {"step", "request", "token", "other_token", "margin", "top2_margin", "tolerance", "explained"}
+    assert d["token"] != d["other_token"] and d["margin"] >= d["top2_margin"] >= 0
 
 
 class RecordingWrapper:
@@ -87,11 +95,11 @@ def test_the_wrapper_backend_plans_once_per_step_and_runs_per_layer(monkeypatch)
     RecordingWrapper.calls = []
     monkeypatch.setattr(dl, "make_backend", lambda torch, name, cfg, dtype, device: None if name == "dense" else
                         dl.WrapperBackend(torch, RecordingWrapper, cfg, dtype, device, workspace_bytes=16))
-    doc, rc = dl.run_loop(torch, cfg, ["dense", "wrapper"], **LOOP)
+    doc, rc = dl.run_loop(torch, cfg, ["dense", "wrapper"], **LOOP, warmup_steps=2)
     assert rc == 0 and doc["backends"]["wrapper"]["identical"], doc["backends"]["wrapper"]
     local, full = cfg.sliding_window - 1, -1
     per_step = [("plan", full), ("plan", local)] + [("run", cfg.window_left(layer)) for layer in range(cfg.layers)]
-    assert RecordingWrapper.calls == per_step * LOOP["steps"]
+    assert RecordingWrapper.calls == per_step * (2 + LOOP["steps"])  # 2 untimed warm-up steps, then the timed ones
     assert per_step[2:4] == [("run", local), ("run", full)]  # Gemma-2: layer 0 local, layer 1 global
 
 
@@ -110,3 +118,74 @@ def test_pages_are_allocated_scattered_and_last_page_len_follows_the_length():
     assert len(set(indices.tolist())) == 4 and indices.tolist() != sorted(indices.tolist())
     with pytest.raises(RuntimeError, match=r"out of pages \(20\): raise --pages"):
         cache.append_slots(a, 100)
+
+
+def test_warm_up_steps_are_untimed_rolled_back_and_reported():
+    cfg = dl.MODELS["tiny-llama"]
+    cold, rc0 = dl.run_loop(torch, cfg, ["dense", "reference"], **LOOP, warmup_steps=0)
+    warm, rc3 = dl.run_loop(torch, cfg, ["dense", "reference"], **LOOP, warmup_steps=3)
+    assert rc0 == rc3 == 0 and warm["warmup_steps"] == 3
+    for name in ("dense", "reference"):
+        e = warm["backends"][name]
+        assert tokens_of(warm, name) == tokens_of(cold, name)  # the warm-up left no trace in the cache
+        assert len(e["warmup_step_s"]) == 3 and len(e["step_s"]) == LOOP["steps"] and e["construct_s"] >= 0
+        assert e["setup_s"] == pytest.approx(e["construct_s"] + sum(e["warmup_step_s"]))
+        assert e["seconds"] == pytest.approx(sum(e["step_s"]))
+        assert e["tokens_per_s"] == pytest.approx(LOOP["batch"] * LOOP["steps"] / e["seconds"])
+        assert e["step_ms"]["min"] <= e["step_ms"]["median"] <= e["step_ms"]["max"]
+    assert cold["backends"]["dense"]["warmup_step_s"] == []
+    c = warm["backends"]["reference"]["comparison"]
+    assert c["argmax_agree"] == c["compared"] == LOOP["batch"] * LOOP["steps"] and not c["disagreements"]
+    assert c["max_abs_logit_diff"] < 1e-3 and len(c["max_abs_logit_diff_per_step"]) == LOOP["steps"]
+
+
+def test_other_backends_are_teacher_forced_on_the_baselines_tokens(monkeypatch):
+    # A wrong table makes the second backend pick other tokens; it is still fed the baseline's, step by step.
+    fed = []
+    embed = dl.Model.embed_tokens
+    monkeypatch.setattr(dl.Model, "embed_tokens", lambda self, tokens: fed.append(tokens.tolist()) or
+                        embed(self, tokens))
+    table = dl.PagedKVCache.table
+    broken = {"on": False}
+
+    def table_maybe_short(self):
+        indptr, indices, last = table(self)
+        return (indptr, indices, torch.clamp(last - 1, min=1)) if broken["on"] else (indptr, indices, last)
+
+    monkeypatch.setattr(dl.PagedKVCache, "table", table_maybe_short)
+    real_make = dl.make_backend
+
+    def make(torch, name, cfg, dtype, device):
+        broken["on"] = name == "reference"
+        return real_make(torch, name, cfg, dtype, device)
+
+    monkeypatch.setattr(dl, "make_backend", make)
+    doc, rc = dl.run_loop(torch, dl.MODELS["tiny-llama"], ["dense", "reference"], **LOOP)
+    assert rc == 3
+    steps, first = LOOP["steps"], doc["first_tokens"]
+    prompts = len(doc["prompt_lengths"])
+    decode_calls = fed[prompts:]  # prefill embeds each prompt once; then warm-up + timed steps per backend
+    dense_timed, ref_timed = decode_calls[1:1 + steps], decode_calls[2 + steps:]
+    base = tokens_of(doc, "dense")
+    expected = [first] + [[row[s] for row in base] for s in range(steps - 1)]
+    assert dense_timed == expected and ref_timed == expected
+    assert tokens_of(doc, "reference") != base  # its own argmax differs, but it never derailed the sequence
+
+
+def test_compare_logits_tells_near_ties_from_real_disagreements():
+    bf16 = torch.bfloat16
+    assert float(dl.logit_spacing(torch, bf16, torch.tensor([5.0]))) == 2.0 ** -5  # [4, 8): 2^2 x 2^-7
+    assert float(dl.logit_spacing(torch, bf16, torch.tensor([-0.7]))) == 2.0 ** -8
+    base = [torch.tensor([[5.0, 4.96875, 1.0], [5.0, 3.0, 1.0], [2.0, 1.0, 0.0]])]
+    other = [torch.tensor([[4.9, 5.0, 1.0], [3.0, 5.0, 1.0], [2.0, 1.5, 0.0]])]
+    c = dl.compare_logits(torch, base, other, bf16, tie_ulps=4)
+    assert (c["compared"], c["argmax_agree"], c["near_tie_disagreements"], c["unexplained_disagreements"]) == (
+        3, 1, 1, 1)
+    assert c["max_abs_logit_diff"] == 2.0
+    near, wide = c["disagreements"]
+    assert (near["request"], near["token"], near["other_token"], near["explained"]) == (0, 0, 1, True)
+    assert near["margin"] == near["top2_margin"] == 0.03125 and near["tolerance"] == 4 * 2.0 ** -5
+    assert (wide["request"], wide["margin"], wide["explained"]) == (1, 2.0, False)
+    # the margin is to the token the other backend chose, not only the top-2 gap
+    third = dl.compare_logits(torch, [torch.tensor([[5.0, 4.99, 4.0]])], [torch.tensor([[4.0, 4.0, 5.0]])], bf16, 4)
+    assert third["unexplained_disagreements"] == 1 and third["disagreements"][0]["margin"] == 1.0

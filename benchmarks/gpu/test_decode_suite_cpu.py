@@ -353,6 +353,14 @@ def test_known_limits():
     assert "head_dim" in ds.known_limits("fa3", dict(case, d=96), "9.0")
     assert ds.known_limits("kindex", dict(case, hq=32), "9.0") is None
     assert "head_dim" in ds.known_limits("kindex", dict(case, d=80), "9.0")
+    # --sinks: FlashInfer's CUDA-core decode cannot, its AttentionSink variant can but without soft-cap or RoPE
+    sinks = dict(ds.DEFAULT_VARIANT, sinks=True, window=127)
+    case = {"hq": 32, "hkv": 8, "d": 128, "ps": 16, "variant": sinks}
+    assert ds.known_limits("flashinfer_cuda", case, "9.0") == ds.FLASHINFER_SINK_LIMITS["flashinfer_cuda"]
+    assert ds.known_limits("flashinfer_tc", case, "9.0") is None and ds.known_limits("kindex", case, "9.0") is None
+    assert "soft-cap" in ds.known_limits("flashinfer_tc", dict(case, variant=dict(sinks, soft_cap=50.0)), "9.0")
+    assert "RoPE" in ds.known_limits("flashinfer_tc", dict(case, variant=dict(sinks, rope=True)), "9.0")
+    assert ds.known_limits("flashinfer_cuda", dict(case, variant=dict(sinks, sinks=False)), "9.0") is None
 
 
 def test_paged_decode_params_mirror_the_tensors():
@@ -807,7 +815,7 @@ def test_the_flashinfer_runner_plans_and_runs_with_the_variant(cpu_run):
     torch, root = cpu_run
     case = next(c for c in ds.load_dataset(root)["cases"] if c["label"].endswith("ps64#0"))
     args = ds.parse_args(["--dataset", str(root), "--out", "x.json", "--lib", "l.so", "--impls", "flashinfer_tc",
-                          "--kv-dtype", "fp8_e5m2", "--q-len", "2", "--window", "5", "--soft-cap", "20", "--sinks",
+                          "--kv-dtype", "fp8_e5m2", "--q-len", "2", "--window", "5", "--soft-cap", "20",
                           "--rope", "--k-scale", "0.5"])
     t = ds.CaseTensors(torch, dict(case, q_len=2), ds.load_tables(case), 1, args.variant)
     calls = []
@@ -826,5 +834,116 @@ def test_the_flashinfer_runner_plans_and_runs_with_the_variant(cpu_run):
     assert plan == dict(q_data_type=torch.bfloat16, kv_data_type=torch.float8_e5m2, sm_scale=case["sm_scale"],
                         q_len_per_req=2, window_left=5, logits_soft_cap=20.0, pos_encoding_mode="ROPE_LLAMA")
     assert q_shape == (2 * case["batch_size"], case["hq"], case["d"]) and kv_dtype == torch.float8_e5m2
-    assert run["sinks"] is t.sinks and t.sinks.shape == (case["hq"],) and (run["k_scale"], run["v_scale"]) == (0.5, 1.0)
+    assert "sinks" not in run and (run["k_scale"], run["v_scale"]) == (0.5, 1.0)
     assert run["return_lse"] and run["lse"].shape == (2 * case["batch_size"], case["hq"])
+
+
+class SinkRecorder:
+    """FlashInfer's sink wrapper (a BatchPrefillWithPagedKVCacheWrapper with the AttentionSink variant), recording."""
+
+    def __init__(self, calls):
+        self.calls = calls
+
+    def plan(self, *positional, **options):
+        self.calls.append(("plan", positional, options))
+
+    def run(self, q, kv, *args, **options):
+        self.calls.append(("run", q.shape, args, options))
+
+
+def test_flashinfer_sinks_go_through_the_attention_sink_variant_not_run_sinks(cpu_run):
+    # FlashInfer 0.7.2's decode wrapper drops run(sinks=...) on fa2 (ds.FLASHINFER_SINKS): the tensor-core column
+    # runs the AttentionSink variant with the sinks as its additional tensor and sm_scale (x k_scale) as its scalar.
+    torch, root = cpu_run
+    case = next(c for c in ds.load_dataset(root)["cases"] if c["label"].endswith("ps64#0"))
+    base = ["--dataset", str(root), "--out", "x.json", "--lib", "l.so", "--impls", "flashinfer_tc,flashinfer_cuda"]
+    args = ds.parse_args(base + ["--q-len", "2", "--window", "5", "--sinks", "--k-scale", "0.5", "--v-scale", "2"])
+    t = ds.CaseTensors(torch, dict(case, q_len=2), ds.load_tables(case), 1, args.variant)
+    calls, built = [], []
+    ctx = FakeCtx(torch, args.impls)
+    ctx.fi_wrappers = {}  # the decode wrappers must not be used with sinks
+    ctx.sink_wrapper = lambda d, kv_dtype, window: built.append((d, kv_dtype, window)) or (SinkRecorder(calls), 0.5)
+    impl = ds.FlashInferFa2Impl(ctx, case, t, "flashinfer_tc", 1)
+    out, lse = impl.call()
+    assert built == [(case["d"], torch.bfloat16, 5)] and impl.info["sink_module_build_s"] == 0.5
+    assert "AttentionSink" in impl.info["sinks_via"]
+    (_, plan_pos, plan), _, (_, q_shape, run_args, run) = calls  # the first plan, plan_repeats 1, then run
+    b = case["batch_size"]
+    assert plan_pos[0].tolist() == list(range(0, 2 * b + 1, 2)) and plan_pos[0].dtype == torch.int32
+    assert plan_pos[1] is t.indptr_h and plan_pos[2] is t.indices and plan_pos[3] is t.last_h
+    assert plan_pos[4:] == (case["hq"], case["hkv"], case["d"], case["ps"])
+    assert plan == dict(causal=True, window_left=5, sm_scale=case["sm_scale"], q_data_type=torch.bfloat16,
+                        kv_data_type=torch.bfloat16)
+    assert run_args[0] is t.sinks and run_args[1] == pytest.approx(case["sm_scale"] * 0.5) and len(run_args) == 2
+    assert "sinks" not in run and run["v_scale"] == 2.0 and "k_scale" not in run and run["return_lse"]
+    assert q_shape == (2 * b, case["hq"], case["d"]) and lse.shape == (2 * b, case["hq"])
+    # q_len 1: not causal; no window: -1
+    args1 = ds.parse_args(base + ["--sinks"])
+    t1 = ds.CaseTensors(torch, case, ds.load_tables(case), 1, args1.variant)
+    calls.clear()
+    ds.FlashInferFa2Impl(ctx, case, t1, "flashinfer_tc", 0).call()
+    (_, plan_pos, plan), (_, _, run_args, run) = calls
+    assert plan_pos[0].tolist() == list(range(b + 1)) and not plan["causal"] and plan["window_left"] == -1
+    assert run_args[1] == case["sm_scale"] and run == dict(out=run["out"], lse=run["lse"], return_lse=True)
+    # What FlashInfer cannot express is refused before any call (the call itself would not fail).
+    for name, extra, reason in (("flashinfer_cuda", [], "flashinfer_cuda"), ("flashinfer_tc", ["--soft-cap", "30"],
+                                                                          "soft_cap"),
+                                ("flashinfer_tc", ["--rope"], "rope")):
+        a = ds.parse_args(base + ["--sinks"] + extra)
+        tt = ds.CaseTensors(torch, case, ds.load_tables(case), 1, a.variant)
+        with pytest.raises(NotImplementedError, match="FlashInfer 0.7.2") as e:
+            ds.FlashInferFa2Impl(ctx, case, tt, name, 0)
+        assert str(e.value) == ds.FLASHINFER_SINK_LIMITS[reason]
+
+
+def test_run_case_records_flashinfer_cuda_as_unsupported_with_sinks(cpu_run, monkeypatch):
+    torch, root = cpu_run
+    case = next(c for c in ds.load_dataset(root)["cases"] if c["label"].endswith("ps64#0"))
+    monkeypatch.setattr(ds, "make_impl", lambda name, ctx, case, t, args: (
+        VariantImpl(ctx, case, t) if name == "kindex" else ds.FlashInferFa2Impl(ctx, case, t, name, 0)))
+    args = ds.parse_args(["--dataset", str(root), "--out", "x.json", "--lib", "l.so", "--impls",
+                          "kindex,flashinfer_cuda", "--sinks", "--window", "127"])
+    r = ds.run_case(FakeCtx(torch, args.impls), case, args, FakeTimer(), 2e12)
+    assert r["status"] == "done" and r["impls"]["kindex"]["correctness"]["passed"]
+    e = r["impls"]["flashinfer_cuda"]
+    assert e["status"] == "unsupported: " + ds.FLASHINFER_SINK_LIMITS["flashinfer_cuda"] and e["stage"] == "set-up"
+
+
+def test_flashinfer_attention_sink_math_is_the_definitions_and_the_old_call_was_not():
+    """The AttentionSink variant's arithmetic as FLASHINFER_SINKS reads it (log2 domain of sm_scale * q.k, sink[h]
+    * log2(e) joined to chunk 0's max and denominator, chunks merged by their lse) against decode_reference; and
+    attention without the sink (what run(sinks=...) on fa2 computed) against the same: it fails the comparator."""
+    torch = pytest.importorskip("torch")
+    import decode_reference as dr
+    gen = torch.Generator().manual_seed(5)
+    n, hq, hkv, d, window, chunk = 300, 8, 2, 64, 127, 48
+    q = torch.randn(1, hq, d, generator=gen, dtype=torch.float64)
+    k, v = (torch.randn(n, hkv, d, generator=gen, dtype=torch.float64) for _ in range(2))
+    sinks = 2.0 * torch.randn(hq, generator=gen, dtype=torch.float64)
+    sm_scale = d ** -0.5
+    want_out, want_lse = dr.attend(q, k, v, sm_scale, window_left=window, sinks=sinks)
+    log2e = 1.0 / math.log(2.0)
+    kk, vv = k.repeat_interleave(hq // hkv, dim=1), v.repeat_interleave(hq // hkv, dim=1)
+    s = torch.einsum("hd,nhd->hn", q[0], kk) * sm_scale * log2e  # the kernel's log2 domain
+    seen = torch.arange(n) >= n - 1 - window
+    states = []
+    for c0 in range(0, n, chunk):  # split-KV: chunk index c0 // chunk is the kernel's kv_tile_idx
+        sc = s[:, c0:c0 + chunk].masked_fill(~seen[c0:c0 + chunk], -math.inf)
+        m = sc.max(dim=-1).values
+        p = torch.exp2(sc - m[:, None]).nan_to_num(0.0)
+        dd, o = p.sum(-1), torch.einsum("hn,nhd->hd", p, vv[c0:c0 + chunk])
+        if c0 == 0:  # REGISTER_M_D_UPDATE: kv_tile_idx == 0 only
+            log_sink = sinks * log2e
+            m_new = torch.maximum(m, log_sink)
+            scale = torch.exp2(m - m_new)
+            dd, m = torch.exp2(log_sink - m_new) + dd * scale, m_new
+            o = o * scale[:, None]
+        # OUTPUT_TRANSFORM (d_rcp 0 on a row with nothing seen), lse = m + log2(d)
+        states.append(((o / dd[:, None]).nan_to_num(0.0), m + torch.log2(dd)))
+    lse = torch.logsumexp(torch.stack([st[1] for st in states]) / log2e, dim=0) * log2e
+    out = sum(st[0] * torch.exp2(st[1] - lse)[:, None] for st in states)
+    assert torch.allclose(out, want_out[0], atol=1e-12) and torch.allclose(lse, want_lse[0], atol=1e-12)
+    # Without the sink: what the suite's old run(..., sinks=S) got from FlashInfer's fa2 decode.
+    no_sink, _ = dr.attend(q, k, v, sm_scale, window_left=window)
+    report = db.compare_fib(no_sink.to(torch.bfloat16), want_out.to(torch.bfloat16), "output", **ds.FIB_TOLERANCE)
+    assert not report["passed"]

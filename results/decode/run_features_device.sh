@@ -20,8 +20,9 @@
 #               against the float64 reference and against FlashInfer; NOT_SUPPORTED variants xfail with the library's
 #               message): python-tests.log, python-tests.xml, python-env.txt
 #   loop_llama  benchmarks/gpu/decode_loop.py --model llama-3-8b --backends flashinfer,kindex (LOOP_ARGS, default
-#               --batch 16 --steps 64): decode_loop_llama.json / .log: identical tokens or the first divergence,
-#               tokens/s of each
+#               --batch 16 --steps 64): decode_loop_llama.json / .log: kindex teacher-forced on FlashInfer's
+#               tokens, logits compared per step (argmax agreements, near-ties, unexplained disagreements), tokens/s
+#               and per-step latency after an untimed warm-up step, the one-time set-up apart
 #   loop_gemma  the same for gemma-2-9b (soft-cap 50, 4096-token window on even layers, head_dim 256)
 #   suite       benchmarks/gpu/decode_suite.py (IMPLS, default kindex,flashinfer_tc,flashinfer_cuda) once per variant
 #               of FEATURES (';'-separated flag sets), QUICK, MAX_CASES (default 12) per set: suite_<n>.tar.xz with

@@ -152,6 +152,7 @@ struct Piece {
   int tokens;      // 0: an empty sequence this segment owns (write zeros and -inf)
   int whole;       // the piece is the whole sequence: write the final output, not a partial
   int solo;        // 1: one warp streams the whole piece and writes its result alone (no CTA merge)
+  int pos0;        // kMod: the request's first query token's position, counted from the piece's first token
 };
 
 constexpr int kNoChunk = 1 << 26;  // "first chunk" of a warp that has none in a solo piece (* kChunk > any solo piece)
@@ -524,13 +525,20 @@ __device__ __forceinline__ void build_table(const Args& a, const Shared<D, S, T,
       last = a.last_len ? __ldg(a.last_len + b) : a.page_size;
     }
     last = clampi(last, 1, a.page_size);
+    const int seq_start = start;
+    long long kv_len = 0;
     if constexpr (kMod) {  // the pages before the window are not the sequence's as far as the pieces go (the plan's)
-      if (end > start)
-        start += pages_before_window((long long)(end - start - 1) * a.page_size + last, a.q_len, a.window_left,
-                                     a.page_size);
+      if (end > start) {
+        kv_len = (long long)(end - start - 1) * a.page_size + last;
+        start += pages_before_window(kv_len, a.q_len, a.window_left, a.page_size);
+      }
     }
     const int pb = max(start, seg_begin), pe = min(end, seg_end);
-    Piece p{b, pb, 0, start >= seg_begin && end <= seg_end, 0};
+    Piece p{b, pb, 0, start >= seg_begin && end <= seg_end, 0, 0};
+    if constexpr (kMod) {  // here once per piece, not from global memory by every warp in piece_bounds
+      const long long pos0 = kv_len - a.q_len - (long long)(pb - seq_start) * a.page_size;
+      p.pos0 = int(min(max(pos0, -(1ll << 30)), 1ll << 30));
+    }
     if (pe > pb) p.tokens = (pe - pb - 1) * a.page_size + (pe == end ? last : a.page_size);
     else if (start != end) p.whole = -1;  // nothing of it lies here: malformed indptr, or pages before the window
     // Solo where the segment holds several pieces; alone, a piece is better streamed by all warps unless it is so
@@ -982,13 +990,8 @@ __device__ void poison_outputs(const Args& a) {
 // and sees keys from that position - window_left (or 0) to that position. Returns the first key any row sees (the
 // same in every lane: chunks before it are skipped whole).
 __device__ __forceinline__ int piece_bounds(const Args& a, const Piece& piece, int g, ScoreMod& mod) {
-  int start, end;
-  seq_range(a, piece.b, start, end);
-  const int last = a.last_len ? clampi(__ldg(a.last_len + piece.b), 1, a.page_size) : a.page_size;
-  const long long kv_len = (long long)(end - start - 1) * a.page_size + last;  // the piece has tokens: end > start
-  const long long first = (long long)(piece.page_begin - start) * a.page_size;  // the piece's first token
   auto clamp = [&](long long x) { return int(min(max(x, 0ll), (long long)piece.tokens)); };
-  const long long pos0 = kv_len - a.q_len - first;  // token 0's position, relative to the piece
+  const long long pos0 = piece.pos0;  // token 0's position, relative to the piece (build_table)
 #pragma unroll
   for (int i = 0; i < 2; ++i) {
     const long long pos = pos0 + min((g + 8 * i) / a.group, a.q_len - 1);  // rows past the tile's: any token

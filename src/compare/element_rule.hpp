@@ -1,16 +1,16 @@
 #pragma once
 // The per-element half of the two correctness rules (compare.hpp says what each source computes), written once for
 // the host comparator (compare.cpp) and the device one (gpu_reference/compare.cu), so the two cannot drift: an
-// element is tallied into a kindex_compare_tally (tally.h), tallies of disjoint ranges merge in any order, and
-// compare::fib_report / sol_report judge the total. Every fp32 operation is rounded once, in the sources' order:
-// explicit __f*_rn intrinsics on the device (nvcc would fuse atol + rtol * |y| into an FMA), and compare.cpp is built
-// with -ffp-contract=off. The one figure whose bits can depend on the merge order is reference_sq (a double sum);
-// it only reaches a Report as float(sqrt(sum)).
+// element is tallied into a kindex_compare_tally (include/kindex/compare_tally.h), tallies of disjoint ranges merge
+// in any order, and compare::fib_report / sol_report judge the total. Every fp32 operation is rounded once, in the
+// sources' order: explicit __f*_rn intrinsics on the device (nvcc would fuse atol + rtol * |y| into an FMA), and
+// compare.cpp is built with -ffp-contract=off. The one figure whose bits can depend on the merge order is
+// reference_sq (a double sum); it only reaches a Report as float(sqrt(sum)).
 #include <cmath>
 #include <cstdint>
 #include <cstring>
 
-#include "compare/tally.h"
+#include "kindex/compare_tally.h"
 
 #ifdef __CUDACC__
 #define KX_COMPARE_FN __host__ __device__ inline

@@ -1,7 +1,7 @@
 // libkindex_gpu_reference.so: the GPU references behind kindex's C ABI (include/kindex/kindex.h), so the runner
 // loads and calls them exactly as it does libkindex.so or anyone's library, plus the runner's calibration
-// (kindex_gpu_reference_* below, declared in gpu_reference/c_abi.h).
-#include "gpu_reference/c_abi.h"
+// (kindex_gpu_reference_* below, declared in include/kindex/gpu_reference.h).
+#include "kindex/gpu_reference.h"
 
 #include <algorithm>
 #include <cstring>

@@ -11,7 +11,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "gpu_reference/c_abi.h"
+#include "kindex/gpu_reference.h"
 
 namespace kindex::gpu_reference {
 
@@ -29,10 +29,12 @@ kindex_status spin(uint64_t nanoseconds, unsigned long long* observed_device, vo
 // and a 8192^3 bf16 cuBLASLt GEMM on random data (FLOP/s); each the median of 10 timed repetitions (events).
 kindex_status measure_rates(double* copy_bytes_per_s, double* gemm_flops_per_s);
 
-// The runner's input generator on the device (c_abi.h: kindex_random_fill): the host generator's values, bit for bit.
+// The runner's input generator on the device (kindex/gpu_reference.h: kindex_random_fill): the host generator's
+// values, bit for bit.
 kindex_status fill_random(const kindex_random_fill& fill, void* out, void* stream);
 
-// The runner's comparator on the device (c_abi.h: kindex_gpu_reference_compare): the host comparator's tally.
+// The runner's comparator on the device (kindex/gpu_reference.h: kindex_gpu_reference_compare): the host
+// comparator's tally.
 kindex_status compare_tally(kindex_compare_rule rule, kindex_dtype dtype, const void* actual, const void* expected,
                             int64_t numel, float atol, float rtol, kindex_compare_tally* tally, void* stream);
 

@@ -7,7 +7,7 @@
 
 #include "catalog/inputs.hpp"
 #include "core/error.hpp"
-#include "gpu_reference/c_abi.h"
+#include "kindex/gpu_reference.h"
 #include "kindex/kindex.h"
 
 namespace kindex::runner {
@@ -34,7 +34,7 @@ struct CAbi {
 CAbi load_c_abi(const std::string& path, const std::string& where, const std::string& field,
                 const std::string& value);
 
-// libkindex_gpu_reference.so's calibration entry points (gpu_reference/c_abi.h), or nullptr where this build has
+// libkindex_gpu_reference.so's calibration entry points (kindex/gpu_reference.h), or nullptr where this build has
 // no such library (no CUDA) or it cannot be loaded.
 struct Calibration {
   kindex_status (*measure_rates)(double* copy_bytes_per_s, double* gemm_flops_per_s) = nullptr;
@@ -43,13 +43,13 @@ struct Calibration {
 };
 const Calibration* calibration();
 
-// libkindex_gpu_reference.so's input generator (gpu_reference/c_abi.h), or nullptr where there is none.
+// libkindex_gpu_reference.so's input generator (kindex/gpu_reference.h), or nullptr where there is none.
 struct DeviceGenerator {
   kindex_status (*fill_random)(const kindex_random_fill* fill, void* out, void* stream) = nullptr;
   const char* (*last_error)() = nullptr;
 };
 const DeviceGenerator* device_generator();
-// libkindex_gpu_reference.so's comparator (gpu_reference/c_abi.h: kindex_gpu_reference_compare), or nullptr.
+// libkindex_gpu_reference.so's comparator (kindex/gpu_reference.h: kindex_gpu_reference_compare), or nullptr.
 struct DeviceComparator {
   decltype(&kindex_gpu_reference_compare) compare = nullptr;
   const char* (*last_error)() = nullptr;

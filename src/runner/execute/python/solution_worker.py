@@ -125,7 +125,7 @@ class HostTensor:
 # --- the runner's libkindex_gpu_reference.so -----------------------------------------------------------------------
 
 class _RandomFill(ctypes.Structure):
-    """kindex_random_fill (src/gpu_reference/c_abi.h), field for field."""
+    """kindex_random_fill (include/kindex/gpu_reference.h), field for field."""
     _fields_ = [("kind", ctypes.c_int), ("dtype", ctypes.c_int), ("numel", ctypes.c_int64),
                 ("seed", ctypes.c_uint64), ("stream", ctypes.c_uint64), ("scale", ctypes.c_double),
                 ("row", ctypes.c_int64), ("pages_used", ctypes.c_void_p), ("num_pages", ctypes.c_int64),
@@ -133,7 +133,7 @@ class _RandomFill(ctypes.Structure):
 
 
 class _TimingProtocol(ctypes.Structure):
-    """kindex_timing_protocol (src/gpu_reference/c_abi.h), field for field."""
+    """kindex_timing_protocol (include/kindex/gpu_reference.h), field for field."""
     _fields_ = [("untimed", ctypes.c_int32), ("warmup", ctypes.c_int32), ("iterations", ctypes.c_int32),
                 ("cold_l2", ctypes.c_int32), ("prefer_cupti", ctypes.c_int32)]
 

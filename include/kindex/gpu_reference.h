@@ -1,10 +1,10 @@
 /* libkindex_gpu_reference.so: besides kindex's C ABI (kindex.h, run by the simple GPU references), the runner's
  * calibration, its input generator and its comparator on the device. The runner loads the library with dlopen
  * (src/runner/execute/libraries.hpp) and looks these up by name. */
-#ifndef KINDEX_GPU_REFERENCE_C_ABI_H
-#define KINDEX_GPU_REFERENCE_C_ABI_H
+#ifndef KINDEX_GPU_REFERENCE_H
+#define KINDEX_GPU_REFERENCE_H
 
-#include "compare/tally.h"
+#include "kindex/compare_tally.h"
 #include "kindex/kindex.h"
 
 #ifdef __cplusplus
@@ -53,11 +53,11 @@ KINDEX_API kindex_status kindex_gpu_reference_compare(kindex_compare_rule rule, 
                                                       const void* expected, int64_t numel, float atol, float rtol,
                                                       kindex_compare_tally* tally, void* stream);
 
-/* The runner's timer (src/measure/timer.hpp: time_device, shared with the runner) for a caller in another language, kindex's solution worker
- * (src/runner/python/solution_worker.py), so a Python solution is timed by the very code that times native runs:
- * before every call `prepare(user)` and, with cold_l2, a 2 x L2 buffer zeroed on `stream`, then a synchronisation;
- * `untimed` + `warmup` calls, then `iterations` timed ones, each the span of its GPU activity read with CUPTI (CUDA
- * events on `stream` when CUPTI cannot be loaded or prefer_cupti is 0). */
+/* The runner's timer (src/measure/timer.hpp: time_device, shared with the runner) for a caller in another language,
+ * kindex's solution worker (src/runner/execute/python/solution_worker.py), so a Python solution is timed by the very
+ * code that times native runs: before every call `prepare(user)` and, with cold_l2, a 2 x L2 buffer zeroed on
+ * `stream`, then a synchronisation; `untimed` + `warmup` calls, then `iterations` timed ones, each the span of its GPU
+ * activity read with CUPTI (CUDA events on `stream` when CUPTI cannot be loaded or prefer_cupti is 0). */
 typedef struct kindex_timing_protocol {
   int32_t untimed, warmup, iterations;
   int32_t cold_l2;      /* non-zero: flush L2 before every call */

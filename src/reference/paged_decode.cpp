@@ -25,6 +25,11 @@ constexpr const char* kWhere = "paged_decode";
   throw Error(kWhere, field, value, problem);
 }
 
+// A bad entry of kv_indptr, kv_indices or kv_last_page_len (the C ABI's KINDEX_STATUS_INVALID_INPUT).
+[[noreturn]] void fail_entry(const std::string& field, const std::string& value, const std::string& problem) {
+  throw InvalidEntry(kWhere, field, value, problem);
+}
+
 template <class T>
 std::string str(T v) {
   return std::to_string(v);
@@ -66,26 +71,27 @@ void validate(const kindex_paged_decode_params& p) {
     for (int32_t h = 0; h < p.num_qo_heads; ++h)
       if (!std::isfinite(p.sinks[h])) fail("sinks[" + str(h) + "]", str(p.sinks[h]), "must be finite");
 
-  if (p.kv_indptr[0] != 0) fail("kv_indptr[0]", str(p.kv_indptr[0]), "must be 0");
+  if (p.kv_indptr[0] != 0) fail_entry("kv_indptr[0]", str(p.kv_indptr[0]), "must be 0");
   for (int32_t b = 0; b < p.batch_size; ++b) {
     if (p.kv_indptr[b + 1] < p.kv_indptr[b])
-      fail("kv_indptr[" + str(b + 1) + "]", str(p.kv_indptr[b + 1]),
-           "decreases (kv_indptr[" + str(b) + "] = " + str(p.kv_indptr[b]) + ")");
+      fail_entry("kv_indptr[" + str(b + 1) + "]", str(p.kv_indptr[b + 1]),
+                 "decreases (kv_indptr[" + str(b) + "] = " + str(p.kv_indptr[b]) + ")");
   }
   if (p.kv_indptr[p.batch_size] != p.num_kv_indices)
-    fail("kv_indptr[" + str(p.batch_size) + "]", str(p.kv_indptr[p.batch_size]),
-         "must equal num_kv_indices = " + str(p.num_kv_indices));
+    fail_entry("kv_indptr[" + str(p.batch_size) + "]", str(p.kv_indptr[p.batch_size]),
+               "must equal num_kv_indices = " + str(p.num_kv_indices));
   for (int64_t i = 0; i < p.num_kv_indices; ++i) {
     int32_t page = p.kv_indices[i];
     if (page < 0 || page >= p.num_pages)
-      fail("kv_indices[" + str(i) + "]", str(page), "page id out of range [0, " + str(p.num_pages) + ")");
+      fail_entry("kv_indices[" + str(i) + "]", str(page), "page id out of range [0, " + str(p.num_pages) + ")");
   }
   // An empty sequence has no last page, so its kv_last_page_len is not looked at (FlashInfer sets it to 0 there).
   if (p.kv_last_page_len) {
     for (int32_t b = 0; b < p.batch_size; ++b) {
       int32_t len = p.kv_last_page_len[b];
       if (p.kv_indptr[b + 1] > p.kv_indptr[b] && (len < 1 || len > p.page_size))
-        fail("kv_last_page_len[" + str(b) + "]", str(len), "must be in [1, page_size = " + str(p.page_size) + "]");
+        fail_entry("kv_last_page_len[" + str(b) + "]", str(len),
+                   "must be in [1, page_size = " + str(p.page_size) + "]");
     }
   }
 }

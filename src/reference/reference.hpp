@@ -3,9 +3,19 @@
 // They are the ground truth the comparators judge every implementation against. Both run on kindex::parallel_for
 // (KINDEX_THREADS threads) and validate their parameters first, throwing kindex::Error (where = the function name,
 // field = the parameter, e.g. "kv_indices[123]") before reading any tensor. docs/references.md has the details.
+// Their C ABI (include/kindex/cpu_reference.h, c_abi.cpp) is what the runner calls; this header is for tests and
+// benchmarks inside src/reference's reach.
+#include "core/error.hpp"
 #include "kindex/kindex.h"
 
 namespace kindex::reference {
+
+// The Error for a bad entry of an index array (kv_indptr, kv_indices, kv_last_page_len), as opposed to a field out
+// of range: the C ABI reports it as KINDEX_STATUS_INVALID_INPUT, as libkindex.so's validation mode does.
+class InvalidEntry : public Error {
+ public:
+  using Error::Error;
+};
 
 // FlashInfer-Bench gqa_paged_decode_* semantics for any num_qo_heads / num_kv_heads (divisible), head_dim and
 // page_size; bf16 or fp16 q/k/v/output; lse fp32, the base-2 log-sum-exp of sm_scale * q.k (skipped when NULL).

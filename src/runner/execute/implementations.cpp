@@ -9,8 +9,8 @@
 #include "runner/execute/libraries.hpp"
 #include "runner/execute/solution.hpp"
 #include "core/error.hpp"
+#include "kindex/cpu_reference.h"
 #include "kindex/kindex.h"
-#include "reference/reference.hpp"
 
 namespace kindex::runner {
 
@@ -87,17 +87,20 @@ class CpuReference final : public Implementation {
   }
   const ImplementationInfo& info() const override { return info_; }
   size_t workspace_bytes(ProblemKind, const CallArgs&) const override { return 0; }
+  // Through the references' C ABI (kindex/cpu_reference.h), linked in: NOT_SUPPORTED is its "out of host memory",
+  // every other failure (a bad field or index entry, an unexpected error) a runtime error with its message.
   void run(ProblemKind kind, const CallArgs& args, void*, size_t, void*) override {
-    try {
-      if (kind == ProblemKind::paged_decode)
-        reference::paged_decode(decode_abi_params(args));
-      else
-        reference::gqa_rope_backward(backward_abi_params(args));
-    } catch (const std::bad_alloc&) {
-      throw RunFailure(RunStatus::resource_exceeded, "cpu-reference: out of host memory");
-    } catch (const Error& e) {
-      throw RunFailure(RunStatus::runtime_error, std::string("cpu-reference: ") + e.what());
+    kindex_status s;
+    if (kind == ProblemKind::paged_decode) {
+      auto p = decode_abi_params(args);
+      s = kindex_cpu_reference_paged_decode(&p);
+    } else {
+      auto p = backward_abi_params(args);
+      s = kindex_cpu_reference_gqa_rope_backward(&p);
     }
+    if (s == KINDEX_STATUS_OK) return;
+    throw RunFailure(s == KINDEX_STATUS_NOT_SUPPORTED ? RunStatus::resource_exceeded : RunStatus::runtime_error,
+                     std::string("cpu-reference: ") + kindex_cpu_reference_last_error());
   }
 
  private:

@@ -2,9 +2,10 @@
 // over the keys the token sees, times V; lse is the base-2 log-sum-exp of the same logits. The version-2 variants
 // (kindex.h) straight from their definitions: k = k_scale * k_cache, v = v_scale * v_cache, the soft-cap
 // cap * tanh(s / cap), the causal limit and window of each of a request's q_len_per_req tokens, a sink as one more
-// logit with no value row, the HND layout and fp8 caches (e4m3fn, e5m2; values widened exactly). Everything is computed in fp64 and the output rounded once to its
-// dtype, so the result is the correctly rounded exact answer (up to fp64 summation order), a stricter target than
-// the upstream fp32 PyTorch reference.
+// logit with no value row, the HND layout, fp8 caches (e4m3fn, e5m2; values widened exactly) and Llama RoPE (q and
+// every k rotated at their positions, angles in fp64 from the exact frequencies). Everything is computed in fp64 and
+// the output rounded once to its dtype, so the result is the correctly rounded exact answer (up to fp64 summation
+// order and the sines' rounding), a stricter target than the upstream fp32 PyTorch reference.
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -65,8 +66,12 @@ void validate(const kindex_paged_decode_params& p) {
   if (p.q_len_per_req < 1 || p.q_len_per_req > 8) fail("q_len_per_req", str(p.q_len_per_req), "must be in [1, 8]");
   if (!(std::isfinite(p.logits_soft_cap) && p.logits_soft_cap >= 0))
     fail("logits_soft_cap", str(p.logits_soft_cap), "must be finite and >= 0");
-  if (p.pos_encoding != KINDEX_POS_ENCODING_NONE)
-    fail("pos_encoding", str(int(p.pos_encoding)), "not implemented here yet");
+  if (p.pos_encoding != KINDEX_POS_ENCODING_NONE && p.pos_encoding != KINDEX_POS_ENCODING_ROPE_LLAMA)
+    fail("pos_encoding", str(int(p.pos_encoding)), "must be NONE or ROPE_LLAMA");
+  if (!(std::isfinite(p.rope_scale) && p.rope_scale > 0)) fail("rope_scale", str(p.rope_scale), "must be finite and > 0");
+  if (!(std::isfinite(p.rope_theta) && p.rope_theta > 0)) fail("rope_theta", str(p.rope_theta), "must be finite and > 0");
+  if (p.pos_encoding == KINDEX_POS_ENCODING_ROPE_LLAMA && p.head_dim % 2 != 0)
+    fail("head_dim", str(p.head_dim), "must be even with pos_encoding ROPE_LLAMA");
   if (p.sinks)
     for (int32_t h = 0; h < p.num_qo_heads; ++h)
       if (!std::isfinite(p.sinks[h])) fail("sinks[" + str(h) + "]", str(p.sinks[h]), "must be finite");
@@ -141,6 +146,18 @@ void axpy(double* __restrict__ y, double w, const double* __restrict__ x, int64_
   for (int64_t d = 0; d < n; ++d) y[d] += w * x[d];
 }
 
+// Llama RoPE (kindex.h pos_encoding ROPE_LLAMA, FlashInfer's rotate-half): pair (i, i + n/2) of x turned by
+// pos * freq[i], freq[i] = 1 / (rope_scale * rope_theta^(2i / n)).
+void rope(double* __restrict__ x, const double* __restrict__ freq, int64_t pos, int64_t n) {
+  const int64_t half = n / 2;
+  for (int64_t i = 0; i < half; ++i) {
+    const double angle = double(pos) * freq[i], c = std::cos(angle), s = std::sin(angle);
+    const double a = x[i], b = x[i + half];
+    x[i] = a * c - b * s;
+    x[i + half] = b * c + a * s;
+  }
+}
+
 template <kindex_dtype kDtype>
 void widen_row(const uint16_t* __restrict__ src, double* __restrict__ dst, int64_t n) {
   for (int64_t d = 0; d < n; ++d) dst[d] = load<kDtype>(src, d);
@@ -171,6 +188,10 @@ void run(const kindex_paged_decode_params& p) {
   const double sm_scale = double(p.sm_scale) * double(p.k_scale), cap = p.logits_soft_cap, v_scale = p.v_scale;
   const double inv_ln2 = 1.0 / std::log(2.0), neg_inf = -std::numeric_limits<double>::infinity();
   const bool hnd = p.kv_layout == KINDEX_KV_LAYOUT_HND;
+  const bool rotary = p.pos_encoding == KINDEX_POS_ENCODING_ROPE_LLAMA;
+  std::vector<double> freq(size_t(dim / 2));
+  for (int64_t i = 0; i < dim / 2; ++i)
+    freq[size_t(i)] = 1.0 / (double(p.rope_scale) * std::pow(double(p.rope_theta), double(2 * i) / double(dim)));
 
   // One task per (sequence, KV head): it reads that head's K/V rows once for all of the request's query rows
   // (q_len tokens x group heads).
@@ -184,7 +205,11 @@ void run(const kindex_paged_decode_params& p) {
       const int64_t tokens = pages == 0 ? 0 : (pages - 1) * page_size + last_len;
       // Query row r = (token j, head head0 + g), j = r / group: q / output row (b * q_len + j) * hq + head0 + g.
       auto q_row = [&](int64_t r) { return (b * q_len + r / group) * hq + head0 + r % group; };
-      for (int64_t r = 0; r < rows; ++r) widen_row<kDtype>(q + q_row(r) * dim, &q_rows[r * dim], dim);
+      // Token j sits at position tokens - q_len + j (RoPE rotates its rows there).
+      for (int64_t r = 0; r < rows; ++r) {
+        widen_row<kDtype>(q + q_row(r) * dim, &q_rows[r * dim], dim);
+        if (rotary) rope(&q_rows[r * dim], freq.data(), tokens - q_len + r / group, dim);
+      }
       auto kv_row = [&](int64_t t) {  // element offset of token t's row for this KV head
         const int64_t page = p.kv_indices[first + t / page_size], slot = t % page_size;
         return (hnd ? (page * hkv + kv_head) * page_size + slot : (page * page_size + slot) * hkv + kv_head) * dim;
@@ -198,6 +223,7 @@ void run(const kindex_paged_decode_params& p) {
       scores.assign(size_t(tokens * rows), neg_inf);
       for (int64_t t = 0; t < tokens; ++t) {
         widen_kv_row<kDtype>(p, p.k_cache, kv_row(t), row.data(), dim);
+        if (rotary) rope(row.data(), freq.data(), t, dim);  // key t at position t
         for (int64_t r = 0; r < rows; ++r) {
           if (!sees(r, t)) continue;
           const double s = sm_scale * dot(&q_rows[r * dim], row.data(), dim);

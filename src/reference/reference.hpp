@@ -22,7 +22,8 @@ class InvalidEntry : public Error {
 // Scores, softmax and the weighted sum are fp64; the output is rounded once to its dtype (correctly rounded).
 // kv_last_page_len NULL means full last pages; a row that sees no key gives zeros and lse = -inf (with a sink:
 // zeros and the sink's lse). The version-2 fields as kindex.h defines them: k_scale / v_scale, HND, q_len_per_req,
-// window_left, logits_soft_cap, sinks (host pointer), fp8 KV; RoPE is refused (not implemented here yet).
+// window_left, logits_soft_cap, sinks (host pointer), fp8 KV, pos_encoding ROPE_LLAMA (angles in fp64; an odd head_dim
+// is refused with it).
 // Errors: kv_indptr not starting at 0, decreasing, or not ending at num_kv_indices; a page id outside
 // [0, num_pages); a non-empty sequence's kv_last_page_len outside [1, page_size].
 void paged_decode(const kindex_paged_decode_params& p);

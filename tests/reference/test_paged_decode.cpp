@@ -36,6 +36,8 @@ struct Mods {
   float k_scale = 1, v_scale = 1, soft_cap = 0;
   int window_left = -1;
   std::vector<float> sinks;  // empty: none
+  bool rope = false;         // pos_encoding ROPE_LLAMA
+  float rope_scale = 1, rope_theta = 1e4f;
 };
 
 std::string describe(const Case& c) {
@@ -105,6 +107,9 @@ struct Problem {
     p.logits_soft_cap = m.soft_cap;
     p.window_left = m.window_left;
     p.sinks = m.sinks.empty() ? nullptr : m.sinks.data();
+    p.pos_encoding = m.rope ? KINDEX_POS_ENCODING_ROPE_LLAMA : KINDEX_POS_ENCODING_NONE;
+    p.rope_scale = m.rope_scale;
+    p.rope_theta = m.rope_theta;
     return p;
   }
 };
@@ -115,6 +120,22 @@ double ulp(DType t, double x) {
   const int min_exp = t == DType::bf16 ? -126 : -14;
   int e = x == 0 ? min_exp : std::max(min_exp, int(std::floor(std::log2(std::fabs(x)))));
   return std::ldexp(1.0, e - mantissa_bits);
+}
+
+// A row of `dim` values, RoPE'd at `pos` when mods.rope: pair (i, i + dim/2) turned by pos / (rope_scale *
+// rope_theta^(2i / dim)) radians, in long double.
+std::vector<long double> naive_row(const TensorView& t, int64_t offset, int dim, const Mods& mods, int64_t pos) {
+  std::vector<long double> x(static_cast<size_t>(dim));
+  for (int d = 0; d < dim; ++d) x[size_t(d)] = t.get(offset + d);
+  if (!mods.rope) return x;
+  std::vector<long double> y = x;
+  for (int i = 0; i < dim / 2; ++i) {
+    const long double angle = (long double)pos / ((long double)mods.rope_scale *
+                                                  std::pow((long double)mods.rope_theta, 2.0L * i / dim));
+    y[size_t(i)] = x[size_t(i)] * std::cos(angle) - x[size_t(i + dim / 2)] * std::sin(angle);
+    y[size_t(i + dim / 2)] = x[size_t(i + dim / 2)] * std::cos(angle) + x[size_t(i)] * std::sin(angle);
+  }
+  return y;
 }
 
 void check_against_naive(Problem& pb, const Mods& mods = {}) {
@@ -149,11 +170,12 @@ void check_against_naive(Problem& pb, const Mods& mods = {}) {
           continue;
         }
         std::vector<long double> logits;
+        const std::vector<long double> qr = naive_row(q, o, pb.dim, mods, pos);
         for (size_t t : seen) {
           const int64_t row = pb.kv_row(tokens[t].first, tokens[t].second, kv);
+          const std::vector<long double> kr = naive_row(k, row, pb.dim, mods, int64_t(t));
           long double dot = 0;
-          for (int d = 0; d < pb.dim; ++d)
-            dot += (long double)q.get(o + d) * (long double)mods.k_scale * (long double)k.get(row + d);
+          for (int d = 0; d < pb.dim; ++d) dot += qr[size_t(d)] * (long double)mods.k_scale * kr[size_t(d)];
           const long double s = dot * sm_scale;
           logits.push_back(cap > 0 ? cap * std::tanh(s / cap) : s);
         }
@@ -319,9 +341,14 @@ TEST(PagedDecodeReference, VariantsMatchNaive) {
     m.window_left = pick(15, 3) == 0 ? -1 : pick(16, 40);
     if (pick(17, 2))
       for (int h = 0; h < pb.hq; ++h) m.sinks.push_back(float(uniform01(seed, 18, uint64_t(h)) * 6 - 3));
+    m.rope = pick(19, 2) == 1;
+    m.rope_scale = pick(20, 2) ? 1.0f : 4.0f;
+    m.rope_theta = pick(21, 2) ? 1e4f : 5e5f;
     SCOPED_TRACE("k_scale " + std::to_string(m.k_scale) + " v_scale " + std::to_string(m.v_scale) + " cap " +
                  std::to_string(m.soft_cap) + " window " + std::to_string(m.window_left) + " sinks " +
-                 std::to_string(m.sinks.size()));
+                 std::to_string(m.sinks.size()) + (m.rope ? " rope scale " + std::to_string(m.rope_scale) +
+                                                                " theta " + std::to_string(m.rope_theta)
+                                                          : ""));
     check_against_naive(pb, m);
   }
 }
@@ -466,6 +493,11 @@ TEST(PagedDecodeReference, BadVariantFieldsNameTheField) {
   EXPECT_EQ("q_len_per_req", field_of([](auto& p) { p.q_len_per_req = 9; }));
   EXPECT_EQ("logits_soft_cap", field_of([](auto& p) { p.logits_soft_cap = -1; }));
   EXPECT_EQ("kv_layout", field_of([](auto& p) { p.kv_layout = kindex_kv_layout(2); }));
+  EXPECT_EQ("pos_encoding", field_of([](auto& p) { p.pos_encoding = kindex_pos_encoding(2); }));
+  EXPECT_EQ("rope_scale", field_of([](auto& p) { p.rope_scale = 0; }));
+  EXPECT_EQ("rope_scale", field_of([](auto& p) { p.rope_scale = INFINITY; }));
+  EXPECT_EQ("rope_theta", field_of([](auto& p) { p.rope_theta = NAN; }));
+  EXPECT_EQ("rope_theta", field_of([](auto& p) { p.rope_theta = -1e4f; }));
   const float bad_sinks[] = {0.0f, NAN};
   EXPECT_EQ("sinks[1]", field_of([&](auto& p) { p.sinks = bad_sinks; }));
 }
@@ -514,6 +546,7 @@ TEST(PagedDecodeReference, Fp8CacheEqualsTheCacheOfItsValues) {
       m.k_scale = 0.7f;
       m.v_scale = 1.3f;
       m.window_left = 20;
+      m.rope = dtype == DType::bf16;
       reference::paged_decode(wide.params(m));
       kindex_paged_decode_params p = narrow.params(m);
       p.kv_format = format;
@@ -525,4 +558,178 @@ TEST(PagedDecodeReference, Fp8CacheEqualsTheCacheOfItsValues) {
       EXPECT_EQ(wide.lse, narrow.lse);
     }
   }
+}
+
+// ---- RoPE (pos_encoding ROPE_LLAMA): FlashInfer's Llama rotary embedding on q (at its position) and every k. ----
+
+// head_dim 2 by hand: q = (1, 0) at position kv_len - 1 = 1, k0 = (1, 0) at 0, k1 = (0, 1) at 1, sm_scale 1. Turned by
+// a = position / rope_scale: q' = (cos a, sin a), k0' = k0, k1' = (-sin a, cos a), so the logits are cos a and 0,
+// lse = log2(e^cos a + 1), and with v0 = (1, 0), v1 = (0, 1) the output is the two weights. (q at position 0 would
+// give logits 1 and -sin a.) rope_theta does not enter at head_dim 2 (pair 0's frequency is 1 / rope_scale).
+TEST(PagedDecodeReference, RopeTwoTokensByHand) {
+  for (float scale : {1.0f, 2.0f, 0.25f}) {
+    Problem pb({1, 1, 2, 1, DType::bf16, {2}, false, 40});
+    pb.indices = {0, 1};
+    const double rows[2][2] = {{1, 0}, {0, 1}};
+    for (int t = 0; t < 2; ++t)
+      for (int d = 0; d < 2; ++d) {
+        pb.k_cache.set(t * 2 + d, rows[t][d]);
+        pb.v_cache.set(t * 2 + d, rows[t][d]);
+      }
+    pb.q.set(0, 1.0);
+    pb.q.set(1, 0.0);
+    Mods m;
+    m.rope = true;
+    m.rope_scale = scale;
+    for (float theta : {1e4f, 5e5f}) {
+      m.rope_theta = theta;
+      kindex_paged_decode_params p = pb.params(m);
+      p.sm_scale = 1;
+      reference::paged_decode(p);
+      const double a = 1.0 / scale, e = std::exp(std::cos(a));
+      const double want[2] = {e / (e + 1), 1 / (e + 1)};
+      for (int d = 0; d < 2; ++d)
+        EXPECT_LE(std::fabs(pb.output.get(d) - want[d]), 0.5 * ulp(DType::bf16, want[d]) * (1 + 1e-9))
+            << "scale " << scale << " theta " << theta << " d " << d << ": " << pb.output.get(d) << " vs " << want[d];
+      EXPECT_NEAR(pb.lse[0], std::log2(e + 1), 1e-6) << "scale " << scale;
+    }
+  }
+}
+
+// The naive long-double check at positions up to 70k (the angles, not their fp64 rounding, decide the result).
+TEST(PagedDecodeReference, RopeAtLongPositionsMatchesNaive) {
+  for (DType dtype : {DType::bf16, DType::f16}) {
+    Problem pb({2, 1, 64, 64, dtype, {70000, 3}, true, 41});
+    Mods m;
+    m.rope = true;
+    m.rope_theta = 5e5f;
+    m.window_left = 200;  // the naive check's cost: 2 rows x 201 keys
+    check_against_naive(pb, m);
+  }
+}
+
+// RoPE depends only on the distance between query and key: a window of w keys is the sequence cut to its last w + 1
+// tokens (every position moved by the same amount; equal up to the fp64 angles' rounding).
+TEST(PagedDecodeReference, RopeWindowEqualsTheTruncatedSequence) {
+  for (int w : {0, 5, 29}) {
+    Problem full({4, 2, 64, 1, DType::bf16, {30}, false, 42});
+    Mods m;
+    m.rope = true;
+    m.window_left = w;
+    reference::paged_decode(full.params(m));
+    Problem cut = full;  // shares q and the caches; its own output
+    cut.output = Tensor(full.output.dtype(), full.output.shape());
+    const int keep = w + 1;
+    cut.indices.erase(cut.indices.begin(), cut.indices.end() - keep);
+    cut.indptr = {0, keep};
+    cut.c.seq_tokens = {keep};
+    m.window_left = -1;
+    reference::paged_decode(cut.params(m));
+    for (int64_t i = 0; i < full.output.numel(); ++i)
+      ASSERT_LE(std::fabs(full.output.get(i) - cut.output.get(i)), ulp(DType::bf16, full.output.get(i)))
+          << "w " << w << " " << i;
+    for (size_t i = 0; i < full.lse.size(); ++i) EXPECT_NEAR(full.lse[i], cut.lse[i], 1e-5) << "w " << w;
+  }
+}
+
+// Token j of q_len tokens over n keys, rotated at n - q_len + j, is the one-token decode over the first
+// n - q_len + j + 1 keys (its query at kv_len - 1 there): the same numbers exactly. With a window too.
+TEST(PagedDecodeReference, RopeSeveralTokensPerRequestSitAtTheirPositions) {
+  const int q_len = 3, n = 40;
+  for (int window : {-1, 6}) {
+    Mods m;
+    m.rope = true;
+    m.rope_scale = 2;
+    m.window_left = window;
+    Problem multi({2, 2, 64, 16, DType::f16, {n}, true, 43, q_len});
+    reference::paged_decode(multi.params(m));
+    for (int j = 0; j < q_len; ++j) {
+      const int len = n - q_len + j + 1;
+      Problem one({2, 2, 64, 16, DType::f16, {len}, true, 43});
+      one.k_cache = multi.k_cache;
+      one.v_cache = multi.v_cache;
+      one.num_pages = multi.num_pages;
+      one.indices.assign(multi.indices.begin(), multi.indices.begin() + (len + 15) / 16);
+      one.indptr = {0, int32_t(one.indices.size())};
+      one.last_len = {len - (int(one.indices.size()) - 1) * 16};
+      const int64_t row = int64_t(multi.hq) * multi.dim;
+      for (int64_t i = 0; i < row; ++i) one.q.set(i, multi.q.get(j * row + i));
+      reference::paged_decode(one.params(m));
+      for (int64_t i = 0; i < row; ++i)
+        ASSERT_EQ(one.output.get(i), multi.output.get(j * row + i)) << "window " << window << " j " << j;
+      for (int h = 0; h < multi.hq; ++h)
+        EXPECT_EQ(one.lse[size_t(h)], multi.lse[size_t(j * multi.hq + h)]) << "window " << window << " j " << j;
+    }
+  }
+}
+
+// rope_scale divides every position (a huge one leaves q and k as they are: the result without RoPE); rope_theta
+// sets the frequencies of pairs 1.. (not pair 0's); each changes the result, and RoPE does.
+TEST(PagedDecodeReference, RopeScaleAndThetaChangeTheResult) {
+  Problem pb({3, 2, 64, 16, DType::bf16, {90, 33}, true, 44});
+  auto run = [&](const Mods& m) {
+    reference::paged_decode(pb.params(m));
+    std::vector<double> out(static_cast<size_t>(pb.output.numel()));
+    for (int64_t i = 0; i < pb.output.numel(); ++i) out[size_t(i)] = pb.output.get(i);
+    return std::make_pair(out, pb.lse);
+  };
+  auto differing = [](const std::vector<double>& a, const std::vector<double>& b) {
+    size_t n = 0;
+    for (size_t i = 0; i < a.size(); ++i) n += a[i] != b[i];
+    return n;
+  };
+  Mods m;
+  const auto none = run(m);
+  m.rope = true;
+  const auto base = run(m);
+  m.rope_scale = 4;
+  const auto scaled = run(m);
+  m.rope_scale = 1;
+  m.rope_theta = 5e5f;
+  const auto theta = run(m);
+  m.rope_theta = 1e4f;
+  m.rope_scale = 1e30f;
+  const auto still = run(m);
+  const size_t n = none.first.size();
+  EXPECT_GT(differing(none.first, base.first), n / 2);
+  EXPECT_GT(differing(base.first, scaled.first), n / 2);
+  EXPECT_GT(differing(base.first, theta.first), n / 2);
+  for (size_t i = 0; i < n; ++i)
+    ASSERT_LE(std::fabs(still.first[i] - none.first[i]), ulp(DType::bf16, none.first[i])) << i;
+  for (size_t i = 0; i < none.second.size(); ++i) EXPECT_NEAR(still.second[i], none.second[i], 1e-6) << i;
+}
+
+// HND holds the same tokens as NHD: with RoPE too (the positions are the sequence's, not the layout's).
+TEST(PagedDecodeReference, RopeHndEqualsNhd) {
+  Problem nhd({2, 3, 128, 16, DType::bf16, {40, 1, 16}, true, 45});
+  Problem hnd = nhd;
+  hnd.c.hnd = true;
+  hnd.k_cache = Tensor(nhd.k_cache.dtype(), nhd.k_cache.shape());
+  hnd.v_cache = Tensor(nhd.v_cache.dtype(), nhd.v_cache.shape());
+  hnd.output = Tensor(nhd.output.dtype(), nhd.output.shape());
+  for (int64_t pg = 0; pg < nhd.num_pages; ++pg)
+    for (int s = 0; s < 16; ++s)
+      for (int kv = 0; kv < 3; ++kv)
+        for (int d = 0; d < 128; ++d) {
+          hnd.k_cache.set(hnd.kv_row(pg, s, kv) + d, nhd.k_cache.get(nhd.kv_row(pg, s, kv) + d));
+          hnd.v_cache.set(hnd.kv_row(pg, s, kv) + d, nhd.v_cache.get(nhd.kv_row(pg, s, kv) + d));
+        }
+  Mods m;
+  m.rope = true;
+  reference::paged_decode(nhd.params(m));
+  reference::paged_decode(hnd.params(m));
+  for (int64_t i = 0; i < nhd.output.numel(); ++i) ASSERT_EQ(nhd.output.get(i), hnd.output.get(i)) << i;
+  EXPECT_EQ(nhd.lse, hnd.lse);
+}
+
+// Llama's frequencies need pairs: an odd head_dim is refused with RoPE, by name.
+TEST(PagedDecodeReference, RopeNeedsAnEvenHeadDim) {
+  Problem pb({1, 1, 3, 1, DType::bf16, {4}, false, 46});
+  Mods m;
+  m.rope = true;
+  const Error e = decode_error(pb, pb.params(m));
+  EXPECT_EQ(e.field(), "head_dim");
+  EXPECT_EQ(e.value(), "3");
+  m.rope = false;
+  EXPECT_NO_THROW(reference::paged_decode(pb.params(m)));
 }

@@ -76,9 +76,12 @@ KINDEX_API const char* kindex_version(void);
  *   sinks       NULL (default) or [num_qo_heads] fp32, finite: sinks[h] (natural-log units, on the scale of the
  *               logits, not soft-capped) joins the softmax of every row of head h as one more logit with a zero
  *               value row (FlashInfer's AttentionSink).
- *   pos_encoding  NONE (default) or ROPE_LLAMA: the kernel rotates q (at its position) and every k (at its position
- *               in the sequence) by Llama's rotary embedding: dimension pairs (i, i + head_dim/2), frequency
- *               1 / (rope_scale * rope_theta^(2i / head_dim)); rope_scale default 1, rope_theta default 1e4.
+ *   pos_encoding  NONE (default) or ROPE_LLAMA: the kernel rotates q (token j of a request at kv_len - q_len_per_req
+ *               + j, so the one token of plain decode at kv_len - 1) and every k (key t at t) by Llama's rotary
+ *               embedding over the whole head: pair (i, i + head_dim/2) turned by the angle position * freq_i,
+ *               freq_i = 1 / (rope_scale * rope_theta^(2i / head_dim)), x_i' = x_i cos - x_{i+D/2} sin,
+ *               x_{i+D/2}' = x_{i+D/2} cos + x_i sin, before the dot product (the scales are linear: where they
+ *               apply does not matter). rope_scale and rope_theta finite and > 0, default 1 and 1e4.
  *   lse is the base-2 log-sum-exp of the logits that enter the softmax: after soft-cap and masking, and with the
  *   sink included (FlashInfer's AttentionSink writes log2 of its denominator, sink term and all). A row that sees
  *   no key gives zeros and lse -inf, or with a sink zeros and lse sinks[h] * log2(e).

@@ -129,6 +129,8 @@ TEST_F(StructSize, VersionOneDecodeParamsAreTakenWithTheNewFieldsAtTheirDefaults
        [](kindex_paged_decode_params& p) { p.pos_encoding = static_cast<kindex_pos_encoding>(2); }},
       {"params.rope_scale = 0", [](kindex_paged_decode_params& p) { p.rope_scale = 0; }},
       {"params.rope_theta = -1", [](kindex_paged_decode_params& p) { p.rope_theta = -1; }},
+      {"params.rope_scale = inf", [](kindex_paged_decode_params& p) { p.rope_scale = INFINITY; }},
+      {"params.rope_theta = nan", [](kindex_paged_decode_params& p) { p.rope_theta = NAN; }},
   };
   for (const Bad& b : bads) {
     bad = full;
@@ -136,16 +138,16 @@ TEST_F(StructSize, VersionOneDecodeParamsAreTakenWithTheNewFieldsAtTheirDefaults
     EXPECT_EQ(KINDEX_STATUS_INVALID_ARGUMENT, size(&bad, &ws)) << b.message;
     EXPECT_NE(std::string::npos, last_error().find(b.message)) << last_error();
   }
-  // The variants the kernels do not run yet are NOT_SUPPORTED, by name; those they run are taken.
+  // The variants the kernels do not run yet are NOT_SUPPORTED, by name; those they run (RoPE included) are taken.
   bad = full;
   bad.q_len_per_req = 3;  // group 8 x 3 tokens: more rows than one 16-row tile
   EXPECT_EQ(KINDEX_STATUS_NOT_SUPPORTED, size(&bad, &ws));
   EXPECT_NE(std::string::npos, last_error().find("params.q_len_per_req = 3 with group size 8")) << last_error();
-  bad = full;
-  bad.pos_encoding = KINDEX_POS_ENCODING_ROPE_LLAMA;
-  EXPECT_EQ(KINDEX_STATUS_NOT_SUPPORTED, size(&bad, &ws));
-  EXPECT_NE(std::string::npos, last_error().find("params.pos_encoding = 1")) << last_error();
   kindex_paged_decode_params good = full;
+  good.pos_encoding = KINDEX_POS_ENCODING_ROPE_LLAMA;
+  EXPECT_EQ(KINDEX_STATUS_OK, size(&good, &ws)) << last_error();
+  good.rope_scale = 8;
+  good.rope_theta = 5e5f;
   good.q_len_per_req = 2;
   good.kv_layout = KINDEX_KV_LAYOUT_HND;
   good.k_scale = 0.5f;

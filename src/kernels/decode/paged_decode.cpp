@@ -38,8 +38,7 @@ constexpr double kMergeUsPerSegment = 0.311;    // ... and per segment: a cut ro
                       format_error(kWhere, "params." + field, value, "not supported by this version's kernels yet"));
 }
 
-// The version-2 fields (kindex.h): their ranges, then the variants the kernels do not run yet, refused by name
-// rather than ignored.
+// The version-2 fields (kindex.h): their ranges, each refused by name and value.
 void check_variant(const kindex_paged_decode_params& p) {
   if (p.kv_format < KINDEX_KV_FORMAT_SAME_AS_Q || p.kv_format > KINDEX_KV_FORMAT_FP8_E5M2)
     bad("kv_format", std::to_string(int(p.kv_format)), "must be SAME_AS_Q, FP8_E4M3 or FP8_E5M2");
@@ -57,7 +56,6 @@ void check_variant(const kindex_paged_decode_params& p) {
     bad("rope_scale", std::to_string(p.rope_scale), "must be finite and > 0");
   if (!(std::isfinite(p.rope_theta) && p.rope_theta > 0))
     bad("rope_theta", std::to_string(p.rope_theta), "must be finite and > 0");
-  if (p.pos_encoding != KINDEX_POS_ENCODING_NONE) not_yet("pos_encoding", std::to_string(int(p.pos_encoding)));
 }
 
 void check_cuda(cudaError_t err, const char* what) {
@@ -180,7 +178,8 @@ CostModel device_cost(const DeviceLimits& device) {
 KernelKind kernel_kind(const kindex_paged_decode_params& p) {
   if (p.kv_format != KINDEX_KV_FORMAT_SAME_AS_Q) return KernelKind::fp8;
   const bool modified = p.v_scale != 1.0f || p.logits_soft_cap != 0 || p.window_left >= 0 || p.sinks ||
-                        p.kv_layout != KINDEX_KV_LAYOUT_NHD || p.q_len_per_req != 1;
+                        p.kv_layout != KINDEX_KV_LAYOUT_NHD || p.q_len_per_req != 1 ||
+                        p.pos_encoding != KINDEX_POS_ENCODING_NONE;
   return modified ? KernelKind::modified : KernelKind::plain;
 }
 

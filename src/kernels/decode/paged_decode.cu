@@ -18,16 +18,19 @@
 //
 // The version-2 variants (kindex.h) run in the same kernel compiled with kMod (kernel_kind picks it): per-row key
 // ranges for the window and the causal limit of several tokens per request (their rows share the 16-row tile),
-// the soft-cap on the scores, the sink and v_scale where a row's result is final, HND strides; and with kFp8 too,
-// fp8 K/V copied at 1 byte an element and converted per chunk in shared memory. The plain instantiation (kMod
-// false) is the kernel as it was before them.
+// the soft-cap on the scores, the sink and v_scale where a row's result is final, HND strides, RoPE (the staged Q tile
+// and each K chunk rotated in shared memory, a solo piece's Q fragments as they load); and with kFp8 too, fp8 K/V
+// copied at 1 byte an element and converted per chunk in shared memory. The plain instantiation (kMod false) is the
+// kernel as it was before them.
 #include <cooperative_groups.h>
 #include <cub/block/block_scan.cuh>
 #include <cuda_runtime.h>
 
 #include <algorithm>
 #include <atomic>
+#include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <type_traits>
 
 #include "kernels/common/ptx.cuh"
@@ -119,6 +122,9 @@ struct Args {
   int q_len;            // query tokens per request: a request owns q_len * num_qo_heads rows of q / output / lse
   int rows;             // rows of a CTA's Q tile, group * q_len <= 16: row r is token r / group, head r % group
   int kv_e5m2;          // the fp8 kernel: K/V are e5m2 (else e4m3)
+  int rope;             // pos_encoding ROPE_LLAMA: dimension pair i turns by rope_turns0 * 2^(-i * rope_log2_step)
+  double rope_turns0;     //   per position: 1 / (2 pi rope_scale), and
+  double rope_log2_step;  //   2 log2(rope_theta) / head_dim (fill_rope_table)
 };
 
 // Rows of the Q tile, rows per request, and the request row of tile row r (of the CTA of KV head kvh). The plain
@@ -209,6 +215,11 @@ struct Layout {
   static constexpr int kSmemBytes =
       kRingBytes + kConvBytes + kStatBytes + kQBytes + kIdBytes + kTableBytes + kCacheBytes;
   static_assert(kSmemBytes <= 227 * 1024, "more shared memory than an sm_90 CTA may have");
+  // The modified kernel's RoPE table (D / 2 frequencies, a float pair each) past the rest, so the plain kernel's
+  // layout stays as it was.
+  static constexpr int kRopeOffset = (kSmemBytes + 15) / 16 * 16;
+  static constexpr int kModSmemBytes = kRopeOffset + D / 2 * 8;
+  static_assert(kModSmemBytes <= 227 * 1024, "more shared memory than an sm_90 CTA may have");
 };
 
 // Element offset of (token row t, 16-byte chunk c) in a [16][D] tile: chunks XOR-swizzled by the row so the 8
@@ -232,6 +243,124 @@ __device__ __forceinline__ int clampi(int x, int lo, int hi) { return min(max(x,
 __device__ __forceinline__ void seq_range(const Args& a, int b, int& start, int& end) {
   start = clampi(__ldg(a.indptr + b), 0, a.num_kv_indices);
   end = clampi(__ldg(a.indptr + b + 1), start, a.num_kv_indices);
+}
+
+// ---- RoPE (pos_encoding ROPE_LLAMA) ----
+// FlashInfer 0.7.2's semantics, read in its sources (include/flashinfer/...): BatchDecodeWithPagedKVCacheWrapper takes
+// rope_scale / rope_theta at plan() (None: 1 and 1e4, flashinfer/decode.py) and passes their reciprocals
+// (attention/default_decode_params.cuh:180-181). The CUDA-core decode (attention/decode.cuh:456-476) gives
+// dimension i the frequency rope_rcp_scale * rope_rcp_theta^(2 (i mod D/2) / D) (__powf) and rotates q at
+// kv_len - 1 (no q_rope_offset in the wrapper), in fp32 from its stored values; each key is rotated in fp32 as it
+// is read from shared memory (decode.cuh:73-76), from the cache's stored values (fp8 included: k_scale is folded
+// into sm_scale, which multiplies the dot product after the rotation, decode.cuh:81-95), at its index in the
+// sequence (kv_idx_base = chunk_start + ..., rope_pos_offset NULL: csrc/batch_decode.cu:193-199). The rotation
+// (pos_enc.cuh:105-125) is Llama's rotate-half over the whole head: for pair (i, i + D/2), angle = pos * freq_i,
+// x_i' = x_i cos - x_{i+D/2} sin, x_{i+D/2}' = x_{i+D/2} cos + x_i sin, with __sincosf of the fp32 angle. The
+// tensor-core path (several query tokens) puts token j of qo_len at kv_len - qo_len + j (attention/prefill.cuh:
+// 1091-1095) and rounds the rotated q and k back to 16 bits in shared memory (prefill.cuh:469-485).
+// Here: the same definition, q and k rotated in fp32 and rounded once to T (the MMAs' inputs, as the tensor-core
+// path), but the angle kept exact: the fp32 angle pos * freq is off by up to half an ulp of pos (2^-7 rad at 128k),
+// and __sincosf's own reduction of large arguments is no better. Each pair's frequency, in turns per position, is
+// a float pair (hi + lo, from fp64 once per CTA); pos * hi is split exactly into its rounded value and error (fma),
+// the integer turns dropped, and the remainder (|r| <= 1/2 turn) goes to __sincosf, whose error there is ~2^-21.
+// So the angle is good to ~1e-6 rad for any position below 2^24 (positions are fp32, as FlashInfer's are).
+
+// Table slot of pair i: [i % 8][i / 8], so the lanes of a warp, each on its own 8 pairs, read consecutive slots.
+template <int D>
+__device__ __forceinline__ int rope_slot(int i) {
+  return (i % 8) * (D / 16) + i / 8;
+}
+
+// Pair i's frequency in turns per position, 1 / (2 pi rope_scale rope_theta^(2i/D)), as hi + lo floats (fp64 once
+// per CTA; read only by the modified kernel after the barriers that follow).
+template <int D, int kThreads>
+__device__ __forceinline__ void fill_rope_table(const Args& a, float2* table) {
+  for (int i = threadIdx.x; i < D / 2; i += kThreads) {
+    const double f = a.rope_turns0 * exp2(-double(i) * a.rope_log2_step);
+    const float hi = float(f);
+    table[rope_slot<D>(i)] = make_float2(hi, float(f - double(hi)));
+  }
+}
+
+// Rotates (x, y) = (x_i, x_{i+D/2}) by the angle of position pos (an integer < 2^24) at frequency f (turns).
+__device__ __forceinline__ void rope_rotate(float& x, float& y, float2 f, float pos) {
+  const float t = __fmul_rn(pos, f.x);  // not contracted: e is exactly its rounding error
+  const float e = fmaf(pos, f.x, -t);
+  const float r = (t - rintf(t)) + fmaf(pos, f.y, e);  // pos * f mod 1, |r| <= 1/2 (+ 2^-24)
+  float sn, cs;
+  __sincosf(6.283185307179586f * r, &sn, &cs);
+  const float x0 = x;
+  x = x0 * cs - y * sn;
+  y = y * cs + x0 * sn;
+}
+
+template <class T>
+__device__ __forceinline__ float2 unpack2(uint32_t bits) {
+  if constexpr (std::is_same_v<T, __nv_bfloat16>) {
+    __nv_bfloat162 h;
+    memcpy(&h, &bits, 4);
+    return __bfloat1622float2(h);
+  } else {
+    __half2 h;
+    memcpy(&h, &bits, 4);
+    return __half22float2(h);
+  }
+}
+
+// Two 16-byte pieces of a row at position pos: x dimensions 8c .. 8c + 7, y their partners D/2 along; rotated in
+// fp32 and rounded once to T.
+template <int D, class T>
+__device__ __forceinline__ void rope_pieces(uint4& x, uint4& y, const float2* table, int c, float pos) {
+  uint32_t xs[4] = {x.x, x.y, x.z, x.w}, ys[4] = {y.x, y.y, y.z, y.w};
+#pragma unroll
+  for (int w = 0; w < 4; ++w) {
+    float2 lo = unpack2<T>(xs[w]), hi = unpack2<T>(ys[w]);
+    rope_rotate(lo.x, hi.x, table[rope_slot<D>(8 * c + 2 * w)], pos);
+    rope_rotate(lo.y, hi.y, table[rope_slot<D>(8 * c + 2 * w + 1)], pos);
+    xs[w] = Mma<T>::pack(lo.x, lo.y);
+    ys[w] = Mma<T>::pack(hi.x, hi.y);
+  }
+  x = make_uint4(xs[0], xs[1], xs[2], xs[3]);
+  y = make_uint4(ys[0], ys[1], ys[2], ys[3]);
+}
+
+// The CTA's Q tile ([16][D] of T, swizzled as tile_offset) rotated in place by all its threads, row r at position
+// pos0 + r / group. Thread i takes the pieces c = i % (D/16) of the first half (and their partners D/2 along) of
+// every (kThreads / (D/16))-th row. In shared memory once staged, with a barrier after: done in registers as Q is
+// staged, the rotation spilled at head_dim 256.
+template <int D, int kThreads, class T>
+__device__ __forceinline__ void rope_q_tile(T* tile, const float2* table, float pos0, int group) {
+  constexpr int kHalf = D / 16;  // 16-byte pieces in half a row
+  const int c = threadIdx.x % kHalf;
+#pragma unroll 1
+  for (int u = threadIdx.x; u < kRows * kHalf; u += kThreads) {
+    const int t = u / kHalf;
+    uint4* lo = reinterpret_cast<uint4*>(tile + tile_offset<D>(t, c));
+    uint4* hi = reinterpret_cast<uint4*>(tile + tile_offset<D>(t, c + kHalf));
+    uint4 x = *lo, y = *hi;
+    rope_pieces<D, T>(x, y, table, c, pos0 + float(t / group));
+    *lo = x;
+    *hi = y;
+  }
+}
+
+// A warp's K tile ([16][D] of T, swizzled as tile_offset) rotated in place, token t at position pos0 + t. Lane l takes
+// the pieces c = l % (D/16) of the first half (and their partners) of every (32 / (D/16))-th token: its frequencies
+// are the same for all of them.
+template <int D, class T>
+__device__ __forceinline__ void rope_keys(T* tile, const float2* table, float pos0, int lane) {
+  constexpr int kHalf = D / 16;
+  const int c = lane % kHalf;
+#pragma unroll 1  // a loop, not D / 32 copies: at head_dim 256 the registers are the O accumulators
+  for (int u = lane; u < kChunk * kHalf; u += 32) {
+    const int t = u / kHalf;
+    uint4* lo = reinterpret_cast<uint4*>(tile + tile_offset<D>(t, c));
+    uint4* hi = reinterpret_cast<uint4*>(tile + tile_offset<D>(t, c + kHalf));
+    uint4 x = *lo, y = *hi;
+    rope_pieces<D, T>(x, y, table, c, pos0 + float(t));
+    *lo = x;
+    *hi = y;
+  }
 }
 
 // The per-warp producer walks this warp's chunks (piece k, chunk c = warp, warp + kWarps, ...) with two cursors: one
@@ -334,7 +463,7 @@ struct Producer {
 };
 
 // The Q tile of one sequence (its group's rows, zeros below) moves global -> registers -> shared memory one piece
-// ahead, so a piece never waits on its Q.
+// ahead, so a piece never waits on its Q. (RoPE rotates the tile in shared memory once stored: rope_q_tile.)
 template <int D, int S, class T, bool kMod>
 struct QStage {
   using L = Layout<D, S>;
@@ -372,9 +501,12 @@ __device__ __forceinline__ void load_q_fragment(uint32_t q_smem, int kk, int lan
   ldmatrix_x4(f, q_smem + tile_offset<D>(row, col) * 2);
 }
 
-// The same fragments straight from global memory (a solo piece; rows >= group are zero).
+// The same fragments straight from global memory (a solo piece; rows >= group are zero). kMod with RoPE: rotated
+// at the rows' positions (request token 0 at pos0), each lane holding both halves of its pairs (k-steps kk and
+// kk + D / 32).
 template <int D, class T, bool kMod>
-__device__ __forceinline__ void load_q_global(const Args& a, int b, int kvh, int lane, uint32_t (&f)[D / 16][4]) {
+__device__ __forceinline__ void load_q_global(const Args& a, int b, int kvh, int lane, uint32_t (&f)[D / 16][4],
+                                              const float2* rope_table, float pos0) {
   const int g = lane / 4, t4 = lane % 4;
   const uint32_t* r0;
   const uint32_t* r1;
@@ -399,6 +531,24 @@ __device__ __forceinline__ void load_q_global(const Args& a, int b, int kvh, int
     f[kk][2] = v0 ? __ldg(r0 + kk * 8 + 4 + t4) : 0u;
     f[kk][3] = v1 ? __ldg(r1 + kk * 8 + 4 + t4) : 0u;
   }
+  if constexpr (kMod) {
+    if (a.rope) {
+      // Register r of k-step kk: row g (r even) or g + 8, columns kk * 16 + 2 * t4 (+ 8 for r >= 2), + 1.
+      const float pos[2] = {pos0 + float(min(g / a.group, a.q_len - 1)),
+                            pos0 + float(min((g + 8) / a.group, a.q_len - 1))};
+#pragma unroll
+      for (int kk = 0; kk < D / 32; ++kk)
+#pragma unroll
+        for (int r = 0; r < 4; ++r) {
+          const int col = kk * 16 + 2 * t4 + (r >> 1) * 8;
+          float2 lo = unpack2<T>(f[kk][r]), hi = unpack2<T>(f[kk + D / 32][r]);
+          rope_rotate(lo.x, hi.x, rope_table[rope_slot<D>(col)], pos[r & 1]);
+          rope_rotate(lo.y, hi.y, rope_table[rope_slot<D>(col + 1)], pos[r & 1]);
+          f[kk][r] = Mma<T>::pack(lo.x, lo.y);
+          f[kk + D / 32][r] = Mma<T>::pack(hi.x, hi.y);
+        }
+    }
+  }
 }
 
 // The CTA's shared memory, carved in Layout's order.
@@ -419,6 +569,7 @@ struct Shared {
   Piece* table;        // [kTable]
   int* indptr_cache;   // [kIndptrCache + 1]
   int* last_cache;     // [kIndptrCache]
+  float2* rope;        // the modified kernel's RoPE table [D / 2] (rope_slot, fill_rope_table)
   __device__ __forceinline__ explicit Shared(unsigned char* smem) {
     ring = reinterpret_cast<KV*>(smem);
     conv = reinterpret_cast<T*>(smem + L::kRingBytes);
@@ -433,6 +584,7 @@ struct Shared {
     table = reinterpret_cast<Piece*>(off_ring + L::kWarps * L::kIdSlots * kChunk);
     indptr_cache = reinterpret_cast<int*>(table + kTable);
     last_cache = indptr_cache + kIndptrCache + 1;
+    rope = reinterpret_cast<float2*>(smem + L::kRopeOffset);
   }
   // The K tile the MMAs of warp `warp` read for ring stage `stage` (the V tile follows), also its merge area: the
   // ring stage itself, or (fp8) the warp's converted pair.
@@ -445,6 +597,17 @@ struct Shared {
     return ring + ((warp * S + stage) * 2) * L::kTileElems;
   }
 };
+
+// RoPE: the sequence positions of a piece's first key and of its request's query token 0 (kv_len - q_len), from
+// its table entry and the sequence's first page (in shared memory from the count pass for the first kIndptrCache
+// sequences, clamped as build_table clamps it).
+template <int D, int S, class T, int KB>
+__device__ __forceinline__ float2 rope_positions(const Args& a, const Shared<D, S, T, KB>& sh, const Piece& piece) {
+  const int start = clampi(piece.b < kIndptrCache ? sh.indptr_cache[piece.b] : __ldg(a.indptr + piece.b), 0,
+                           a.num_kv_indices);
+  const long long first = (long long)(piece.page_begin - start) * a.page_size;
+  return make_float2(float(first), float(first + piece.pos0));
+}
 
 // A warp's running softmax state for its 16 rows: in fragment layout, row g in m[0]/l[0]/o[.][0..1], row g + 8 in
 // m[1]/l[1]/o[.][2..3] (l is this lane's partial sum until reduce_l).
@@ -1043,6 +1206,9 @@ __global__ void __launch_bounds__((Layout<D, S>::kThreads), 1) decode_kernel(con
       if (a.last_len && i < a.batch) prefetch_l2(a.last_len + i);
     }
   }
+  // RoPE's table reads only the arguments: filled before pdl_wait too.
+  if constexpr (kMod)
+    if (a.rope) fill_rope_table<D, L::kThreads>(a, sh.rope);
   pdl_wait();
 
   const int seg = blockIdx.x, kvh = blockIdx.y;
@@ -1092,6 +1258,16 @@ __global__ void __launch_bounds__((Layout<D, S>::kThreads), 1) decode_kernel(con
       return after ? __ffsll((long long)after) - 1 : n;
     };
     const int first_cta = next_cta(-1);
+    // kMod with RoPE: CTA piece k's Q tile, complete in shared memory, rotated at its rows' positions (then a
+    // barrier: every warp reads all of it).
+    auto rope_q = [&](int k) {
+      if constexpr (kMod) {
+        if (a.rope) {
+          rope_q_tile<D, L::kThreads, T>(sh.q_tile, sh.rope, rope_positions(a, sh, sh.table[k]).y, a.group);
+          __syncthreads();
+        }
+      }
+    };
     if (first_cta < n) qnext.load(a, sh.table[first_cta].b, kvh);  // while the ids of the first chunks arrive
 
     prod.start(a, sh.table, n, warp, lane, deal);
@@ -1103,6 +1279,7 @@ __global__ void __launch_bounds__((Layout<D, S>::kThreads), 1) decode_kernel(con
 #pragma unroll
     for (int s = 0; s < S - 1; ++s) prod.issue(a, sh.table, n, sh.ring, warp, lane, kvh);
     __syncthreads();  // the first CTA piece's Q tile is complete
+    if (first_cta < n) rope_q(first_cta);
 
     int consumed = 0;  // this warp's chunks consumed in this batch; chunk i sits in ring stage i % S
     for (int k = 0; k < n; ++k) {
@@ -1114,15 +1291,21 @@ __global__ void __launch_bounds__((Layout<D, S>::kThreads), 1) decode_kernel(con
       if (piece.tokens > c0 * kChunk) {
         ScoreMod mod, chunk_mod;
         int lo = 0;  // the first key any row sees
+        float rope_k0 = 0.f, rope_q0 = 0.f;  // RoPE: the positions of the piece's first key and query token 0
         if constexpr (kMod) {
           mod.cap_pre = chunk_mod.cap_pre = a.cap_pre;
           mod.cap_post = chunk_mod.cap_post = a.cap_post;
           if (a.window_left >= 0 || a.q_len > 1) lo = piece_bounds(a, piece, g, mod);
+          if (a.rope) {
+            const float2 at = rope_positions(a, sh, piece);
+            rope_k0 = at.x;
+            rope_q0 = at.y;
+          }
         }
         uint32_t qf[L::kQInRegisters ? D / 16 : 1][4];
         if constexpr (L::kQInRegisters) {
           if (piece.solo) {
-            load_q_global<D, T, kMod>(a, piece.b, kvh, lane, qf);
+            load_q_global<D, T, kMod>(a, piece.b, kvh, lane, qf, sh.rope, rope_q0);
           } else {
 #pragma unroll
             for (int kk = 0; kk < D / 16; ++kk) load_q_fragment<D>(q_smem, kk, lane, qf[kk]);
@@ -1140,6 +1323,14 @@ __global__ void __launch_bounds__((Layout<D, S>::kThreads), 1) decode_kernel(con
             if (a.kv_e5m2) convert_stage<D, T, true>(sh.kv_stage(warp, stage), sh.k_tile(warp, stage), lane);
             else convert_stage<D, T, false>(sh.kv_stage(warp, stage), sh.k_tile(warp, stage), lane);
             __syncwarp();  // the pair, written by all lanes, is visible to all lanes
+          }
+          if constexpr (kMod) {
+            // RoPE on the keys at their positions, after the fp8 conversion (exact: the same as rotating the fp8
+            // values); in place, only this warp reads the tile.
+            if (a.rope) {
+              rope_keys<D, T>(sh.k_tile(warp, stage), sh.rope, rope_k0 + float(c * kChunk), lane);
+              __syncwarp();  // the rotated tile, written by all lanes, is visible to all lanes
+            }
           }
           const uint32_t k_smem = uint32_t(__cvta_generic_to_shared(kt));
           const uint32_t v_smem = uint32_t(__cvta_generic_to_shared(kt + L::kTileElems));
@@ -1172,6 +1363,7 @@ __global__ void __launch_bounds__((Layout<D, S>::kThreads), 1) decode_kernel(con
         if (after < n) qnext.load(a, sh.table[after].b, kvh);
       }
       __syncthreads();  // the merge area is free again and the next Q tile complete
+      if (next < n) rope_q(next);
     }
     cp_async_wait<0>();  // nothing real is left in flight, but leave no group behind
   }
@@ -1377,6 +1569,9 @@ Args make_args(const kindex_paged_decode_params& p, const LaunchShape& shape, vo
   a.q_len = p.q_len_per_req;
   a.rows = a.group * p.q_len_per_req;
   a.kv_e5m2 = p.kv_format == KINDEX_KV_FORMAT_FP8_E5M2;
+  a.rope = p.pos_encoding == KINDEX_POS_ENCODING_ROPE_LLAMA;
+  a.rope_turns0 = 1.0 / (2.0 * 3.14159265358979323846 * double(p.rope_scale));
+  a.rope_log2_step = 2.0 * std::log2(double(p.rope_theta)) / double(p.head_dim);
   return a;
 }
 
@@ -1421,7 +1616,7 @@ cudaError_t run_kernel(const Args& a, cudaStream_t stream) {
   // S > 1 is one wave by construction (launch_shape): a cooperative launch, merged after a grid barrier.
   using L = Layout<D, S, kFp8 ? 1 : 2>;
   return launch(decode_kernel<D, S, T, kPlain, kMod, kFp8>, dim3(a.num_segments, a.num_kv_heads), dim3(L::kThreads),
-                L::kSmemBytes, stream, a.num_segments > 1, a);
+                kMod ? L::kModSmemBytes : L::kSmemBytes, stream, a.num_segments > 1, a);
 }
 
 template <int D, int S>
@@ -1447,18 +1642,18 @@ int occupancy(KernelKind kind) {
     const void* function;
     int smem, threads;
   };
-  auto kernel = [](auto function, auto layout) {
+  auto kernel = [](auto function, auto layout, bool mod) {
     using L = decltype(layout);
-    return Kernel{reinterpret_cast<const void*>(function), L::kSmemBytes, L::kThreads};
+    return Kernel{reinterpret_cast<const void*>(function), mod ? L::kModSmemBytes : L::kSmemBytes, L::kThreads};
   };
-  Kernel kernels[2] = {kernel(decode_kernel<D, S, T, false, false, false>, Layout<D, S>{}),
-                       kernel(decode_kernel<D, S, T, true, false, false>, Layout<D, S>{})};
+  Kernel kernels[2] = {kernel(decode_kernel<D, S, T, false, false, false>, Layout<D, S>{}, false),
+                       kernel(decode_kernel<D, S, T, true, false, false>, Layout<D, S>{}, false)};
   int count = 2;
   if (kind == KernelKind::modified) {
-    kernels[0] = kernel(decode_kernel<D, S, T, false, true, false>, Layout<D, S>{});
+    kernels[0] = kernel(decode_kernel<D, S, T, false, true, false>, Layout<D, S>{}, true);
     count = 1;
   } else if (kind == KernelKind::fp8) {
-    kernels[0] = kernel(decode_kernel<D, S, T, false, true, true>, Layout<D, S, 1>{});
+    kernels[0] = kernel(decode_kernel<D, S, T, false, true, true>, Layout<D, S, 1>{}, true);
     count = 1;
   }
   int fewest = 1 << 20;
@@ -1498,7 +1693,10 @@ decltype(auto) with_config(int head_dim, int stages, F&& f) {
 }
 
 size_t ring_smem_bytes(int head_dim, int stages) {
-  return with_config(head_dim, stages, []<int D, int S>() { return size_t(Layout<D, S>::kSmemBytes); });
+  return with_config(head_dim, stages, []<int D, int S>() {
+    static_assert(Layout<D, S, 1>::kModSmemBytes <= Layout<D, S>::kModSmemBytes, "fp8 needs no more");
+    return size_t(Layout<D, S>::kModSmemBytes);  // the most any kind needs: the modified kernel's
+  });
 }
 
 int ring_stages(int head_dim, size_t smem_limit) {

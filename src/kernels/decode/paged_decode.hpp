@@ -60,8 +60,8 @@ struct ShapeOverrides {
 // hinted ones 2-11% faster up to 284 MB; the crossover lies between 4.7 and 6.9 L2 sizes (60 MB).
 constexpr int64_t kPlainCopiesL2Multiple = 6;
 
-// The run kernel a call needs: fp8 K/V (kv_format) the fp8 one; v_scale, soft-cap, window, sinks, HND or several
-// query tokens per request the modified one; else the plain one (k_scale alone folds into sm_scale), whose code is
+// The run kernel a call needs: fp8 K/V (kv_format) the fp8 one; v_scale, soft-cap, window, sinks, HND, several
+// query tokens per request or RoPE the modified one; else the plain one (k_scale alone folds into sm_scale), whose code is
 // the same as before the variants existed.
 KernelKind kernel_kind(const kindex_paged_decode_params& p);
 
@@ -94,7 +94,7 @@ namespace detail {
 // The ring depth of the run kernel on a device whose CTAs may use `smem_limit` bytes of shared memory: the
 // shipped depth where it fits (sm_90, sm_100), else 2 (sm_80's 163 KB); 0 if not even that fits.
 int ring_stages(int head_dim, size_t smem_limit);
-size_t ring_smem_bytes(int head_dim, int stages);  // shared memory per CTA of that configuration
+size_t ring_smem_bytes(int head_dim, int stages);  // shared memory per CTA of that configuration (its largest kind)
 // Resident CTAs per SM of the run kernel of this kind and configuration (its shared memory decides).
 int ctas_per_sm(kindex_dtype dtype, int head_dim, int stages, KernelKind kind);
 // Bytes of the device plan for S segments and `batch` sequences.

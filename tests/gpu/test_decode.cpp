@@ -74,6 +74,8 @@ struct Case {
   std::vector<float> sinks{};  // empty: none; else one per query head
   int q_len = 1;             // query tokens per request
   kindex_kv_format kv_format = KINDEX_KV_FORMAT_SAME_AS_Q;
+  bool rope = false;         // pos_encoding ROPE_LLAMA
+  float rope_scale = 1, rope_theta = 1e4f;
   int batch() const { return int(table.kv_indptr.size()) - 1; }
   int64_t num_kv_indices() const { return int64_t(table.kv_indices.size()); }
 };
@@ -175,6 +177,9 @@ kindex_paged_decode_params host_params(const Case& c) {
   p.sinks = c.sinks.empty() ? nullptr : c.sinks.data();
   p.q_len_per_req = c.q_len;
   p.kv_format = c.kv_format;
+  p.pos_encoding = c.rope ? KINDEX_POS_ENCODING_ROPE_LLAMA : KINDEX_POS_ENCODING_NONE;
+  p.rope_scale = c.rope_scale;
+  p.rope_theta = c.rope_theta;
   return p;
 }
 
@@ -723,6 +728,9 @@ TEST_F(Decode, BadArgumentsNameTheField) {
       {"params.v_scale", [](kindex_paged_decode_params& p) { p.v_scale = NAN; }},
       {"params.logits_soft_cap", [](kindex_paged_decode_params& p) { p.logits_soft_cap = -2; }},
       {"params.q_len_per_req", [](kindex_paged_decode_params& p) { p.q_len_per_req = 9; }},
+      {"params.pos_encoding", [](kindex_paged_decode_params& p) { p.pos_encoding = kindex_pos_encoding(5); }},
+      {"params.rope_scale", [](kindex_paged_decode_params& p) { p.rope_scale = 0; }},
+      {"params.rope_theta", [](kindex_paged_decode_params& p) { p.rope_theta = -INFINITY; }},
       {"params.sinks",  // misaligned
        [](kindex_paged_decode_params& p) {
          p.sinks = reinterpret_cast<const float*>(static_cast<const char*>(p.q) + 2);
@@ -786,7 +794,9 @@ std::string describe_variant(const Case& c) {
          std::string(c.layout == KINDEX_KV_LAYOUT_HND ? "HND" : "NHD") +
          " k_scale " +
          std::to_string(c.k_scale) + " v_scale " + std::to_string(c.v_scale) + " cap " + std::to_string(c.soft_cap) +
-         " window " + std::to_string(c.window_left) + (c.sinks.empty() ? "" : " sinks") + "]";
+         " window " + std::to_string(c.window_left) + (c.sinks.empty() ? "" : " sinks") +
+         (c.rope ? " rope scale " + std::to_string(c.rope_scale) + " theta " + std::to_string(c.rope_theta) : "") +
+         "]";
 }
 
 // Each variant alone and in combination, over adversarial tables (empty, 1-token, partial last pages, shared and
@@ -880,6 +890,7 @@ TEST_F(Decode, OnlyVariantsNeedingItRunTheModifiedKernels) {
                    +[](kindex_paged_decode_params& q) { q.window_left = 0; },
                    +[](kindex_paged_decode_params& q) { q.kv_layout = KINDEX_KV_LAYOUT_HND; },
                    +[](kindex_paged_decode_params& q) { q.q_len_per_req = 2; },
+                   +[](kindex_paged_decode_params& q) { q.pos_encoding = KINDEX_POS_ENCODING_ROPE_LLAMA; },
                    +[](kindex_paged_decode_params& q) { static const float s = 0; q.sinks = &s; }}) {
     kindex_paged_decode_params q = KINDEX_PAGED_DECODE_PARAMS_INIT;
     set(q);
@@ -889,7 +900,13 @@ TEST_F(Decode, OnlyVariantsNeedingItRunTheModifiedKernels) {
     p = KINDEX_PAGED_DECODE_PARAMS_INIT;
     p.kv_format = format;
     EXPECT_EQ(KernelKind::fp8, kindex::decode::kernel_kind(p));
+    p.pos_encoding = KINDEX_POS_ENCODING_ROPE_LLAMA;
+    EXPECT_EQ(KernelKind::fp8, kindex::decode::kernel_kind(p));
   }
+  p = KINDEX_PAGED_DECODE_PARAMS_INIT;
+  p.rope_scale = 8;  // scale and theta alone change nothing: RoPE is off
+  p.rope_theta = 5e5f;
+  EXPECT_EQ(KernelKind::plain, kindex::decode::kernel_kind(p));
 }
 
 // fp8 K/V (e4m3, e5m2) into bf16 and fp16 decodes: every head_dim, groups, page sizes, adversarial tables, one
@@ -946,6 +963,9 @@ TEST_F(Decode, SanitizerSmallVariants) {
     c.sinks = make_sinks(c.num_qo_heads, c.seed);
     c.q_len = 2;
     EXPECT_EQ("", check_case(c, dev));
+    c.rope = true;
+    c.name += " rope";
+    EXPECT_EQ("", check_case(c, dev));
     c.kv_format = d == 128 ? KINDEX_KV_FORMAT_FP8_E4M3 : KINDEX_KV_FORMAT_FP8_E5M2;
     c.name += " fp8";
     EXPECT_EQ("", check_case(c, dev));
@@ -982,6 +1002,137 @@ TEST_F(Decode, SeveralTokensPerRequestMatchTheReference) {
           c.name += describe_variant(c);
           EXPECT_EQ("", check_case(c, dev));
         }
+      }
+    }
+  }
+}
+
+// ---- RoPE (pos_encoding ROPE_LLAMA): q rotated as it is staged (CTA pieces) or loaded (solo pieces), each K chunk
+// in shared memory once it lands (after the fp8 conversion), all against the fp64 reference. ----
+
+// Segment counts for the RoPE cases: one, the cost model's, a few, and the most one wave holds (solo pieces,
+// CTA pieces and cut sequences all appear across them).
+const int64_t kRopeSegments[] = {1, 0, 3, 8, kMostSegments};
+
+// RoPE alone (the modified kernel with nothing else set): every head_dim, bf16 and fp16, groups 1..16, page sizes
+// 1, 16, 7, 64, adversarial tables (empty, 1-token and partial last pages: each key at its own position whatever
+// page or chunk it lands in), default and model-like rope_scale / rope_theta.
+TEST_F(Decode, RopeMatchesTheReference) {
+  struct Rope {
+    float scale, theta;
+  };
+  const Rope ropes[] = {{1, 1e4f}, {1, 5e5f}, {8, 5e5f}, {0.5f, 1e6f}};
+  const int dims[] = {64, 128, 256};
+  const int page_sizes[] = {1, 16, 7, 64};
+  int i = 0;
+  for (int d : dims) {
+    for (const Rope& r : ropes) {
+      ++i;
+      const int ps = page_sizes[i % 4], hkv = 1 + i % 3, group = 1 + (5 * i) % 16;
+      const kindex_dtype dt = i % 2 ? KINDEX_DTYPE_FP16 : KINDEX_DTYPE_BF16;
+      const int64_t n = ps == 1 ? 900 : std::max(24, 1800 / ps);
+      for (int64_t segments : kRopeSegments) {
+        SegmentsScope scope(dev, segments);
+        Case c = generated_case("rope " + std::to_string(i) + " group " + std::to_string(group) + " d" +
+                                    std::to_string(d) + " ps" + std::to_string(ps) + " segments " +
+                                    std::to_string(segments),
+                                dt, group * hkv, hkv, d, ps, 9, 40 * n + 500, n, 600 + i, true);
+        c.rope = true;
+        c.rope_scale = r.scale;
+        c.rope_theta = r.theta;
+        c.name += describe_variant(c);
+        EXPECT_EQ("", check_case(c, dev));
+      }
+    }
+  }
+}
+
+// RoPE on fp8 caches (e4m3, e5m2; the keys rotated after their conversion), every head_dim, alone and with scales.
+TEST_F(Decode, RopeWithFp8CachesMatchesTheReference) {
+  const int dims[] = {64, 128, 256};
+  const int page_sizes[] = {1, 16, 7};
+  int i = 0;
+  for (kindex_kv_format format : {KINDEX_KV_FORMAT_FP8_E4M3, KINDEX_KV_FORMAT_FP8_E5M2}) {
+    for (int d : dims) {
+      for (bool scaled : {false, true}) {
+        ++i;
+        const int ps = page_sizes[i % 3], hkv = 1 + i % 2, group = 1 + (7 * i) % 16;
+        const int64_t n = ps == 1 ? 800 : std::max(24, 1600 / ps);
+        for (int64_t segments : kRopeSegments) {
+          SegmentsScope scope(dev, segments);
+          Case c = generated_case("rope fp8 d" + std::to_string(d) + " group " + std::to_string(group) + " ps" +
+                                      std::to_string(ps) + " segments " + std::to_string(segments),
+                                  i % 2 ? KINDEX_DTYPE_FP16 : KINDEX_DTYPE_BF16, group * hkv, hkv, d, ps, 8,
+                                  40 * n + 500, n, 700 + i, true);
+          c.kv_format = format;
+          c.rope = true;
+          c.rope_theta = 5e5f;
+          if (scaled) {
+            c.k_scale = 0.37f;  // as in Fp8CachesMatchTheReference: |V| stays small enough for P's rounding
+            c.v_scale = 0.4f;
+          }
+          c.name += describe_variant(c);
+          EXPECT_EQ("", check_case(c, dev));
+        }
+      }
+    }
+  }
+}
+
+// RoPE with a window, 3 tokens per request and HND (each token rotated at its own position, the keys before the
+// window never read), with and without fp8, soft-cap and sinks: every head_dim, several segment counts.
+TEST_F(Decode, RopeWithWindowSeveralTokensAndHndMatchesTheReference) {
+  const int dims[] = {64, 128, 256};
+  const int page_sizes[] = {1, 16, 5};
+  int i = 0;
+  for (int d : dims) {
+    for (int mods = 0; mods < 3; ++mods) {
+      ++i;
+      const int ps = page_sizes[i % 3], hkv = 1 + i % 2, group = mods == 0 ? 5 : 1 + i % 5;  // 3 x group <= 16
+      const int64_t n = ps == 1 ? 700 : std::max(24, 1400 / ps);
+      for (int64_t segments : kRopeSegments) {
+        SegmentsScope scope(dev, segments);
+        Case c = generated_case("rope window q_len 3 HND d" + std::to_string(d) + " group " + std::to_string(group) +
+                                    " ps" + std::to_string(ps) + " segments " + std::to_string(segments),
+                                i % 2 ? KINDEX_DTYPE_FP16 : KINDEX_DTYPE_BF16, group * hkv, hkv, d, ps, 7,
+                                40 * n + 500, n, 800 + i, true);
+        c.rope = true;
+        c.rope_scale = 2;
+        c.layout = KINDEX_KV_LAYOUT_HND;
+        c.q_len = 3;
+        c.window_left = mods == 1 ? 1 : 40 + 17 * i;  // 1: the earlier tokens' windows end before the last's
+        if (mods == 2) {
+          c.kv_format = i % 2 ? KINDEX_KV_FORMAT_FP8_E5M2 : KINDEX_KV_FORMAT_FP8_E4M3;
+          c.soft_cap = 20;
+          c.sinks = make_sinks(c.num_qo_heads, c.seed);
+        }
+        c.name += describe_variant(c);
+        EXPECT_EQ("", check_case(c, dev));
+      }
+    }
+  }
+}
+
+// Positions past 128k: the angle kept exact (pos * frequency reduced to a fraction of a turn in extended precision)
+// where fp32 pos * freq alone would be off by up to 2^-7 rad. One request of 132789 keys beside short ones, whole and
+// split over segments and merged, alone and with a window (its last keys only).
+TEST_F(Decode, RopeAtLongPositionsMatchesTheReference) {
+  for (int d : {64, 128, 256}) {
+    for (int window : {-1, 300}) {
+      for (int64_t segments : {int64_t(1), int64_t(0), kMostSegments}) {
+        SegmentsScope scope(dev, segments);
+        Case c{.name = "rope long d" + std::to_string(d) + " segments " + std::to_string(segments),
+               .dtype = d == 128 ? KINDEX_DTYPE_BF16 : KINDEX_DTYPE_FP16, .num_qo_heads = 8, .num_kv_heads = 2,
+               .head_dim = d, .page_size = 16, .num_pages = 9000, .sm_scale = float(1.0 / std::sqrt(double(d))),
+               .seed = uint64_t(950 + d)};
+        c.table.kv_indptr = {0, 8300, 8301, 8320};
+        for (int32_t j = 0; j < 8320; ++j) c.table.kv_indices.push_back(int32_t((j * 7919 + 13) % 9000));
+        c.table.kv_last_page_len = {5, 16, 9};
+        c.rope = true;
+        c.rope_theta = 5e5f;
+        c.window_left = window;
+        c.name += describe_variant(c);
+        EXPECT_EQ("", check_case(c, dev));
       }
     }
   }

@@ -204,9 +204,15 @@ VARIANTS = [
     ("rope", {}, dict(pos_encoding_mode="ROPE_LLAMA")),
     ("rope-scaled", dict(dim=64, heads=8, kv_heads=8), dict(pos_encoding_mode="ROPE_LLAMA", rope_scale=4.0,
                                                             rope_theta=5e5)),
+    ("rope-hd256-fp16", dict(dim=256, heads=8, kv_heads=2, dtype=torch.float16),
+     dict(pos_encoding_mode="ROPE_LLAMA", rope_theta=1e6)),
+    ("rope-fp8-e5m2", dict(kv_dtype=torch.float8_e5m2), dict(pos_encoding_mode="ROPE_LLAMA", k_scale=0.5)),
+    ("rope-window-q-len-3-hnd", dict(kv_layout="HND", q_len_per_req=3, heads=8, kv_heads=2),
+     dict(pos_encoding_mode="ROPE_LLAMA", rope_scale=2.0, window_left=40)),
     # combinations models use
     ("gemma2-local-layer", dict(dim=256, heads=16, kv_heads=8), dict(window_left=64, logits_soft_cap=50.0)),
     ("gpt-oss-sliding-layer", dict(dim=64, heads=64, kv_heads=8), dict(window_left=128, sinks="random")),
+    ("llama3-layer", dict(heads=32, kv_heads=8), dict(pos_encoding_mode="ROPE_LLAMA", rope_theta=5e5)),
     ("fp8-hnd-spec-decode", dict(kv_dtype=torch.float8_e4m3fn, kv_layout="HND", q_len_per_req=3),
      dict(k_scale=0.25)),
     ("fp8-e5m2-q-len-window-cap", dict(kv_dtype=torch.float8_e5m2, q_len_per_req=2, page_size=64),
@@ -230,7 +236,8 @@ def variant_problem(case, lengths, problem_options, options):
 
 
 def tolerances(options):
-    """RoPE's angles (position x frequency, in fp32 on the GPU) cost some accuracy at thousands of tokens."""
+    """RoPE costs some accuracy: kindex (and FlashInfer's tensor-core path) round the rotated q and k to 16 bits,
+    and FlashInfer's fp32 angles (position x frequency) drift at thousands of tokens."""
     if options.get("pos_encoding_mode", "NONE") != "NONE":
         return dict(atol=2e-2, rtol=2e-2, lse_tol=5e-3)
     return {}
@@ -302,6 +309,18 @@ def test_decode_variant_is_interchangeable_with_flashinfer(flashinfer, case, pro
     assert (k_out.shape, k_out.dtype, k_lse.shape) == (f_out.shape, f_out.dtype, f_lse.shape)
     torch.testing.assert_close(k_out.float(), f_out.float(), atol=tol.get("atol", 1e-2), rtol=tol.get("rtol", 1e-2))
     torch.testing.assert_close(k_lse, f_lse, atol=tol.get("lse_tol", 1e-3), rtol=tol.get("lse_tol", 1e-3))
+
+
+def test_rope_at_long_positions_matches_the_definition():
+    """Keys and queries past position 128k, where an fp32 angle (position x frequency) is off by up to 2^-7 rad:
+    kindex reduces the angle exactly. A window keeps the output an average of a few keys (so sensitive to each)."""
+    problem = make_problem(zlib.crc32(b"rope-long"), [131100, 7, 2049], heads=8, kv_heads=2, page_size=16)
+    indptr, indices, last = to_device(*problem["host"])
+    options = dict(pos_encoding_mode="ROPE_LLAMA", rope_theta=5e5, window_left=31)
+    out, lse = library_runs(lambda: kindex.paged_decode(problem["q"], problem["k_cache"], problem["v_cache"], indptr,
+                                                        indices, last, **options))
+    torch.cuda.synchronize()
+    assert_matches_reference(out, lse, problem, 1.0 / math.sqrt(128), **tolerances(options), **options)
 
 
 def test_decode_variant_makes_no_host_sync():

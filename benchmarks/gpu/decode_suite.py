@@ -54,10 +54,11 @@ working set would not fit in free GPU memory is skipped and recorded.
 Decode variants (kindex.h version 2, FlashInfer's semantics), for kindex and FlashInfer's fa2 wrappers only:
 --kv-dtype fp8_e4m3|fp8_e5m2 (the drawn bf16 caches converted), --layout HND, --q-len N (q has batch x N rows,
 causal among them; FlashInfer: tensor cores only), --window N (window_left), --soft-cap X, --sinks (drawn per case),
---rope (ROPE_LLAMA), --k-scale / --v-scale. With --sinks, flashinfer_tc is FlashInfer's AttentionSink variant on
-its fa2 batch-prefill kernel (BatchPrefillWithPagedKVCacheWrapper with jit_args, as upstream's
-BatchAttentionWithAttentionSinkWrapper builds it) and flashinfer_cuda is "unsupported": the decode wrapper's
-run(sinks=...) drops the sinks on the fa2 backend (FLASHINFER_SINKS below says where). A non-default variant is
+--rope (ROPE_LLAMA; --rope-scale / --rope-theta, default 1 and 1e4, go to both libraries), --k-scale / --v-scale.
+With --sinks, flashinfer_tc is FlashInfer's AttentionSink variant on its fa2 batch-prefill kernel
+(BatchPrefillWithPagedKVCacheWrapper with jit_args, as upstream's BatchAttentionWithAttentionSinkWrapper builds it)
+and flashinfer_cuda is "unsupported": the decode wrapper's run(sinks=...) drops the sinks on the fa2 backend
+(FLASHINFER_SINKS below says where). A non-default variant is
 checked against python/tests/decode_reference.py (float32, a request at a time) instead of the chunked reference,
 and recorded in each row ("variant"); the default keeps the suite as it was. --fp8-vs-bf16 runs every case
 twice, KV in bf16 then in fp8 e4m3 (the same drawn values, converted), and adds "fp8_vs_bf16" to the JSON: per case
@@ -434,7 +435,12 @@ DEFAULT_VARIANT = {"kv_dtype": "bf16", "layout": "NHD", "q_len": 1, "window": -1
 
 
 def variant_of(args):
-    return {k: getattr(args, k) for k in DEFAULT_VARIANT}
+    """The variant options; with --rope also rope_scale / rope_theta (absent otherwise, so rows of runs without RoPE
+    keep their identity, row_key)."""
+    variant = {k: getattr(args, k) for k in DEFAULT_VARIANT}
+    if variant["rope"]:
+        variant.update(rope_scale=args.rope_scale, rope_theta=args.rope_theta)
+    return variant
 
 
 def is_default(variant):
@@ -442,11 +448,17 @@ def is_default(variant):
 
 
 def decode_options(variant, sinks=None):
-    """The variant as kindex.paged_decode / decode_reference take it (FlashInfer's names), but for the KV dtype."""
-    return dict(kv_layout=variant["layout"], q_len_per_req=variant["q_len"], window_left=variant["window"],
-                logits_soft_cap=variant["soft_cap"], sinks=sinks,
-                pos_encoding_mode="ROPE_LLAMA" if variant["rope"] else "NONE", k_scale=variant["k_scale"],
-                v_scale=variant["v_scale"])
+    """The variant as kindex.paged_decode / decode_reference take it (FlashInfer's names), but for the KV dtype.
+    RoPE's rope_scale / rope_theta are given explicitly (FlashInfer's defaults 1 and 1e4 unless set), so kindex,
+    FlashInfer and the reference all rotate with the same ones."""
+    options = dict(kv_layout=variant["layout"], q_len_per_req=variant["q_len"], window_left=variant["window"],
+                   logits_soft_cap=variant["soft_cap"], sinks=sinks,
+                   pos_encoding_mode="ROPE_LLAMA" if variant["rope"] else "NONE", k_scale=variant["k_scale"],
+                   v_scale=variant["v_scale"])
+    if variant["rope"]:
+        options.update(rope_scale=float(variant.get("rope_scale", 1.0)),
+                       rope_theta=float(variant.get("rope_theta", 1e4)))
+    return options
 
 
 def variant_reference(t, case, variant):
@@ -833,7 +845,8 @@ class FlashInferFa2Impl(Impl):
             wrapper = ctx.fi_wrappers[name]
             variant_plan = {} if is_default(t.variant) else dict(
                 q_len_per_req=options["q_len_per_req"], window_left=options["window_left"],
-                logits_soft_cap=options["logits_soft_cap"], pos_encoding_mode=options["pos_encoding_mode"])
+                logits_soft_cap=options["logits_soft_cap"], pos_encoding_mode=options["pos_encoding_mode"],
+                **{k: options[k] for k in ("rope_scale", "rope_theta") if k in options})
             self.run_options = {} if is_default(t.variant) else {k: options[k] for k in ("k_scale", "v_scale")}
 
             def plan():
@@ -1501,6 +1514,9 @@ def parse_args(argv=None):
     variant.add_argument("--soft-cap", type=float, default=0.0, help="logits_soft_cap (0: none)")
     variant.add_argument("--sinks", action="store_true", help="attention sinks, drawn per case")
     variant.add_argument("--rope", action="store_true", help="pos_encoding_mode ROPE_LLAMA")
+    variant.add_argument("--rope-scale", type=float, default=1.0, help="with --rope: rope_scale (FlashInfer's default 1)")
+    variant.add_argument("--rope-theta", type=float, default=1e4,
+                         help="with --rope: rope_theta (FlashInfer's default 1e4; Llama 3: 5e5)")
     variant.add_argument("--k-scale", type=float, default=1.0)
     variant.add_argument("--v-scale", type=float, default=1.0)
     variant.add_argument("--fp8-vs-bf16", action="store_true",
@@ -1534,6 +1550,11 @@ def parse_args(argv=None):
     if not 1 <= args.q_len <= 8 or args.window < -1 or args.soft_cap < 0 or min(args.k_scale, args.v_scale) <= 0:
         ap.error(f"a variant option out of range: --q-len {args.q_len} (1..8), --window {args.window} (>= -1), "
                  f"--soft-cap {args.soft_cap} (>= 0), --k-scale {args.k_scale} / --v-scale {args.v_scale} (> 0)")
+    if not (math.isfinite(args.rope_scale) and args.rope_scale > 0 and math.isfinite(args.rope_theta)
+            and args.rope_theta > 0):
+        ap.error(f"--rope-scale {args.rope_scale} / --rope-theta {args.rope_theta}: must be finite and > 0")
+    if not args.rope and (args.rope_scale, args.rope_theta) != (1.0, 1e4):
+        ap.error("--rope-scale / --rope-theta apply to RoPE: add --rope")
     if args.quick:
         args.warmup, args.iters, args.plan_repeats = 3, 10, 1
     if args.iters < 1:

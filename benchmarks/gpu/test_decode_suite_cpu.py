@@ -703,17 +703,21 @@ def test_variant_arguments():
     assert a.variant == ds.DEFAULT_VARIANT and ds.is_default(a.variant) and not a.fp8_vs_bf16
     a = ds.parse_args(base + ["--impls", "kindex,flashinfer_tc", "--kv-dtype", "fp8_e5m2", "--layout", "HND",
                               "--q-len", "4", "--window", "127", "--soft-cap", "50", "--sinks", "--rope",
-                              "--k-scale", "0.5", "--v-scale", "2"])
+                              "--rope-theta", "5e5", "--k-scale", "0.5", "--v-scale", "2"])
     assert a.variant == dict(kv_dtype="fp8_e5m2", layout="HND", q_len=4, window=127, soft_cap=50.0, sinks=True,
-                             rope=True, k_scale=0.5, v_scale=2.0)
+                             rope=True, rope_scale=1.0, rope_theta=5e5, k_scale=0.5, v_scale=2.0)
     assert ds.decode_options(a.variant, sinks="S") == dict(
         kv_layout="HND", q_len_per_req=4, window_left=127, logits_soft_cap=50.0, sinks="S",
-        pos_encoding_mode="ROPE_LLAMA", k_scale=0.5, v_scale=2.0)
+        pos_encoding_mode="ROPE_LLAMA", rope_scale=1.0, rope_theta=5e5, k_scale=0.5, v_scale=2.0)
+    # Without --rope the variant has no RoPE keys (a row's identity is unchanged) and nothing goes to the libraries.
+    a = ds.parse_args(base + ["--impls", "kindex", "--window", "8"])
+    assert "rope_scale" not in a.variant and "rope_scale" not in ds.decode_options(a.variant)
     for bad in (["--window", "8"], ["--fp8-vs-bf16"]):  # the default impls include FA3 / XQA: no variant there
         with pytest.raises(SystemExit):
             ds.parse_args(base + bad)
     for bad in (["--q-len", "9"], ["--window", "-2"], ["--soft-cap", "-1"], ["--k-scale", "0"],
-                ["--fp8-vs-bf16", "--kv-dtype", "fp8_e4m3"]):
+                ["--fp8-vs-bf16", "--kv-dtype", "fp8_e4m3"], ["--rope", "--rope-scale", "0"],
+                ["--rope", "--rope-theta", "nan"], ["--rope-theta", "5e5"]):
         with pytest.raises(SystemExit):
             ds.parse_args(base + ["--impls", "kindex"] + bad)
     assert ds.known_limits("flashinfer_cuda", {"hq": 8, "hkv": 8, "d": 128, "ps": 16, "q_len": 2}, "9.0").startswith(
@@ -728,11 +732,13 @@ def test_paged_decode_params_carry_the_variant():
     sinks = torch.zeros(8)
     p = db.paged_decode_params(q, k, k, indptr, indices, None, 0.5, torch.empty_like(q), None,
                                **ds.decode_options(dict(ds.DEFAULT_VARIANT, layout="HND", q_len=2, window=7,
-                                                        soft_cap=30.0, rope=True, k_scale=0.25), sinks))
+                                                        soft_cap=30.0, rope=True, rope_scale=4.0, rope_theta=5e5,
+                                                        k_scale=0.25), sinks))
     assert (p.batch_size, p.num_qo_heads, p.num_kv_heads, p.page_size, p.num_pages) == (3, 8, 2, 16, 10)
     assert (p.kv_format, p.kv_layout, p.q_len_per_req, p.window_left, p.logits_soft_cap, p.pos_encoding,
-            p.k_scale, p.v_scale, p.sinks) == (db.KV_FORMAT_FP8_E4M3, db.KV_LAYOUT_HND, 2, 7, 30.0,
-                                               db.POS_ENCODING_ROPE_LLAMA, 0.25, 1.0, sinks.data_ptr())
+            p.rope_scale, p.rope_theta, p.k_scale, p.v_scale, p.sinks) == (
+        db.KV_FORMAT_FP8_E4M3, db.KV_LAYOUT_HND, 2, 7, 30.0, db.POS_ENCODING_ROPE_LLAMA, 4.0, 5e5, 0.25, 1.0,
+        sinks.data_ptr())
     with pytest.raises(TypeError, match="unknown field 'window'"):
         db.paged_decode_params(q, k, k, indptr, indices, None, 0.5, torch.empty_like(q), None, window=3)
 
@@ -816,7 +822,7 @@ def test_the_flashinfer_runner_plans_and_runs_with_the_variant(cpu_run):
     case = next(c for c in ds.load_dataset(root)["cases"] if c["label"].endswith("ps64#0"))
     args = ds.parse_args(["--dataset", str(root), "--out", "x.json", "--lib", "l.so", "--impls", "flashinfer_tc",
                           "--kv-dtype", "fp8_e5m2", "--q-len", "2", "--window", "5", "--soft-cap", "20",
-                          "--rope", "--k-scale", "0.5"])
+                          "--rope", "--rope-scale", "8", "--rope-theta", "5e5", "--k-scale", "0.5"])
     t = ds.CaseTensors(torch, dict(case, q_len=2), ds.load_tables(case), 1, args.variant)
     calls = []
 
@@ -832,7 +838,8 @@ def test_the_flashinfer_runner_plans_and_runs_with_the_variant(cpu_run):
     ds.FlashInferFa2Impl(ctx, case, t, "flashinfer_tc", 0).call()
     (_, plan), (_, q_shape, kv_dtype, run) = calls
     assert plan == dict(q_data_type=torch.bfloat16, kv_data_type=torch.float8_e5m2, sm_scale=case["sm_scale"],
-                        q_len_per_req=2, window_left=5, logits_soft_cap=20.0, pos_encoding_mode="ROPE_LLAMA")
+                        q_len_per_req=2, window_left=5, logits_soft_cap=20.0, pos_encoding_mode="ROPE_LLAMA",
+                        rope_scale=8.0, rope_theta=5e5)
     assert q_shape == (2 * case["batch_size"], case["hq"], case["d"]) and kv_dtype == torch.float8_e5m2
     assert "sinks" not in run and (run["k_scale"], run["v_scale"]) == (0.5, 1.0)
     assert run["return_lse"] and run["lse"].shape == (2 * case["batch_size"], case["hq"])

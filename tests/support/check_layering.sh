@@ -7,6 +7,8 @@
 #   check_layering.sh --self-test  run the check on a scratch tree holding known findings and known look-alikes,
 #                                  and fail unless exactly the findings are reported
 set -euo pipefail
+# shellcheck source=SCRIPTDIR/findings.sh
+source "$(dirname "$0")/findings.sh"
 
 readonly forbidden='kernels|gpu_reference|reference'
 # An include directive (either quote style, any spacing) whose path starts with a forbidden folder.
@@ -21,13 +23,9 @@ check() {
   local found
   found=$(cd "$root" && grep -rnE --include='*.cpp' --include='*.hpp' --include='*.h' --include='*.cu' \
     --include='*.cuh' -- "$pattern" src/runner || true)
-  if [[ -n $found ]]; then
-    echo "$found"
-    echo "check_layering: $(wc -l <<<"$found") include(s) above reach into src/{${forbidden//|/,}} from" \
-      "src/runner; go through the C ABI in include/kindex/ instead" >&2
-    return 1
-  fi
-  echo "check_layering: src/runner includes nothing of src/{${forbidden//|/,}}"
+  report_findings check_layering "$found" \
+    "include(s) above reach into src/{${forbidden//|/,}} from src/runner; go through the C ABI in include/kindex/ instead" \
+    "src/runner includes nothing of src/{${forbidden//|/,}}"
 }
 
 self_test() (
@@ -57,19 +55,9 @@ CPP
 
   local out rc=0
   out=$(check "$dir" 2>/dev/null) || rc=$?
-  local expected got
+  local expected
   expected=$(cd "$dir" && grep -rn 'FINDING' src | cut -d: -f1,2 | sort)
-  got=$(grep -v '^check_layering:' <<<"$out" | cut -d: -f1,2 | sort)
-  if [[ $rc -ne 1 || $got != "$expected" ]]; then
-    echo "self-test FAILED (exit $rc)"
-    diff <(echo "$expected") <(echo "$got") | sed 's/^</missed:/; s/^>/false alarm:/' || true
-    return 1
-  fi
-  echo "self-test: all $(wc -l <<<"$expected") findings reported, no false alarm, exit 1"
+  compare_findings check_layering "$expected" "$out" "$rc"
 )
 
-case ${1:-} in
-  --self-test) self_test ;;
-  "") echo "usage: $0 ROOT | --self-test" >&2; exit 2 ;;
-  *) check "$1" ;;
-esac
+check_main "$@"

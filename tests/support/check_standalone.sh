@@ -15,6 +15,8 @@
 # command line with the device's scratch folders, a log naming the binary's path there); the READMEs describing
 # them must follow the rule.
 set -euo pipefail
+# shellcheck source=SCRIPTDIR/findings.sh
+source "$(dirname "$0")/findings.sh"
 
 readonly pattern='\.\./shared(?![\w.-])|(?<![\w.~/$}-])/(?:work|home|root|Users|mnt|var/tmp|tmp)(?![\w.-])'
 
@@ -35,13 +37,9 @@ check() {
   local found
   # -I: binary files (the compressed exports) are not text a reader follows.
   found=$(cd "$root" && printf '%s\0' "${files[@]}" | xargs -0 grep -nIHP -- "$pattern" || true)
-  if [[ -n $found ]]; then
-    echo "$found"
-    echo "check_standalone: $(wc -l <<<"$found") line(s) above name a path outside the repository;" \
-      "use a path inside it (fixtures: tests/data/, protocols: docs/protocols.md) or a temporary directory" >&2
-    return 1
-  fi
-  echo "check_standalone: ${#files[@]} files, none names a path outside the repository"
+  report_findings check_standalone "$found" "line(s) above name a path outside the repository; use a path inside \
+it (fixtures: tests/data/, protocols: docs/protocols.md) or a temporary directory" \
+    "${#files[@]} files, none names a path outside the repository"
 }
 
 self_test() (
@@ -82,19 +80,9 @@ EOF
 
   local out rc=0
   out=$(check "$dir" 2>/dev/null) || rc=$?
-  local expected got
+  local expected
   expected=$(cd "$dir" && grep -rn --exclude-dir=.git --exclude-dir=build 'FINDING' . | sed 's|^\./||' | cut -d: -f1,2 | sort)
-  got=$(grep -v '^check_standalone:' <<<"$out" | cut -d: -f1,2 | sort)
-  if [[ $rc -ne 1 || $got != "$expected" ]]; then
-    echo "self-test FAILED (exit $rc)"
-    diff <(echo "$expected") <(echo "$got") | sed 's/^</missed:/; s/^>/false alarm:/' || true
-    return 1
-  fi
-  echo "self-test: all $(wc -l <<<"$expected") findings reported, no false alarm, exit 1"
+  compare_findings check_standalone "$expected" "$out" "$rc"
 )
 
-case ${1:-} in
-  --self-test) self_test ;;
-  "") echo "usage: $0 ROOT | --self-test" >&2; exit 2 ;;
-  *) check "$1" ;;
-esac
+check_main "$@"

@@ -1198,8 +1198,9 @@ __global__ void __launch_bounds__((Layout<D, S>::kThreads), 1) decode_kernel(con
   __shared__ unsigned cta_mask[2];  // per table batch: bit k = piece k is a CTA piece (not solo)
 
   // The sequence bounds' lines into L2 while the grid before (the plan, or whatever the stream ran) finishes: hints
-  // only, right whatever that grid writes. Nothing it may have written is read before pdl_wait.
-  if (threadIdx.x < 32) {
+  // only, right whatever that grid writes. Nothing it may have written is read before pdl_wait. Not at head_dim
+  // 256, where the loop raised the kernel's spills from 24 / 48 to 88 / 192 bytes (ptxas, sm_90a).
+  if (D <= 128 && threadIdx.x < 32) {
     const int n = min(a.batch + 1, kIndptrCache + 1);
     for (int i = threadIdx.x * 32; i < n; i += 32 * 32) {
       prefetch_l2(a.indptr + i);

@@ -21,17 +21,8 @@ void clear_error() { last_error.clear(); }
 
 kindex_status check_params(const char* where, const void* params, size_t known_size, const char* type_name,
                            size_t older_size) {
-  if (!params) return fail(KINDEX_STATUS_INVALID_ARGUMENT, format_error(where, "params", "NULL", "required"));
-  uint32_t size = 0;
-  std::memcpy(&size, params, sizeof size);
-  if (size == known_size || (older_size && size == older_size)) return KINDEX_STATUS_OK;
-  const std::string sizes =
-      std::to_string(known_size) + (older_size ? " (or version 1's " + std::to_string(older_size) + ")" : "");
-  return fail(KINDEX_STATUS_INVALID_ARGUMENT,
-              format_error(where, "params.struct_size", std::to_string(size),
-                           std::string("this library takes ") + type_name + " of " + sizes +
-                               " bytes: set struct_size = sizeof(" + type_name +
-                               ") and build against this library's kindex.h"));
+  const std::string problem = params_problem(where, params, known_size, type_name, older_size);
+  return problem.empty() ? KINDEX_STATUS_OK : fail(KINDEX_STATUS_INVALID_ARGUMENT, problem);
 }
 
 }  // namespace kindex::capi

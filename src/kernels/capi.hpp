@@ -1,5 +1,6 @@
 #pragma once
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
 #include <exception>
 #include <stdexcept>
@@ -24,9 +25,33 @@ class Failure : public std::runtime_error {
 kindex_status fail(kindex_status status, const std::string& message);
 void clear_error();
 
-// An entry point's first check: `params` is non-NULL and its leading struct_size is a size this library knows
-// (kindex.h: sizeof the struct, or an earlier version's size, `older_size`, when it has one). Reads nothing past
-// struct_size. Records the error on failure.
+// The struct_size rule of kindex.h alone, for any C ABI over its structs (libkindex.so, the GPU reference's, the CPU
+// reference's): "" when `params` is non-NULL and its leading struct_size is a size this kindex.h knows (sizeof the
+// struct, or an earlier version's size, `older_size`, when it has one), else the message naming the field. Reads
+// nothing past struct_size.
+inline std::string params_problem(const char* where, const void* params, size_t known_size, const char* type_name,
+                                  size_t older_size = 0) {
+  if (!params) return format_error(where, "params", "NULL", "required");
+  uint32_t size = 0;
+  std::memcpy(&size, params, sizeof size);
+  if (size == known_size || (older_size && size == older_size)) return "";
+  const std::string sizes =
+      std::to_string(known_size) + (older_size ? " (or version 1's " + std::to_string(older_size) + ")" : "");
+  return format_error(where, "params.struct_size", std::to_string(size),
+                      std::string("this library takes ") + type_name + " of " + sizes +
+                          " bytes: set struct_size = sizeof(" + type_name +
+                          ") and build against this library's kindex.h");
+}
+// ... for each params struct of kindex.h, with the sizes it knows (the decode params: also version 1's).
+inline std::string params_problem(const char* where, const kindex_paged_decode_params* params) {
+  return params_problem(where, params, sizeof *params, "kindex_paged_decode_params",
+                        KINDEX_PAGED_DECODE_PARAMS_V1_SIZE);
+}
+inline std::string params_problem(const char* where, const kindex_gqa_rope_backward_params* params) {
+  return params_problem(where, params, sizeof *params, "kindex_gqa_rope_backward_params");
+}
+
+// An entry point's first check: params_problem, recorded as the last error (INVALID_ARGUMENT) when there is one.
 kindex_status check_params(const char* where, const void* params, size_t known_size, const char* type_name,
                            size_t older_size = 0);
 
@@ -39,14 +64,11 @@ Params upgraded(const Params* params, Params defaults) {
   return defaults;
 }
 
-// check_params for each params struct of kindex.h, with the sizes it knows (the decode params: also version 1's),
-// and the decode params of any known version as this header's.
-inline kindex_status check_params(const char* where, const kindex_paged_decode_params* params) {
-  return check_params(where, params, sizeof *params, "kindex_paged_decode_params",
-                      KINDEX_PAGED_DECODE_PARAMS_V1_SIZE);
-}
-inline kindex_status check_params(const char* where, const kindex_gqa_rope_backward_params* params) {
-  return check_params(where, params, sizeof *params, "kindex_gqa_rope_backward_params");
+// check_params for each params struct of kindex.h, and the decode params of any known version as this header's.
+template <class Params>
+kindex_status check_params(const char* where, const Params* params) {
+  const std::string problem = params_problem(where, params);
+  return problem.empty() ? KINDEX_STATUS_OK : fail(KINDEX_STATUS_INVALID_ARGUMENT, problem);
 }
 inline kindex_paged_decode_params upgraded(const kindex_paged_decode_params* params) {
   return upgraded(params, KINDEX_PAGED_DECODE_PARAMS_INIT);

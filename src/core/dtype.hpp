@@ -7,7 +7,8 @@
 
 namespace kindex {
 
-enum class DType : uint8_t { bf16, f16, f32, f64, i32, i64, u8, boolean };
+// f8e4m3 / f8e5m2: torch.float8_e4m3fn / torch.float8_e5m2 (fp8 KV caches; host conversion in core/half.hpp).
+enum class DType : uint8_t { bf16, f16, f32, f64, i32, i64, u8, boolean, f8e4m3, f8e5m2 };
 
 size_t dtype_size(DType t);
 // Canonical names as the FlashInfer-Bench / SOL-ExecBench definitions spell them: "bfloat16", "float32", ...

@@ -1,6 +1,7 @@
 #pragma once
-// Host-side bf16 / fp16 <-> float conversion, round to nearest even (as torch and the CUDA intrinsics do), and
-// fp8 (e4m3, e5m2) -> float, exact.
+// Host-side bf16 / fp16 / fp8 (e4m3, e5m2) <-> float conversion: to float exactly, from float rounded to nearest
+// even (as torch and the CUDA intrinsics do).
+#include <algorithm>
 #include <bit>
 #include <cmath>
 #include <cstdint>
@@ -64,5 +65,41 @@ inline float fp8_e4m3_to_float(uint8_t x) {
 
 // fp8 e5m2 (torch.float8_e5m2: bias 15, IEEE-style infinities and NaN) is the top byte of an fp16.
 inline float fp8_e5m2_to_float(uint8_t x) { return f16_to_float(uint16_t(x) << 8); }
+
+namespace detail {
+// The magnitude bits (exponent << man_bits | mantissa) of a finite a >= 0 rounded to nearest even in a binary
+// format with man_bits mantissa bits and exponent bias `bias` (subnormals below 2^(1 - bias)); beyond the format's
+// exponent range the result is simply larger than its largest code (the caller maps it to inf or NaN).
+inline unsigned fp8_magnitude(float a, int man_bits, int bias) {
+  if (a == 0.0f) return 0;
+  int e = 0;
+  std::frexp(a, &e);  // a in [2^(e-1), 2^e)
+  const int ulp = std::max(e - 1 - man_bits, 1 - bias - man_bits);
+  const double v = std::ldexp(std::nearbyint(std::ldexp(double(a), -ulp)), ulp);  // ties to even
+  if (v == 0.0) return 0;
+  int ev = 0;
+  std::frexp(v, &ev);
+  const int biased = ev - 1 + bias;
+  if (biased <= 0) return unsigned(std::ldexp(v, -ulp));  // subnormal: the mantissa is v in units of the ulp
+  return unsigned(biased << man_bits) | (unsigned(std::ldexp(v, man_bits - (ev - 1))) - (1u << man_bits));
+}
+}  // namespace detail
+
+// float -> torch.float8_e4m3fn, nearest even; like torch's cast it does not saturate: beyond 448 (after rounding) and
+// NaN give NaN (0x7f).
+inline uint8_t float_to_fp8_e4m3(float f) {
+  const uint8_t sign = std::signbit(f) ? 0x80 : 0;
+  if (std::isnan(f)) return 0x7f;
+  const unsigned m = std::isinf(f) ? 0xffu : detail::fp8_magnitude(std::fabs(f), 3, 7);
+  return uint8_t(sign | (m > 0x7eu ? 0x7fu : m));
+}
+
+// float -> torch.float8_e5m2, nearest even; beyond 57344 (after rounding) gives inf (0x7c), NaN gives NaN (0x7f).
+inline uint8_t float_to_fp8_e5m2(float f) {
+  const uint8_t sign = std::signbit(f) ? 0x80 : 0;
+  if (std::isnan(f)) return 0x7f;
+  const unsigned m = std::isinf(f) ? 0xffu : detail::fp8_magnitude(std::fabs(f), 2, 15);
+  return uint8_t(sign | (m > 0x7bu ? 0x7cu : m));
+}
 
 }  // namespace kindex

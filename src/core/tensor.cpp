@@ -42,6 +42,8 @@ double TensorView::get(int64_t i) const {
     case DType::i64: return double(static_cast<const int64_t*>(data)[i]);
     case DType::u8: return static_cast<const uint8_t*>(data)[i];
     case DType::boolean: return static_cast<const uint8_t*>(data)[i] ? 1.0 : 0.0;
+    case DType::f8e4m3: return fp8_e4m3_to_float(static_cast<const uint8_t*>(data)[i]);
+    case DType::f8e5m2: return fp8_e5m2_to_float(static_cast<const uint8_t*>(data)[i]);
   }
   return 0.0;
 }
@@ -57,6 +59,8 @@ void TensorView::set(int64_t i, double v) const {
     case DType::i64: static_cast<int64_t*>(data)[i] = int64_t(v); break;
     case DType::u8: static_cast<uint8_t*>(data)[i] = uint8_t(v); break;
     case DType::boolean: static_cast<uint8_t*>(data)[i] = v != 0.0; break;
+    case DType::f8e4m3: static_cast<uint8_t*>(data)[i] = float_to_fp8_e4m3(float(v)); break;
+    case DType::f8e5m2: static_cast<uint8_t*>(data)[i] = float_to_fp8_e5m2(float(v)); break;
   }
 }
 

@@ -34,12 +34,44 @@ TEST(Half, Fp16RoundTripsEveryValue) {
   EXPECT_EQ(f16_to_float(float_to_f16(1e-7f)), f16_to_float(2));  // subnormal rounding
 }
 
+// float -> fp8 as torch's casts: every finite code round-trips, a value half-way between two codes goes to the one
+// with the even mantissa, subnormals round in their fixed step, and past the largest value e4m3fn gives NaN (it has
+// no infinity) and e5m2 inf.
+TEST(Half, Fp8RoundsToNearestEvenLikeTorch) {
+  for (unsigned c = 0; c < 256; ++c) {
+    const uint8_t x = uint8_t(c);
+    if (!std::isnan(fp8_e4m3_to_float(x))) ASSERT_EQ(float_to_fp8_e4m3(fp8_e4m3_to_float(x)), x) << std::hex << c;
+    if (std::isfinite(fp8_e5m2_to_float(x))) ASSERT_EQ(float_to_fp8_e5m2(fp8_e5m2_to_float(x)), x) << std::hex << c;
+  }
+  EXPECT_EQ(float_to_fp8_e4m3(1.0625f), 0x38);  // half-way between 1 (even) and 1.125
+  EXPECT_EQ(float_to_fp8_e4m3(1.1875f), 0x3a);  // half-way between 1.125 and 1.25 (even)
+  EXPECT_EQ(float_to_fp8_e4m3(1.07f), 0x39);
+  EXPECT_EQ(float_to_fp8_e4m3(-1.07f), 0xb9);
+  EXPECT_EQ(float_to_fp8_e4m3(std::ldexp(1.5f, -9)), 0x02);  // subnormal half-way 1.5 units -> 2 (even)
+  EXPECT_EQ(float_to_fp8_e4m3(std::ldexp(1.0f, -11)), 0x00);  // a quarter unit
+  EXPECT_EQ(float_to_fp8_e4m3(0.015625f - std::ldexp(1.0f, -12)), 0x08);  // rounds up into the first normal
+  EXPECT_EQ(float_to_fp8_e4m3(464.0f), 0x7e);  // half-way to 480: to 448 (even)
+  EXPECT_EQ(float_to_fp8_e4m3(470.0f), 0x7f);  // NaN
+  EXPECT_EQ(float_to_fp8_e4m3(1e6f), 0x7f);
+  EXPECT_EQ(float_to_fp8_e5m2(1.125f), 0x3c);  // half-way between 1 (even) and 1.25
+  EXPECT_EQ(float_to_fp8_e5m2(1.375f), 0x3e);  // half-way between 1.25 and 1.5 (even)
+  EXPECT_EQ(float_to_fp8_e5m2(61440.0f), 0x7c);  // half-way to 65536: inf
+  EXPECT_EQ(float_to_fp8_e5m2(-1e6f), 0xfc);
+  EXPECT_EQ(float_to_fp8_e5m2(std::ldexp(1.0f, -17)), 0x00);  // half a unit: to 0 (even)
+}
+
 TEST(DType, ParsesBothSpellings) {
   EXPECT_EQ(parse_dtype("bfloat16"), DType::bf16);
   EXPECT_EQ(parse_dtype("int32"), DType::i32);
   EXPECT_FALSE(parse_dtype("bfloat17").has_value());
   EXPECT_EQ(parse_safetensors_dtype("I32"), DType::i32);
   EXPECT_EQ(dtype_size(DType::bf16), 2u);
+  EXPECT_EQ(parse_dtype("float8_e4m3fn"), DType::f8e4m3);
+  EXPECT_EQ(parse_dtype("float8_e5m2"), DType::f8e5m2);
+  EXPECT_EQ(dtype_name(DType::f8e4m3), "float8_e4m3fn");
+  EXPECT_EQ(parse_safetensors_dtype("F8_E5M2"), DType::f8e5m2);
+  EXPECT_EQ(dtype_size(DType::f8e4m3), 1u);
+  EXPECT_TRUE(is_floating(DType::f8e5m2));
 }
 
 TEST(Tensor, ViewsAndConversions) {
@@ -50,6 +82,9 @@ TEST(Tensor, ViewsAndConversions) {
   EXPECT_EQ(t.get(4), 1.5);
   EXPECT_EQ(t.get(0), 0.0);
   EXPECT_THROW(Tensor(DType::f32, {-1}), std::invalid_argument);
+  Tensor f8(DType::f8e4m3, {2});
+  f8.set(1, -1.07);
+  EXPECT_EQ(f8.get(1), -1.125);
 }
 
 TEST(Parallel, CoversEveryIndexOnceAndRethrows) {

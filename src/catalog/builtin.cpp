@@ -187,18 +187,47 @@ const Problem* find_bundled(std::string_view name) {
 
 }  // namespace
 
+bool DecodeParams::is_plain() const {
+  return kv_format == KINDEX_KV_FORMAT_SAME_AS_Q && !hnd && q_len_per_req == 1 && !logits_soft_cap && !window &&
+         !sinks && !rope;
+}
+
 std::string DecodeParams::name() const {
-  return "gqa_paged_decode_h" + std::to_string(num_qo_heads) + "_kv" + std::to_string(num_kv_heads) + "_d" +
-         std::to_string(head_dim) + "_ps" + std::to_string(page_size);
+  std::string n = "gqa_paged_decode_h" + std::to_string(num_qo_heads) + "_kv" + std::to_string(num_kv_heads) + "_d" +
+                  std::to_string(head_dim) + "_ps" + std::to_string(page_size);
+  if (kv_format != KINDEX_KV_FORMAT_SAME_AS_Q) n += kv_format == KINDEX_KV_FORMAT_FP8_E4M3 ? "_e4m3" : "_e5m2";
+  if (hnd) n += "_hnd";
+  if (q_len_per_req != 1) n += "_q" + std::to_string(q_len_per_req);
+  if (logits_soft_cap) n += "_softcap";
+  if (window) n += "_swa";
+  if (sinks) n += "_sink";
+  if (rope) n += "_rope";
+  return n;
 }
 
 std::optional<DecodeParams> parse_decode_name(std::string_view name) {
   DecodeParams p;
   std::string_view s = name;
   if (!parse_number(s, "gqa_paged_decode_h", p.num_qo_heads) || !parse_number(s, "_kv", p.num_kv_heads) ||
-      !parse_number(s, "_d", p.head_dim) || !parse_number(s, "_ps", p.page_size) || !s.empty())
+      !parse_number(s, "_d", p.head_dim) || !parse_number(s, "_ps", p.page_size))
     return std::nullopt;
-  if (p.num_qo_heads % p.num_kv_heads != 0) return std::nullopt;
+  auto flag = [&](std::string_view suffix) {
+    if (!s.starts_with(suffix)) return false;
+    s.remove_prefix(suffix.size());
+    return true;
+  };
+  if (flag("_e4m3"))
+    p.kv_format = KINDEX_KV_FORMAT_FP8_E4M3;
+  else if (flag("_e5m2"))
+    p.kv_format = KINDEX_KV_FORMAT_FP8_E5M2;
+  p.hnd = flag("_hnd");
+  if (s.starts_with("_q") && !(parse_number(s, "_q", p.q_len_per_req) && p.q_len_per_req >= 2 && p.q_len_per_req <= 8))
+    return std::nullopt;
+  p.logits_soft_cap = flag("_softcap");
+  p.window = flag("_swa");
+  p.sinks = flag("_sink");
+  p.rope = flag("_rope");
+  if (!s.empty() || p.num_qo_heads % p.num_kv_heads != 0) return std::nullopt;
   return p;
 }
 
@@ -206,49 +235,81 @@ Definition decode_definition(const DecodeParams& p) {
   if (p.num_qo_heads < 1 || p.num_kv_heads < 1 || p.head_dim < 1 || p.page_size < 1 ||
       p.num_qo_heads % p.num_kv_heads != 0)
     throw Error("builtin", "decode parameters", p.name(), "num_qo_heads must be a positive multiple of num_kv_heads");
+  if (p.q_len_per_req < 1 || p.q_len_per_req > 8)
+    throw Error("builtin", "q_len_per_req", std::to_string(p.q_len_per_req), "must be in [1, 8]");
   using ojson = nlohmann::ordered_json;
   auto tensor = [](std::vector<std::string> shape, const char* dtype, const char* description = nullptr) {
     ojson t = {{"shape", shape}, {"dtype", dtype}};
     if (description) t["description"] = description;
     return t;
   };
-  ojson axes = {{"batch_size", {{"type", "var"}, {"description", "Total number of query tokens."}}},
-                {"num_qo_heads", {{"type", "const"}, {"value", p.num_qo_heads}}},
-                {"num_kv_heads", {{"type", "const"}, {"value", p.num_kv_heads}}},
-                {"head_dim", {{"type", "const"}, {"value", p.head_dim}}},
-                {"page_size", {{"type", "const"}, {"value", p.page_size}}},
-                {"num_pages", {{"type", "var"}}},
-                {"len_indptr", {{"type", "var"}, {"description", "Length of kv_indptr array."}}},
-                {"num_kv_indices", {{"type", "var"}, {"description", "Total number of KV page indices."}}}};
+  auto scalar = [](const char* dtype, const char* description) {
+    return ojson{{"shape", nullptr}, {"dtype", dtype}, {"description", description}};
+  };
+  const bool multi = p.q_len_per_req > 1;
+  ojson axes = {{"batch_size", {{"type", "var"},
+                                {"description", multi ? "Number of requests." : "Total number of query tokens."}}}};
+  if (multi) {
+    axes["q_len_per_req"] = {{"type", "const"}, {"value", p.q_len_per_req}};
+    axes["total_q"] = {{"type", "expr"}, {"expression", "batch_size * q_len_per_req"}};
+  }
+  for (auto [axis, value] : {std::pair{"num_qo_heads", p.num_qo_heads},
+                             {"num_kv_heads", p.num_kv_heads},
+                             {"head_dim", p.head_dim},
+                             {"page_size", p.page_size}})
+    axes[axis] = {{"type", "const"}, {"value", value}};
+  axes["num_pages"] = {{"type", "var"}};
+  axes["len_indptr"] = {{"type", "var"}, {"description", "Length of kv_indptr array."}};
+  axes["num_kv_indices"] = {{"type", "var"}, {"description", "Total number of KV page indices."}};
+  const std::string rows = multi ? "total_q" : "batch_size";
   std::vector<std::string> cache = {"num_pages", "page_size", "num_kv_heads", "head_dim"};
+  if (p.hnd) std::swap(cache[1], cache[2]);
+  const char* kv_dtype = p.kv_format == KINDEX_KV_FORMAT_FP8_E4M3   ? "float8_e4m3fn"
+                         : p.kv_format == KINDEX_KV_FORMAT_FP8_E5M2 ? "float8_e5m2"
+                                                                    : "bfloat16";
   ojson inputs;
-  inputs["q"] = tensor({"batch_size", "num_qo_heads", "head_dim"}, "bfloat16");
-  inputs["k_cache"] = tensor(cache, "bfloat16");
-  inputs["v_cache"] = tensor(cache, "bfloat16");
+  inputs["q"] = tensor({rows, "num_qo_heads", "head_dim"}, "bfloat16");
+  inputs["k_cache"] = tensor(cache, kv_dtype);
+  inputs["v_cache"] = tensor(cache, kv_dtype);
   inputs["kv_indptr"] = tensor({"len_indptr"}, "int32", "KV page offsets for each sequence.");
   inputs["kv_indices"] = tensor({"num_kv_indices"}, "int32", "Page IDs for KV cache lookups.");
   if (p.page_size > 1)
     inputs["kv_last_page_len"] =
         tensor({"batch_size"}, "int32", "Number of valid tokens in the last page of each sequence.");
-  inputs["sm_scale"] = {
-      {"shape", nullptr}, {"dtype", "float32"}, {"description", "Softmax scale. Default is (1/sqrt(head_dim))."}};
+  inputs["sm_scale"] = scalar("float32", "Softmax scale. Default is (1/sqrt(head_dim)).");
+  if (p.kv_format != KINDEX_KV_FORMAT_SAME_AS_Q) {
+    inputs["k_scale"] = scalar("float32", "Dequantization scale of k_cache.");
+    inputs["v_scale"] = scalar("float32", "Dequantization scale of v_cache.");
+  }
+  if (p.logits_soft_cap) inputs["logits_soft_cap"] = scalar("float32", "Logits soft-cap: cap * tanh(logit / cap).");
+  if (p.window)
+    inputs["window_left"] = scalar("int32", "Sliding window: a query at position i sees keys i - window_left .. i.");
+  if (p.sinks) inputs["sinks"] = tensor({"num_qo_heads"}, "float32", "Attention sink logit of each query head.");
+  if (p.rope) {
+    inputs["rope_scale"] = scalar("float32", "RoPE position scale (Llama).");
+    inputs["rope_theta"] = scalar("float32", "RoPE base (Llama).");
+  }
   ojson outputs;
-  outputs["output"] = tensor({"batch_size", "num_qo_heads", "head_dim"}, "bfloat16");
-  outputs["lse"] = tensor({"batch_size", "num_qo_heads"}, "float32", "The 2-based log-sum-exp of attention logits.");
+  outputs["output"] = tensor({rows, "num_qo_heads", "head_dim"}, "bfloat16");
+  outputs["lse"] = tensor({rows, "num_qo_heads"}, "float32", "The 2-based log-sum-exp of attention logits.");
 
-  std::string reference(p.page_size == 1 ? kReferencePs1 : kReferencePaged);
-  reference = replace_all(reference, "{SHAPES}\n", std::string(kReferenceShapes));
-  reference = replace_all(reference, "{OUTPUTS}\n", std::string(kReferenceOutputs));
-  reference = replace_all(reference, "{H}", std::to_string(p.num_qo_heads));
-  reference = replace_all(reference, "{K}", std::to_string(p.num_kv_heads));
-  reference = replace_all(reference, "{D}", std::to_string(p.head_dim));
-  reference = replace_all(reference, "{P}", std::to_string(p.page_size));
+  std::string reference;
+  if (p.is_plain()) {
+    reference = p.page_size == 1 ? kReferencePs1 : kReferencePaged;
+    reference = replace_all(reference, "{SHAPES}\n", std::string(kReferenceShapes));
+    reference = replace_all(reference, "{OUTPUTS}\n", std::string(kReferenceOutputs));
+    reference = replace_all(reference, "{H}", std::to_string(p.num_qo_heads));
+    reference = replace_all(reference, "{K}", std::to_string(p.num_kv_heads));
+    reference = replace_all(reference, "{D}", std::to_string(p.head_dim));
+    reference = replace_all(reference, "{P}", std::to_string(p.page_size));
+  }
   ojson j = {
       {"name", p.name()},
       {"description", "Batched Grouped Query Attention decode with a paged KV cache (page_size=" +
                           std::to_string(p.page_size) + "). " + std::to_string(p.num_qo_heads) + " q-heads, " +
                           std::to_string(p.num_kv_heads) + " kv-heads, head_dim=" + std::to_string(p.head_dim) +
-                          ". Generated by kindex from the gqa_paged_decode family."},
+                          ". Generated by kindex from the gqa_paged_decode family" +
+                          (p.is_plain() ? "." : " (a variant's signature only: no reference).")},
       {"op_type", "gqa_paged"},
       {"tags", {"stage:decode", "status:generated", "fi_api:flashinfer.decode.BatchDecodeWithPagedKVCacheWrapper"}},
       {"axes", axes},
@@ -270,6 +331,19 @@ std::optional<DecodeParams> decode_family_params(const Definition& def) {
     *dst = a->value;
   }
   if (p.num_qo_heads % p.num_kv_heads != 0) return std::nullopt;
+  // The variant the definition declares (DecodeParams): its cache dtype and layout, q_len_per_req, its inputs.
+  const TensorSpec* k_cache = def.input("k_cache");
+  if (k_cache && k_cache->dtype == DType::f8e4m3) p.kv_format = KINDEX_KV_FORMAT_FP8_E4M3;
+  if (k_cache && k_cache->dtype == DType::f8e5m2) p.kv_format = KINDEX_KV_FORMAT_FP8_E5M2;
+  p.hnd = k_cache && k_cache->shape && k_cache->shape->size() == 4 && (*k_cache->shape)[1] == "num_kv_heads";
+  if (const Axis* q_len = def.axis("q_len_per_req")) {
+    if (q_len->kind != Axis::Kind::constant || q_len->value < 2 || q_len->value > 8) return std::nullopt;
+    p.q_len_per_req = q_len->value;
+  }
+  p.logits_soft_cap = def.input("logits_soft_cap") != nullptr;
+  p.window = def.input("window_left") != nullptr;
+  p.sinks = def.input("sinks") != nullptr;
+  p.rope = def.input("rope_theta") != nullptr;
   // The family member's signature, allowing fp16 for the bf16 tensors (the kernels take either).
   Definition family = decode_definition(p);
   const TensorSpec* q = def.input("q");
@@ -300,7 +374,7 @@ const std::vector<std::string>& seed_problems() {
 
 std::optional<Definition> find_builtin(std::string_view name) {
   if (const Problem* p = find_bundled(name)) return p->definition;
-  if (auto params = parse_decode_name(name)) return decode_definition(*params);
+  if (auto params = parse_decode_name(name); params && params->is_plain()) return decode_definition(*params);
   return std::nullopt;
 }
 
@@ -330,6 +404,9 @@ std::string stable_uuid(std::string_view key) {
 Workload make_decode_workload(const Definition& def, int64_t batch_size, int64_t num_pages, int64_t num_kv_indices) {
   auto params = decode_family_params(def);
   if (!params) throw Error("builtin", "definition", def.name, "not a gqa_paged_decode family definition");
+  if (!params->is_plain())
+    throw Error("builtin", "definition", def.name,
+                "a decode variant: its workloads (and their variant inputs' values) come from its dataset");
   std::string key = def.name + "/b" + std::to_string(batch_size) + "/p" + std::to_string(num_pages) + "/i" +
                     std::to_string(num_kv_indices);
   nlohmann::ordered_json inputs;
@@ -354,7 +431,7 @@ bool is_small(const Definition& def, const Workload& workload) {
   if (auto p = decode_family_params(def)) {
     const int64_t tokens = axes.at("num_kv_indices") * p->page_size;  // an upper bound
     const int64_t cache = axes.at("num_pages") * p->page_size * p->num_kv_heads * p->head_dim;
-    return tokens * p->num_qo_heads <= (int64_t(1) << 20) && cache <= (int64_t(1) << 24);
+    return tokens * p->num_qo_heads * p->q_len_per_req <= (int64_t(1) << 20) && cache <= (int64_t(1) << 24);
   }
   if (is_sol_gqa_rope_backward(def)) return axes.at("batch_size") * axes.at("seq_len") <= 256;
   for (const TensorSpec& t : def.inputs) {

@@ -1,5 +1,10 @@
 #include "catalog/constraints.hpp"
 
+#include <cmath>
+#include <optional>
+
+#include <nlohmann/json.hpp>
+
 #include "catalog/loader.hpp"
 #include "core/error.hpp"
 
@@ -52,6 +57,37 @@ void check_decode_page_table(const std::map<std::string, int64_t>& axes, const I
   int64_t page_size = axes.count("page_size") ? axes.at("page_size") : 1;
   check_page_table(indptr->ptr<int32_t>(), indptr->shape()[0], indices->ptr<int32_t>(), indices->shape()[0],
                    last ? last->ptr<int32_t>() : nullptr, axes.at("num_pages"), page_size, where);
+  // A decode variant with several query tokens per request: each request holds at least that many keys (its query
+  // tokens are in the cache), else its first rows would see no key.
+  if (!axes.count("q_len_per_req")) return;
+  const int64_t q_len = axes.at("q_len_per_req");
+  const int32_t* ip = indptr->ptr<int32_t>();
+  for (int64_t b = 0; b + 1 < indptr->shape()[0]; ++b) {
+    const int64_t pages = ip[b + 1] - ip[b];
+    const int64_t tokens = pages == 0 ? 0 : (pages - 1) * page_size + (last ? last->ptr<int32_t>()[b] : page_size);
+    if (tokens < q_len)
+      throw Error(where, "kv_indptr[" + std::to_string(b + 1) + "]", std::to_string(ip[b + 1]),
+                  "request " + std::to_string(b) + " holds " + std::to_string(tokens) +
+                      " KV tokens, fewer than q_len_per_req = " + std::to_string(q_len) +
+                      " (its query tokens are in the cache)");
+  }
+}
+
+// A decode variant's scalar inputs (kindex.h's ranges), where the definition has them.
+void check_decode_scalars(const Definition& def, const Inputs& inputs, const std::string& where) {
+  auto value = [&](const char* name) -> std::optional<double> {
+    auto it = inputs.scalars.find(name);
+    if (!def.input(name) || it == inputs.scalars.end()) return std::nullopt;
+    return it->second;
+  };
+  auto fail = [&](const char* name, double v, const char* problem) {
+    throw Error(where, name, nlohmann::json(v).dump(), problem);
+  };
+  for (const char* name : {"k_scale", "v_scale", "rope_scale", "rope_theta"})
+    if (auto v = value(name); v && !(*v > 0)) fail(name, *v, "must be > 0");
+  if (auto v = value("logits_soft_cap"); v && !(*v >= 0)) fail("logits_soft_cap", *v, "must be >= 0 (0: off)");
+  if (auto v = value("window_left"); v && (*v != std::floor(*v) || *v < -1 || *v > 2147483647.0))
+    fail("window_left", *v, "must be an integer >= -1 (-1: no window)");
 }
 
 }  // namespace
@@ -91,6 +127,7 @@ void check_inputs(const Definition& def, const std::map<std::string, int64_t>& a
       throw Error(where, field, e.explain(scope, where, field), "constraint violated: " + e.text());
   }
   check_decode_page_table(axes, inputs, where);
+  if (axes.count("num_pages")) check_decode_scalars(def, inputs, where);
 }
 
 }  // namespace kindex::catalog

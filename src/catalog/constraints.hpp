@@ -47,7 +47,9 @@ class Expression {
 
 // Checks concrete inputs against the definition: every tensor input present with its declared dtype and the
 // shape its axes give, scalars present, every constraint true, and for the paged-decode family the page-table
-// semantics (check_page_table). Throws kindex::Error(where, field, value, problem) for the first violation:
+// semantics (check_page_table), with several query tokens per request (axis q_len_per_req) at least that many KV
+// tokens in each request, and the variant scalars' ranges (k_scale, v_scale, rope_scale, rope_theta > 0,
+// logits_soft_cap >= 0, window_left an integer >= -1). Throws kindex::Error(where, field, value, problem) for the first violation:
 // field "constraints[1]" with the evaluated sides as value, or "kv_indices[17]" with the bad id, etc.
 // With allow_missing, tensors absent from `inputs` are not required, and constraints that read them are skipped.
 void check_inputs(const Definition& def, const std::map<std::string, int64_t>& axes, const Inputs& inputs,

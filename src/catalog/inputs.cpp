@@ -195,6 +195,8 @@ Inputs generate_inputs(const Definition& def, const Workload& workload, uint64_t
     const int64_t page_size = axes.count("page_size") ? axes.at("page_size") : 1;
     PageTableOptions table_options;
     table_options.lengths = page_table_lengths(workload);
+    // A decode variant's request with several query tokens holds them all (decode_variants README).
+    if (axes.count("q_len_per_req")) table_options.min_tokens = axes.at("q_len_per_req");
     PageTable pt = generate_page_table(axes.at("batch_size"), axes.at("num_pages"), axes.at("num_kv_indices"),
                                        page_size, page_table_seed(workload), table_options);
     for (const TensorSpec* spec : page_table_inputs) {

@@ -296,6 +296,13 @@ PageTable generate_page_table(int64_t batch_size, int64_t num_pages, int64_t num
     int32_t last = int32_t(1 + last_draws.below(page_size));
     if (roles[b] == Role::one_token) last = 1;
     if (roles[b] == Role::full_one_page || roles[b] == Role::repeats) last = int32_t(page_size);
+    if (lengths[b] > 0 && (lengths[b] - 1) * page_size + last < options.min_tokens) {
+      if (lengths[b] * page_size < options.min_tokens)
+        throw Error(kWhere, "min_tokens", std::to_string(options.min_tokens),
+                    "sequence " + std::to_string(b) + " has " + std::to_string(lengths[b]) + " page(s) of " +
+                        std::to_string(page_size) + " tokens: fewer than min_tokens");
+      last = int32_t(options.min_tokens - (lengths[b] - 1) * page_size);
+    }
     t.kv_last_page_len[b] = last;
   }
   check_page_table(t.kv_indptr.data(), int64_t(t.kv_indptr.size()), t.kv_indices.data(), int64_t(t.kv_indices.size()),

@@ -28,6 +28,10 @@ struct PageTableOptions {
   // Test mode: forces repeated ids inside a sequence, 1-token and 1-page sequences, last pages of 1 and of
   // page_size tokens (and an empty sequence when allow_empty).
   bool adversarial = false;
+  // Every non-empty sequence holds at least this many tokens (a request's q_len_per_req query tokens are in the
+  // cache): a last page drawn shorter is lengthened, no other draw changes, so 1 gives the tables of before. Throws
+  // when a sequence's pages cannot hold them (page_size too small for a one-page sequence).
+  int64_t min_tokens = 1;
 };
 
 struct PageTable {

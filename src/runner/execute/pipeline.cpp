@@ -100,6 +100,7 @@ class PreparedCall {
                const std::string& role, void* stream)
       : impl_(impl), kind_(kind), stream_(stream) {
     args_.scalars = host.scalars;
+    args_.kv_layout = host.kv_layout;
     if (impl.memory() == Where::host) {
       args_.inputs = host.inputs;
       host_outputs_ = allocate_outputs(def, w);
@@ -194,10 +195,12 @@ TimingSamples time_call(PreparedCall& call, Where where, bool fresh_addresses, c
       protocol, [&] { current = &fresh.next(); }, [&] { call.run(*current); }, stream, prefer_cupti);
 }
 
-std::string choose_reference(const std::string& requested, const std::string& impl, bool gpu) {
+// `gpu_computes`: the GPU reference computes the definition (gpu_reference_computes); a decode variant's truth is
+// the CPU reference's.
+std::string choose_reference(const std::string& requested, const std::string& impl, bool gpu, bool gpu_computes) {
   if (requested != "auto") return requested;
   if (impl == "gpu-reference") return "cpu-reference";  // the GPU reference is checked against the CPU one
-  return gpu ? "gpu-reference" : "cpu-reference";
+  return gpu && gpu_computes ? "gpu-reference" : "cpu-reference";
 }
 
 struct StreamGuard {
@@ -297,9 +300,10 @@ namespace {
 // The implementations one run calls and how it is measured: chosen once, before its rounds.
 struct RunPlan {
   ProblemKind kind{};
+  kindex_kv_layout kv_layout = KINDEX_KV_LAYOUT_NHD;  // decode: the definition's cache layout (CallArgs)
   std::unique_ptr<Implementation> impl, ref_owned, timing_ref_owned;
   Implementation* ref = nullptr;         // the correctness reference (impl itself: a determinism check)
-  Implementation* timing_ref = nullptr;  // the speedup's denominator
+  Implementation* timing_ref = nullptr;  // the speedup's denominator (none: no speedup)
   RoundRunner* remote_impl = nullptr;    // an out-of-process implementation (a solution or a peer)
   int timing_trials = 0;
   bool any_device = false;
@@ -317,11 +321,13 @@ RunPlan plan_run(RunResult& r, const WorkItem& item, const std::string& impl_spe
   const auto kind = problem_kind(def);
   if (!kind) throw RunFailure(RunStatus::runtime_error, "definition " + def.name + " is not a problem kindex can run");
   p.kind = *kind;
+  p.kv_layout = decode_kv_layout(def);
   p.impl = make_implementation(impl_spec);
   Implementation* const impl = p.impl.get();
   if (auto why = impl->unsupported_reason(def); !why.empty()) throw RunFailure(RunStatus::runtime_error, why);
   p.remote_impl = impl->round_runner();
-  r.reference_implementation = choose_reference(o.reference, impl_spec, gpu);
+  const bool gpu_computes = gpu_reference_computes(def);
+  r.reference_implementation = choose_reference(o.reference, impl_spec, gpu, gpu_computes);
   p.ref = impl;
   if (r.reference_implementation != impl_spec)
     p.ref = (p.ref_owned = make_implementation(r.reference_implementation)).get();
@@ -330,9 +336,13 @@ RunPlan plan_run(RunResult& r, const WorkItem& item, const std::string& impl_spe
     add_note(r.message,
              "the implementation is its own reference here: each round compares two independent calls "
              "on fresh inputs (a determinism check)");
-  // The speedup's denominator: the GPU reference for device implementations, the CPU reference on the host.
-  r.timing_reference = impl->memory() == Where::device ? "gpu-reference" : "cpu-reference";
-  if (r.timing_reference == impl_spec)
+  // The speedup's denominator: the GPU reference for device implementations, the CPU reference on the host. A
+  // decode variant on the device has none (the GPU reference computes the plain decode only, and the CPU one timed
+  // under the device protocol would be no yardstick): its run records latency without a speedup.
+  r.timing_reference = impl->memory() == Where::device ? (gpu_computes ? "gpu-reference" : "") : "cpu-reference";
+  if (r.timing_reference.empty())
+    add_note(r.message, "no timing reference (no speedup): the GPU reference computes the plain decode only");
+  else if (r.timing_reference == impl_spec)
     p.timing_ref = impl;
   else if (r.timing_reference == r.reference_implementation)
     p.timing_ref = p.ref;
@@ -350,12 +360,12 @@ RunPlan plan_run(RunResult& r, const WorkItem& item, const std::string& impl_spe
                                  : TimingProtocol{1, o.warmup.value_or(1), o.iterations.value_or(5), false};
   r.seed = o.seed.value_or(catalog::default_seed(def));
   p.any_device = impl->memory() == Where::device || p.ref->memory() == Where::device ||
-                 p.timing_ref->memory() == Where::device;
+                 (p.timing_ref && p.timing_ref->memory() == Where::device);
   if (p.any_device) device::sleep_while_waiting();
   // With no host implementation in the run, the random inputs are drawn on the device (the same bits as the host
   // generator's): only the page tables and other small inputs are made on the host and copied.
   p.draw_on_device = gpu && impl->memory() == Where::device && p.ref->memory() == Where::device &&
-                     p.timing_ref->memory() == Where::device && device_generator() != nullptr;
+                     (!p.timing_ref || p.timing_ref->memory() == Where::device) && device_generator() != nullptr;
   p.tol = Tolerances{fib, {}, {}};
   if (item.workload->tolerance) {
     p.tol.fib_tol.atol = p.tol.sol_tol.atol = item.workload->tolerance->max_atol;
@@ -418,6 +428,7 @@ CallArgs RunRounds::host_args(const catalog::Inputs& inputs) const {
   for (const auto& [name, t] : inputs.tensors) host.inputs[name] = t.view();
   for (const auto& [name, fill] : inputs.random) host.inputs[name] = DeviceInputs::shape_only(fill);
   host.scalars = inputs.scalars;
+  host.kv_layout = p_.kv_layout;
   const auto axes = catalog::resolve_axes(def_, w_);
   for (const auto& spec : def_.outputs) {
     TensorView v;
@@ -498,7 +509,9 @@ void RunRounds::time(int round, const CallArgs& host, const TensorMap& device_in
   r_.timing.note = t.note;
   r_.timing.trials_ns.push_back(std::move(t.ns));
   r_.phases.timing += clock_.lap();
-  if (p_.timing_ref == p_.impl.get()) {
+  if (!p_.timing_ref) {
+    // no speedup's denominator (plan_run says why)
+  } else if (p_.timing_ref == p_.impl.get()) {
     r_.reference_timing.timer = r_.timing.timer;
     r_.reference_timing.trials_ns.push_back(r_.timing.trials_ns.back());
   } else if (round == 0 && shared_reference_ && shared_reference_->reference == r_.timing_reference &&

@@ -1,10 +1,12 @@
 #include "runner/execute/problem.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <vector>
 
 #include "catalog/builtin.hpp"
 #include "core/error.hpp"
+#include "runner/record/json_number.hpp"
 
 namespace kindex::runner {
 
@@ -16,6 +18,16 @@ std::optional<ProblemKind> problem_kind(const catalog::Definition& def) {
 
 std::string_view problem_kind_name(ProblemKind k) {
   return k == ProblemKind::paged_decode ? "paged_decode" : "gqa_rope_backward";
+}
+
+bool gpu_reference_computes(const catalog::Definition& def) {
+  if (auto decode = catalog::decode_family_params(def)) return decode->is_plain();
+  return catalog::is_sol_gqa_rope_backward(def);
+}
+
+kindex_kv_layout decode_kv_layout(const catalog::Definition& def) {
+  auto decode = catalog::decode_family_params(def);
+  return decode && decode->hnd ? KINDEX_KV_LAYOUT_HND : KINDEX_KV_LAYOUT_NHD;
 }
 
 namespace {
@@ -37,6 +49,12 @@ double scalar(const CallArgs& a, const std::string& name) {
   auto it = a.scalars.find(name);
   if (it == a.scalars.end()) throw Error("call", name, "missing", "the problem needs this scalar");
   return it->second;
+}
+
+// A scalar the call may have (a decode variant's), nullopt when it has not.
+std::optional<double> optional_scalar(const CallArgs& a, const std::string& name) {
+  auto it = a.scalars.find(name);
+  return it == a.scalars.end() ? std::nullopt : std::optional<double>(it->second);
 }
 
 }  // namespace
@@ -63,15 +81,29 @@ kindex_paged_decode_params decode_abi_params(const CallArgs& a) {
   const TensorView& indptr = tensor(a.inputs, "kv_indptr", 1);
   const TensorView& indices = tensor(a.inputs, "kv_indices", 1);
   const TensorView* last = optional_tensor(a.inputs, "kv_last_page_len");
+  const bool hnd = a.kv_layout == KINDEX_KV_LAYOUT_HND;
   kindex_paged_decode_params p = KINDEX_PAGED_DECODE_PARAMS_INIT;
   p.dtype = abi_dtype(q.dtype, "q");
-  p.batch_size = int32_t(q.shape[0]);
+  // q holds q_len_per_req rows per request (kv_indptr has one entry per request and one more).
+  const int64_t requests = indptr.shape[0] - 1;
+  if (requests < 1 || q.shape[0] % requests != 0)
+    throw Error("call", "q", shape_string(q.shape),
+                "its rows are not a whole number of rows per request (kv_indptr " + shape_string(indptr.shape) + ")");
+  p.batch_size = int32_t(requests);
+  p.q_len_per_req = int32_t(q.shape[0] / requests);
   p.num_qo_heads = int32_t(q.shape[1]);
   p.head_dim = int32_t(q.shape[2]);
   p.num_pages = k.shape[0];
-  p.page_size = int32_t(k.shape[1]);
-  p.num_kv_heads = int32_t(k.shape[2]);
+  p.kv_layout = a.kv_layout;
+  p.page_size = int32_t(k.shape[hnd ? 2 : 1]);
+  p.num_kv_heads = int32_t(k.shape[hnd ? 1 : 2]);
   p.num_kv_indices = indices.shape[0];
+  if (k.dtype != v.dtype)
+    throw Error("call", "v_cache", std::string(dtype_name(v.dtype)),
+                "k_cache is " + std::string(dtype_name(k.dtype)) + ": both caches take one format");
+  p.kv_format = k.dtype == DType::f8e4m3   ? KINDEX_KV_FORMAT_FP8_E4M3
+                : k.dtype == DType::f8e5m2 ? KINDEX_KV_FORMAT_FP8_E5M2
+                                           : KINDEX_KV_FORMAT_SAME_AS_Q;
   p.q = q.data;
   p.k_cache = k.data;
   p.v_cache = v.data;
@@ -79,6 +111,24 @@ kindex_paged_decode_params decode_abi_params(const CallArgs& a) {
   p.kv_indices = indices.ptr<const int32_t>();
   p.kv_last_page_len = last ? last->ptr<const int32_t>() : nullptr;
   p.sm_scale = float(scalar(a, "sm_scale"));
+  if (auto s = optional_scalar(a, "k_scale")) p.k_scale = float(*s);
+  if (auto s = optional_scalar(a, "v_scale")) p.v_scale = float(*s);
+  if (auto s = optional_scalar(a, "logits_soft_cap")) p.logits_soft_cap = float(*s);
+  if (auto s = optional_scalar(a, "window_left")) {
+    if (*s != std::floor(*s) || *s < -1 || *s > 2147483647.0)
+      throw Error("call", "window_left", json_number(*s).dump(), "must be an integer >= -1 (-1: no window)");
+    p.window_left = int32_t(*s);
+  }
+  const auto rope_scale = optional_scalar(a, "rope_scale"), rope_theta = optional_scalar(a, "rope_theta");
+  if (rope_scale || rope_theta) p.pos_encoding = KINDEX_POS_ENCODING_ROPE_LLAMA;
+  if (rope_scale) p.rope_scale = float(*rope_scale);
+  if (rope_theta) p.rope_theta = float(*rope_theta);
+  if (const TensorView* sinks = optional_tensor(a.inputs, "sinks")) {
+    if (sinks->dtype != DType::f32 || sinks->shape != std::vector<int64_t>{q.shape[1]})
+      throw Error("call", "sinks", std::string(dtype_name(sinks->dtype)) + " " + shape_string(sinks->shape),
+                  "expected float32 [num_qo_heads = " + std::to_string(q.shape[1]) + "]");
+    p.sinks = sinks->ptr<const float>();
+  }
   p.output = tensor(a.outputs, "output", 3).data;
   p.lse = tensor(a.outputs, "lse", 2).ptr<float>();
   p.validate = 0;

@@ -238,8 +238,9 @@ class SolutionImplementation final : public Implementation, public RoundRunner {
     if (!info_.not_installed.empty()) return spec_ + ": " + info_.not_installed;
     if (file_ && file_->definition != def.name)
       return file_->path + " solves definition " + file_->definition + ", not " + def.name;
-    if (peer_ && peer_->module == "flashinfer" && problem_kind(def) != ProblemKind::paged_decode)
-      return spec_ + " runs the paged decode definitions only";
+    if (peer_ && peer_->module == "flashinfer" &&
+        (problem_kind(def) != ProblemKind::paged_decode || !gpu_reference_computes(def)))
+      return spec_ + " runs the plain paged decode definitions only (no decode variant)";
     if (peer_ && peer_->name == "torch-compile" && def.reference.empty())
       return def.name + " has no reference code to compile";
     return "";
@@ -469,7 +470,8 @@ bool is_solution_spec(const std::string& spec) { return spec.rfind(kSolutionPref
 
 bool peer_is_baseline_for(const std::string& peer, const catalog::Definition& def) {
   if (peer == "torch-compile") return def.source == catalog::Source::sol_execbench && !def.reference.empty();
-  if (peer == "flashinfer" || peer == "flashinfer-tc") return problem_kind(def) == ProblemKind::paged_decode;
+  if (peer == "flashinfer" || peer == "flashinfer-tc")
+    return problem_kind(def) == ProblemKind::paged_decode && gpu_reference_computes(def);
   return false;
 }
 

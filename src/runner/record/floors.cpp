@@ -70,13 +70,18 @@ WorkCount paged_decode_work(const kindex_paged_decode_params& p, double element_
   double distinct_tokens = 0;
   for (int32_t n : used) distinct_tokens += n;
   const double batch = p.batch_size, heads = double(p.num_qo_heads) * p.head_dim;
-  const double kv_bytes = 2.0 * distinct_tokens * p.num_kv_heads * p.head_dim * element_bytes;
-  const double q_and_output = 2.0 * batch * heads * element_bytes;
-  const double lse = batch * p.num_qo_heads * 4.0;
+  // The version-2 variants: fp8 caches hold 1-byte elements; q_len_per_req query rows per request, each reading the
+  // request's tokens (the causal limit and a window are not subtracted); the sinks, one fp32 per query head.
+  const double kv_element_bytes = p.kv_format == KINDEX_KV_FORMAT_SAME_AS_Q ? element_bytes : 1.0;
+  const double rows = batch * std::max(p.q_len_per_req, 1);
+  const double kv_bytes = 2.0 * distinct_tokens * p.num_kv_heads * p.head_dim * kv_element_bytes;
+  const double q_and_output = 2.0 * rows * heads * element_bytes;
+  const double lse = rows * p.num_qo_heads * 4.0;
+  const double sinks = p.sinks ? 4.0 * p.num_qo_heads : 0.0;
   const double indices = 4.0 * ((batch + 1) + double(p.num_kv_indices) + (p.kv_last_page_len ? batch : 0.0));
   WorkCount w;
-  w.referenced_bytes = kv_bytes + q_and_output + lse + indices;
-  w.flops = 4.0 * tokens_read * heads;
+  w.referenced_bytes = kv_bytes + q_and_output + lse + sinks + indices;
+  w.flops = 4.0 * tokens_read * heads * std::max(p.q_len_per_req, 1);
   return w;
 }
 

@@ -46,6 +46,9 @@ struct WorkCount {
 //     counts once, up to the longest prefix of it any of them reads) + q + output + lse (fp32) + kv_indptr +
 //     kv_indices (+ kv_last_page_len), the index arrays 4 B an entry;
 //   flops = 4 * num_qo_heads * head_dim per (sequence, token) read (q.k and p.v; a shared token counts per reader).
+// Variants (kindex.h version 2): an fp8 cache element is 1 byte; q, output and lse have q_len_per_req rows per
+// request and flops count each row; sinks add 4 B per query head; a window or the causal limit among a request's
+// rows is not subtracted (the floor of a windowed call is then its whole sequence's).
 // declared_input_bytes / compulsory_bytes are left 0: they need the whole declared tensors (count_work).
 WorkCount paged_decode_work(const kindex_paged_decode_params& p, double element_bytes);
 

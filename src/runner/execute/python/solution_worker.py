@@ -286,7 +286,8 @@ class Worker:
     # tensors
     def _torch_dtype(self, name):
         return {"bfloat16": self.torch.bfloat16, "float16": self.torch.float16, "float32": self.torch.float32,
-                "int32": self.torch.int32, "int64": self.torch.int64}[name]
+                "int32": self.torch.int32, "int64": self.torch.int64, "float8_e4m3fn": self.torch.float8_e4m3fn,
+                "float8_e5m2": self.torch.float8_e5m2}[name]
 
     def _from_file(self, spec):
         data = Path(spec["file"]).read_bytes()

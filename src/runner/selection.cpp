@@ -21,6 +21,10 @@ std::vector<catalog::Problem> resolve_problems(const std::string& spec) {
     return problems;
   }
   if (std::filesystem::is_regular_file(path, ec)) return {catalog::load_problem(path)};
+  if (auto decode = catalog::parse_decode_name(spec); decode && !decode->is_plain())
+    throw Error("kindex bench", "--problem", spec,
+                "a decode variant's name: its definition (with its reference) comes from a dataset, e.g. "
+                "definitions/decode_variants/definitions/gqa_paged/" + spec + ".json");
   throw Error("kindex bench", "--problem", spec,
               "neither a bundled problem (see `kindex bench --list`) nor a definition file or dataset directory");
 }

@@ -145,6 +145,12 @@ TEST(DecodeVariants, DefinitionsAreTheFamilysVariantsWithReferences) {
     EXPECT_NE(def.reference.find("def run("), std::string::npos);
     // Not a name kindex generates a definition for: a variant's comes with its reference, from its dataset.
     EXPECT_FALSE(catalog::find_builtin(def.name));
+    try {
+      resolve_problems(def.name);
+      ADD_FAILURE() << "resolved " << def.name << " by name";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("definitions/decode_variants/"), std::string::npos) << e.what();
+    }
     suffixes.insert(def.name.substr(def.name.find("_ps") + 3));
     ASSERT_EQ(p.workloads.size(), 3u);
     EXPECT_TRUE(catalog::is_small(def, adversarial(p)));

@@ -267,6 +267,9 @@ def definition(v):
     }
     tags = ["stage:decode", "status:generated", f"model:{v['model'].lower()}"]
     tags += [f"variant:{key}" for key in ("kv", "hnd", "q_len", "softcap", "swa", "sink", "rope") if v.get(key)]
+    # FlashInfer's decode wrapper takes every variant but sinks and several query tokens (README, "Choices").
+    if not v.get("sink") and v.get("q_len", 1) == 1:
+        tags.append("fi_api:flashinfer.decode.BatchDecodeWithPagedKVCacheWrapper")
     doc = {
         "name": name,
         "description": (f"Batched Grouped Query Attention decode with a paged KV cache (page_size={v['ps']}), "
@@ -449,6 +452,10 @@ check` refuses such a table, and kindex's generator lengthens a short last page 
 
 - One definition per variant, at one model's shape, rather than every combination: kindex's kernel takes any
   combination (its GPU tests run them), and a definition for one is the same few lines of the generator.
+- The `fi_api` tag names FlashInfer's decode wrapper where it takes the variant (fp8 caches, soft-cap, window, HND,
+  RoPE); FlashInfer serves sinks and several query tokens per request through other entry points (its attention-sink
+  wrapper, its TRT-LLM decode), so those two definitions carry none, and kindex's FlashInfer peers refuse every
+  variant for now (they call the plain decode wrapper).
 - fp8 caches come with `k_scale` / `v_scale` inputs (FlashInfer's `run(..., k_scale=, v_scale=)`), the bf16 ones
   without (their default 1).
 - A model's sliding window W is `window_left = W - 1`: the token itself and the W - 1 before it, as vLLM and SGLang

@@ -15,6 +15,7 @@
 #include <map>
 #include <memory>
 #include <set>
+#include <sstream>
 #include <string>
 
 #include "runner/execute/pipeline.hpp"
@@ -306,6 +307,54 @@ TEST(DecodeVariants, PythonReferenceAgreesWithTheCpuReferenceThroughTheDispatch)
     why.clear();
     EXPECT_FALSE(agrees(python, *c, &why)) << "the plain decode of " << def.name << " passes too";
   }
+}
+
+// What an implementation receives through the whole bench path (plan, round inputs, the call's C ABI params), seen
+// by an external library that records its params (tests/runner/external/fake_decode.c, mode 5).
+TEST(DecodeVariants, TheBenchHandsAnImplementationTheVariantFields) {
+  const std::string lib = test::fake_decode_library(5);
+  ASSERT_FALSE(lib.empty());
+  const fs::path file = test::scratch_dir("decode-variants-params") / "params.txt";
+  ASSERT_EQ(::setenv("KX_PARAMS_FILE", file.c_str(), 1), 0);
+  BenchOptions o;
+  o.trials = 1;
+  o.reference = "cpu-reference";
+  for (const Problem& p : problems()) {
+    SCOPED_TRACE(p.definition.name);
+    const Workload& w = adversarial(p);
+    bool sticky = false;
+    const RunResult r = execute_run(WorkItem{&p.definition, &w}, "external:" + lib, o, /*gpu=*/false, &sticky);
+    EXPECT_NE(r.message.find("params recorded"), std::string::npos) << r.message;
+    std::ifstream in(file);
+    std::string line, last;
+    while (std::getline(in, line)) last = line;
+    std::map<std::string, std::string> got;
+    std::istringstream fields(last);
+    for (std::string field; fields >> field;) got[field.substr(0, field.find('='))] = field.substr(field.find('=') + 1);
+    const auto v = *catalog::decode_family_params(p.definition);
+    const auto scalar = [&](const char* name, const char* fallback) {
+      auto it = w.inputs.find(name);
+      if (it == w.inputs.end()) return std::string(fallback);
+      char text[32];
+      std::snprintf(text, sizeof text, "%g", it->second.value);
+      return std::string(text);
+    };
+    EXPECT_EQ(got["batch_size"], std::to_string(w.axes.at("batch_size")));
+    EXPECT_EQ(got["num_kv_heads"], std::to_string(v.num_kv_heads));
+    EXPECT_EQ(got["page_size"], std::to_string(v.page_size));
+    EXPECT_EQ(got["kv_format"], std::to_string(int(v.kv_format)));
+    EXPECT_EQ(got["kv_layout"], v.hnd ? "1" : "0");
+    EXPECT_EQ(got["q_len_per_req"], std::to_string(v.q_len_per_req));
+    EXPECT_EQ(got["k_scale"], scalar("k_scale", "1"));
+    EXPECT_EQ(got["v_scale"], scalar("v_scale", "1"));
+    EXPECT_EQ(got["window_left"], scalar("window_left", "-1"));
+    EXPECT_EQ(got["logits_soft_cap"], scalar("logits_soft_cap", "0"));
+    EXPECT_EQ(got["sinks"], v.sinks ? "1" : "0");
+    EXPECT_EQ(got["pos_encoding"], v.rope ? "1" : "0");
+    EXPECT_EQ(got["rope_scale"], scalar("rope_scale", "1"));
+    EXPECT_EQ(got["rope_theta"], scalar("rope_theta", "10000"));
+  }
+  ::unsetenv("KX_PARAMS_FILE");
 }
 
 // The bench's CPU path on every definition's small workloads: the CPU reference checked against a second call, and

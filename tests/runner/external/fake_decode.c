@@ -1,9 +1,12 @@
 /* A host-pointer implementation of kindex's C ABI (kindex_paged_decode) for the runner's fault tests, built at
  * test time into one shared library per KX_MODE:
  *   0 correct (naive fp64 decode), 1 crashes (null write), 2 returns an error, 3 wrong (every output + 0.5),
- *   4 hangs (never returns). */
+ *   4 hangs (never returns), 5 records the params it is called with (the sizes and the version-2 fields, one line
+ *   appended to the file $KX_PARAMS_FILE) and returns an error. */
 #include <math.h>
 #include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -50,6 +53,22 @@ KINDEX_API kindex_status kindex_paged_decode(const kindex_paged_decode_params* p
   }
   if (KX_MODE == 4)
     for (;;) sleep(1);
+  if (KX_MODE == 5) {
+    const char* path = getenv("KX_PARAMS_FILE");
+    FILE* f = path ? fopen(path, "a") : NULL;
+    if (f) {
+      fprintf(f,
+              "batch_size=%d num_kv_heads=%d page_size=%d kv_format=%d kv_layout=%d k_scale=%g v_scale=%g "
+              "q_len_per_req=%d window_left=%d logits_soft_cap=%g sinks=%d pos_encoding=%d rope_scale=%g "
+              "rope_theta=%g\n",
+              p->batch_size, p->num_kv_heads, p->page_size, (int)p->kv_format, (int)p->kv_layout, p->k_scale,
+              p->v_scale, p->q_len_per_req, p->window_left, p->logits_soft_cap, p->sinks != NULL,
+              (int)p->pos_encoding, p->rope_scale, p->rope_theta);
+      fclose(f);
+    }
+    g_error = "fake_decode: params recorded";
+    return KINDEX_STATUS_INVALID_ARGUMENT;
+  }
   const uint16_t* q = (const uint16_t*)p->q;
   const uint16_t* k = (const uint16_t*)p->k_cache;
   const uint16_t* v = (const uint16_t*)p->v_cache;

@@ -179,8 +179,9 @@ def softmax(x, dim):
         return Tensor((e / np.sum(e, axis=dim, keepdims=True)).astype(x.a.dtype), x.dtype)
 
 
-def from_numpy(values, dtype_):
-    """Not torch's: a tensor of `dtype_` over float32 values already on its grid (bfloat16, fp8) or of its storage."""
+def tensor_of(values, dtype_):
+    """Not a torch call (run_reference.py's way in): a tensor of `dtype_` over numpy values already on its grid
+    (bfloat16, fp8: float32 values) or of its storage type."""
     return Tensor(np.ascontiguousarray(values, dtype=dtype_.storage), dtype_)
 
 

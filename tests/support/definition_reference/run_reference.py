@@ -89,8 +89,8 @@ def load_torch(force_numpy):
 def to_tensor(torch, dtype, shape, raw):
     values = DECODE[dtype](raw).reshape(shape)
     target = getattr(torch, TORCH_NAMES[dtype])
-    if hasattr(torch, "from_numpy") and torch.__name__ == "numpy_torch":
-        return torch.from_numpy(values, target)
+    if torch.__name__ == "numpy_torch":
+        return torch.tensor_of(values, target)
     if dtype in ("BF16", "F8_E4M3", "F8_E5M2"):  # exact: every value is on the target's grid
         return torch.from_numpy(values.astype(np.float32)).to(target)
     return torch.from_numpy(values)

@@ -301,6 +301,43 @@ TEST(PageTableLengths, EveryDistributionKeepsTheRestOfTheGenerator) {
   EXPECT_EQ(indptrs.size(), kAll.size());
 }
 
+// min_tokens (a request's query tokens are in the cache) lengthens a short last page and changes nothing else; 1 is
+// the default's table; a one-page sequence on pages smaller than min_tokens is an error naming it.
+TEST(PageTable, MinTokensLengthensShortLastPagesOnly) {
+  PageTableOptions adversarial;  // holds a one-page sequence of 1 token
+  adversarial.adversarial = true;
+  const PageTable plain = generate_page_table(64, 900, 400, 16, 7, adversarial);
+  PageTableOptions one = adversarial;
+  one.min_tokens = 1;
+  const PageTable same = generate_page_table(64, 900, 400, 16, 7, one);
+  EXPECT_EQ(same.kv_indptr, plain.kv_indptr);
+  EXPECT_EQ(same.kv_last_page_len, plain.kv_last_page_len);
+  PageTableOptions four = adversarial;
+  four.min_tokens = 4;
+  const PageTable t = generate_page_table(64, 900, 400, 16, 7, four);
+  EXPECT_EQ(t.kv_indptr, plain.kv_indptr);
+  EXPECT_EQ(t.kv_indices, plain.kv_indices);
+  int lengthened = 0;
+  for (size_t b = 0; b + 1 < t.kv_indptr.size(); ++b) {
+    const int32_t pages = t.kv_indptr[b + 1] - t.kv_indptr[b];
+    EXPECT_GE((pages - 1) * 16 + t.kv_last_page_len[b], 4) << b;
+    if (t.kv_last_page_len[b] != plain.kv_last_page_len[b]) {
+      ++lengthened;
+      EXPECT_EQ(pages, 1);
+      EXPECT_EQ(t.kv_last_page_len[b], 4);
+    }
+  }
+  EXPECT_GT(lengthened, 0);
+  PageTableOptions big = adversarial;
+  big.min_tokens = 20;
+  try {
+    generate_page_table(64, 900, 400, 16, 7, big);
+    ADD_FAILURE() << "one-page sequences of 16 tokens cannot hold 20";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.field(), "min_tokens");
+  }
+}
+
 TEST(PageTable, ImpossibleCountsAreErrors) {
   EXPECT_KINDEX_ERROR(generate_page_table(8, 100, 7, 1, 0), "page-table generator", "num_kv_indices", "7");
   EXPECT_KINDEX_ERROR(generate_page_table(0, 100, 7, 1, 0), "page-table generator", "batch_size", "0");

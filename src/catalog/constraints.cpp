@@ -1,7 +1,7 @@
 #include "catalog/constraints.hpp"
 
 #include <cmath>
-#include <optional>
+#include <string_view>
 
 #include <nlohmann/json.hpp>
 
@@ -33,6 +33,15 @@ void check_page_table(const int32_t* kv_indptr, int64_t len_indptr, const int32_
     if (kv_indptr[b + 1] > kv_indptr[b] && (kv_last_page_len[b] < 1 || kv_last_page_len[b] > page_size))
       throw Error(where, "kv_last_page_len[" + std::to_string(b) + "]", std::to_string(kv_last_page_len[b]),
                   "must be in [1, page_size = " + std::to_string(page_size) + "]");
+}
+
+std::string decode_scalar_problem(std::string_view name, double value) {
+  if (name == "k_scale" || name == "v_scale" || name == "rope_scale" || name == "rope_theta")
+    return value > 0 ? "" : "must be > 0";
+  if (name == "logits_soft_cap") return value >= 0 ? "" : "must be >= 0 (0: off)";
+  const bool int32_at_least_minus_one = value == std::floor(value) && value >= -1 && value <= 2147483647.0;
+  if (name == "window_left") return int32_at_least_minus_one ? "" : "must be an integer >= -1 (-1: no window)";
+  return "";
 }
 
 namespace {
@@ -75,19 +84,10 @@ void check_decode_page_table(const std::map<std::string, int64_t>& axes, const I
 
 // A decode variant's scalar inputs (kindex.h's ranges), where the definition has them.
 void check_decode_scalars(const Definition& def, const Inputs& inputs, const std::string& where) {
-  auto value = [&](const char* name) -> std::optional<double> {
-    auto it = inputs.scalars.find(name);
-    if (!def.input(name) || it == inputs.scalars.end()) return std::nullopt;
-    return it->second;
-  };
-  auto fail = [&](const char* name, double v, const char* problem) {
-    throw Error(where, name, nlohmann::json(v).dump(), problem);
-  };
-  for (const char* name : {"k_scale", "v_scale", "rope_scale", "rope_theta"})
-    if (auto v = value(name); v && !(*v > 0)) fail(name, *v, "must be > 0");
-  if (auto v = value("logits_soft_cap"); v && !(*v >= 0)) fail("logits_soft_cap", *v, "must be >= 0 (0: off)");
-  if (auto v = value("window_left"); v && (*v != std::floor(*v) || *v < -1 || *v > 2147483647.0))
-    fail("window_left", *v, "must be an integer >= -1 (-1: no window)");
+  for (const auto& [name, value] : inputs.scalars)
+    if (def.input(name))
+      if (std::string problem = decode_scalar_problem(name, value); !problem.empty())
+        throw Error(where, name, nlohmann::json(value).dump(), problem);
 }
 
 }  // namespace

@@ -55,6 +55,10 @@ class Expression {
 void check_inputs(const Definition& def, const std::map<std::string, int64_t>& axes, const Inputs& inputs,
                   const std::string& where, bool allow_missing = false);
 
+// What is wrong with a decode variant's scalar input for kindex.h ("" when nothing, and for other names):
+// k_scale, v_scale, rope_scale, rope_theta must be > 0, logits_soft_cap >= 0, window_left an integer >= -1.
+std::string decode_scalar_problem(std::string_view name, double value);
+
 // The decode family's page-table checks: kv_indptr[0] == 0, non-decreasing, kv_indptr[-1] == num_kv_indices
 // (the length of kv_indices); every kv_indices[i] in [0, num_pages); kv_last_page_len[b] in [1, page_size]
 // for non-empty sequences (the reference reads it only for those). Each error names field, index and value.

@@ -270,6 +270,16 @@ TEST(DecodeVariants, BadVariantInputsAreRefusedNamingFieldAndValue) {
   } catch (const Error& e) {
     EXPECT_EQ(e.field(), "window_left");
   }
+  const Problem& fp8 = *std::find_if(problems().begin(), problems().end(),
+                                     [](const Problem& p) { return p.definition.name.ends_with("_e4m3"); });
+  c = make_call(fp8.definition, adversarial(fp8));
+  c->args.scalars["k_scale"] = 0;
+  try {
+    decode_abi_params(c->args);
+    ADD_FAILURE() << "accepted k_scale 0";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.field(), "k_scale");
+  }
   // Rows that are not a whole number per request.
   c = make_call(swa.definition, adversarial(swa));
   c->args.inputs["q"].shape[0] += 1;

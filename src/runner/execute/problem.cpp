@@ -1,10 +1,10 @@
 #include "runner/execute/problem.hpp"
 
 #include <algorithm>
-#include <cmath>
 #include <vector>
 
 #include "catalog/builtin.hpp"
+#include "catalog/constraints.hpp"
 #include "core/error.hpp"
 #include "runner/record/json_number.hpp"
 
@@ -51,10 +51,14 @@ double scalar(const CallArgs& a, const std::string& name) {
   return it->second;
 }
 
-// A scalar the call may have (a decode variant's), nullopt when it has not.
+// A scalar the call may have (a decode variant's), nullopt when it has not; throws Error naming it and its value
+// when it is out of kindex.h's range.
 std::optional<double> optional_scalar(const CallArgs& a, const std::string& name) {
   auto it = a.scalars.find(name);
-  return it == a.scalars.end() ? std::nullopt : std::optional<double>(it->second);
+  if (it == a.scalars.end()) return std::nullopt;
+  if (std::string problem = catalog::decode_scalar_problem(name, it->second); !problem.empty())
+    throw Error("call", name, json_number(it->second).dump(), problem);
+  return it->second;
 }
 
 }  // namespace
@@ -114,11 +118,7 @@ kindex_paged_decode_params decode_abi_params(const CallArgs& a) {
   if (auto s = optional_scalar(a, "k_scale")) p.k_scale = float(*s);
   if (auto s = optional_scalar(a, "v_scale")) p.v_scale = float(*s);
   if (auto s = optional_scalar(a, "logits_soft_cap")) p.logits_soft_cap = float(*s);
-  if (auto s = optional_scalar(a, "window_left")) {
-    if (*s != std::floor(*s) || *s < -1 || *s > 2147483647.0)
-      throw Error("call", "window_left", json_number(*s).dump(), "must be an integer >= -1 (-1: no window)");
-    p.window_left = int32_t(*s);
-  }
+  if (auto s = optional_scalar(a, "window_left")) p.window_left = int32_t(*s);
   const auto rope_scale = optional_scalar(a, "rope_scale"), rope_theta = optional_scalar(a, "rope_theta");
   if (rope_scale || rope_theta) p.pos_encoding = KINDEX_POS_ENCODING_ROPE_LLAMA;
   if (rope_scale) p.rope_scale = float(*rope_scale);

@@ -12,7 +12,8 @@
 
 namespace kindex::runner {
 
-// paged_decode: the decode family, plain (FlashInfer-Bench's gqa_paged_decode_*) or a variant (catalog::DecodeParams).
+// paged_decode: the decode family, plain (FlashInfer-Bench's gqa_paged_decode_*) or a variant
+// (catalog::DecodeParams).
 enum class ProblemKind { paged_decode, gqa_rope_backward };
 std::optional<ProblemKind> problem_kind(const catalog::Definition& def);
 std::string_view problem_kind_name(ProblemKind k);  // "paged_decode", "gqa_rope_backward"
@@ -33,14 +34,14 @@ struct CallArgs {
   kindex_kv_layout kv_layout = KINDEX_KV_LAYOUT_NHD;  // decode: decode_kv_layout of the definition
 };
 
+// The C ABI's dtype for a tensor's (`name` for the error); throws Error for a dtype the ABI lacks.
+kindex_dtype abi_dtype(DType t, const std::string& name);
 // One call's C ABI params struct, pointing at its tensors. Throw kindex::Error("call", name, ...) when a tensor
 // the problem needs is missing or has the wrong rank/dtype.
 // Decode: the variant fields from the inputs as FlashInfer's wrapper names them, where the call has them (else
 // kindex.h's defaults): kv_format from k_cache's dtype (float8_e4m3fn, float8_e5m2), q_len_per_req = q's rows /
 // (kv_indptr's length - 1), the scalars k_scale, v_scale, logits_soft_cap, window_left (an integer), rope_scale and
 // rope_theta (either present: pos_encoding ROPE_LLAMA), the tensor sinks; kv_layout from CallArgs.
-// The C ABI's dtype for a tensor's (`name` for the error); throws Error for a dtype the ABI lacks.
-kindex_dtype abi_dtype(DType t, const std::string& name);
 kindex_paged_decode_params decode_abi_params(const CallArgs& args);
 kindex_gqa_rope_backward_params backward_abi_params(const CallArgs& args);
 

@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -304,15 +305,11 @@ TEST(DecodeVariants, PythonReferenceAgreesWithTheCpuReferenceThroughTheDispatch)
 
     const auto v = *catalog::decode_family_params(def);
     if (v.q_len_per_req > 1) continue;  // the causal limit among a request's rows has no plain form to drop to
-    kindex_paged_decode_params dropped = q;
-    const kindex_paged_decode_params plain = KINDEX_PAGED_DECODE_PARAMS_INIT;
-    dropped.kv_layout = plain.kv_layout;
-    dropped.k_scale = plain.k_scale;
-    dropped.v_scale = plain.v_scale;
-    dropped.window_left = plain.window_left;
-    dropped.logits_soft_cap = plain.logits_soft_cap;
-    dropped.sinks = plain.sinks;
-    dropped.pos_encoding = plain.pos_encoding;
+    // The call's version-1 fields (sizes, tensors, sm_scale), every version-2 one at its default but the caches'
+    // format (their bytes): the plain decode of these inputs.
+    kindex_paged_decode_params dropped = KINDEX_PAGED_DECODE_PARAMS_INIT;
+    std::memcpy(&dropped, &q, KINDEX_PAGED_DECODE_PARAMS_V1_SIZE);
+    dropped.kv_format = q.kv_format;
     cpu_reference(dropped);
     why.clear();
     EXPECT_FALSE(agrees(python, *c, &why)) << "the plain decode of " << def.name << " passes too";

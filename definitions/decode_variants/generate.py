@@ -16,7 +16,6 @@ agree on every definition's adversarial workload.
 import json
 import math
 import pathlib
-import random
 import struct
 import sys
 
@@ -24,7 +23,7 @@ HERE = pathlib.Path(__file__).resolve().parent
 
 # The bundled workloads' uuid rule (definitions/generate_workloads.py; src/catalog/builtin.cpp agrees, tested).
 sys.path.insert(0, str(HERE.parent))
-from generate_workloads import stable_uuid  # noqa: E402
+from generate_workloads import mix64, stable_uuid  # noqa: E402
 
 # One definition per variant: (model, its config.json, H, K, D, page size, variant, its scalar inputs' values, the
 # variant's note). variant keys: kv ("e4m3" / "e5m2"), hnd, q_len, softcap, swa, sink, rope (catalog::DecodeParams).
@@ -300,6 +299,20 @@ def safetensors_bytes(tensors, metadata):
     return struct.pack("<Q", len(text)) + text + data
 
 
+def scattered_ids(n, k, key):
+    """k distinct ids of range(n) in a scattered order: a Fisher-Yates shuffle drawn by splitmix64 (mix64) from the
+    key, so the tables depend on nothing but this script (not on Python's random module)."""
+    state = 1469598103934665603  # FNV-1a 64 of the key, as stable_uuid starts
+    for byte in key.encode():
+        state = ((state ^ byte) * 1099511628211) & ((1 << 64) - 1)
+    ids = list(range(n))
+    for i in range(n - 1, 0, -1):
+        state = mix64(state)
+        j = state % (i + 1)
+        ids[i], ids[j] = ids[j], ids[i]
+    return ids[:k]
+
+
 def adversarial_table(v):
     """A hand-shaped page table (README, "Adversarial page tables"): per request its token count and pages."""
     ps, q_len = v["ps"], v.get("q_len", 1)
@@ -307,10 +320,9 @@ def adversarial_table(v):
     long_tokens = max(40 * ps, v["scalars"].get("window_left", 0) + 3 * ps) + 7
     tokens = [max(1, q_len), 2 * ps + ps // 2 + 1, 4 * ps, ps + 1, long_tokens, ps]
     pages_per = [-(-t // ps) for t in tokens]
-    rng = random.Random(name_of(v))
     distinct = 2 + sum(pages_per)  # more than needed: some ids stay unused
     num_pages = distinct + 16
-    pool = rng.sample(range(num_pages), distinct)  # scattered ids, any order
+    pool = scattered_ids(num_pages, distinct, name_of(v))
     shared = pool.pop()
     table = []
     for r, n in enumerate(pages_per):

@@ -5,8 +5,8 @@
 # .devcarry/bins.tar.xz; datasets exported by `kindex catalog export [--dataset definitions/model_suite] --out
 # .devcarry/suite/<name>`; peers as benchmarks/gpu/run_decode_suite_device.sh says. Each stage's files are packed into
 # $OUT/<stage>.tar.xz (a call returns at most 8 files). STAGES picks and orders them (default: tests sweep sanitize
-# suite; tests_decode runs the decode GPU tests alone; ncu profiles NCU_CASES); TESTS_TIMEOUT, SWEEP_TIMEOUT,
-# SAN_TIMEOUT, NCU_TIMEOUT, TIMEOUT_MAIN bound them, SAN_FILTER picks the sanitizers' tests.
+# suite; tests_decode runs the decode GPU tests alone; ncu profiles NCU_CASES at NCU_VARIANT, default s0, with
+# NCU_EXTRA's ncu arguments); TESTS_TIMEOUT, SWEEP_TIMEOUT, SAN_TIMEOUT, NCU_TIMEOUT, TIMEOUT_MAIN bound them, SAN_FILTER picks the sanitizers' tests.
 set -uo pipefail
 final=${OUT:?}
 tar xJf .devcarry/bins.tar.xz -C .devcarry || exit 9
@@ -31,9 +31,9 @@ for s in ${STAGES:-tests sweep sanitize suite}; do
       for c in ${NCU_CASES:-4:32:16:10:2:128 16:1024:64:16:8:128}; do
         timeout ${NCU_TIMEOUT:-90} ncu --clock-control none --kernel-name 'regex:plan_kernel|decode_kernel' \
           --launch-skip 10 --launch-count 2 --section SpeedOfLight --section MemoryWorkloadAnalysis \
-          --section Occupancy --section LaunchStats --section WarpStateStats --section SchedulerStats \
-          $bin/bench_decode --filter syn --synthetic "$c" --variants s0 --iters 12 > "$w/ncu_${c//:/_}.txt" 2>&1
-        echo "ncu $c exit $?"; grep -E "Duration|DRAM Throughput|Memory Throughput" "$w/ncu_${c//:/_}.txt" | head -6
+          --section Occupancy --section LaunchStats --section WarpStateStats --section SchedulerStats ${NCU_EXTRA:-} \
+          $bin/bench_decode --filter syn --synthetic "$c" --variants ${NCU_VARIANT:-s0} --iters 12 > "$w/ncu_${c//:/_}_${NCU_VARIANT:-s0}.txt" 2>&1
+        echo "ncu $c exit $?"; grep -E "Duration|DRAM Throughput|Memory Throughput" "$w/ncu_${c//:/_}_${NCU_VARIANT:-s0}.txt" | head -6
       done ;;
     suite)
       OUT=$w DATASETS="${DATASETS:-.devcarry/suite/models_a .devcarry/suite/seeds}" \

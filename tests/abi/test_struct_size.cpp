@@ -131,6 +131,12 @@ TEST_F(StructSize, VersionOneDecodeParamsAreTakenWithTheNewFieldsAtTheirDefaults
       {"params.rope_theta = -1", [](kindex_paged_decode_params& p) { p.rope_theta = -1; }},
       {"params.rope_scale = inf", [](kindex_paged_decode_params& p) { p.rope_scale = INFINITY; }},
       {"params.rope_theta = nan", [](kindex_paged_decode_params& p) { p.rope_theta = NAN; }},
+      {"params.num_kv_heads = 40000",  // a page of 128 x 40000 x 256 bf16 elements: 2.6 GB
+       [](kindex_paged_decode_params& p) {
+         p.num_kv_heads = p.num_qo_heads = 40000;
+         p.page_size = 128;
+         p.head_dim = 256;
+       }},
   };
   for (const Bad& b : bads) {
     bad = full;

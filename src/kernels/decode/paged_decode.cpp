@@ -220,6 +220,10 @@ LaunchShape launch_shape(const kindex_paged_decode_params& p, const ShapeOverrid
     bad("num_pages", std::to_string(p.num_pages), "must be >= 1 when num_kv_indices > 0");
   if (!std::isfinite(p.sm_scale)) bad("sm_scale", std::to_string(p.sm_scale), "must be finite");
   check_variant(p);
+  // The kernel addresses K/V within a page in 32 bits (page ids times page bytes in 64).
+  if (int64_t(p.page_size) * p.num_kv_heads * p.head_dim * kv_element_bytes(p) > INT32_MAX)
+    bad("num_kv_heads", std::to_string(p.num_kv_heads),
+        "makes a page of page_size x num_kv_heads x head_dim elements 2^31 bytes or more");
   // A request's query rows (its tokens x the group) fill one 16-row MMA tile; more would need a loop over tiles.
   if ((p.num_qo_heads / p.num_kv_heads) * p.q_len_per_req > kMaxGroup)
     not_yet("q_len_per_req", std::to_string(p.q_len_per_req) + " with group size " +
@@ -241,7 +245,7 @@ LaunchShape launch_shape(const kindex_paged_decode_params& p, const ShapeOverrid
   const int64_t slots = resident_ctas(device, p.dtype, p.head_dim, shape.stages, shape.kind);
   // One wave: S segments x num_kv_heads CTAs all resident, so the merge can follow a grid-wide barrier.
   const int64_t max_segments = std::max<int64_t>(1, slots / p.num_kv_heads);
-  const int64_t element_bytes = p.kv_format == KINDEX_KV_FORMAT_SAME_AS_Q ? 2 : 1;
+  const int64_t element_bytes = kv_element_bytes(p);
   const int64_t token_bytes = int64_t(p.head_dim) * 2 * element_bytes;  // K and V of one token and KV head
   // A window leaves each request at most window_left + q_len tokens, from the page holding the first of them (the
   // pages before it are not read): the split is for the bytes read, not the cache's.

@@ -49,6 +49,8 @@ constexpr int kIndptrCache = 1024;  // kv_indptr / kv_last_page_len entries kept
 // result from its registers (no cross-warp merge, no CTA barrier); so is a piece alone in its batch of at most
 // kSoloAloneTokens (one chunk: one warp does all the work either way). Measured in v4/v5a (docs/perf/decode.md).
 constexpr int kSoloTokens = 64;
+// The online softmax rescales O and l only when a row's maximum grows by more than this (log2 units): P <= 2^8.
+constexpr float kRescaleSlack = 8.f;
 constexpr int kSoloAloneTokens = 16;
 // The merge: a warp folds up to kMergeSegmentsPerWarp partials of a row with its loads in flight together; rows
 // cut into more segments get several warps (the plan deals them).
@@ -110,7 +112,6 @@ struct Args {
   int batch, num_qo_heads, num_kv_heads, group, page_size;
   int num_kv_indices;   // N
   int num_segments;
-  long long num_pages;
   float scale_log2;     // sm_scale * k_scale * log2(e)
   // The version-2 variants (kindex.h), read only by the modified kernel (kMod; launch_run picks it):
   float cap_pre;        // logits_soft_cap > 0: sm_scale * k_scale / cap (the logit in log2 units is
@@ -118,7 +119,10 @@ struct Args {
   float out_scale;      // v_scale, applied to the final output only
   int window_left;      // < 0: no window
   const float* sinks;   // [num_qo_heads] natural-log logits, or null
-  long long stride_page, stride_token, stride_head;  // K/V element strides of the layout (NHD or HND)
+  // K/V byte strides of the layout (NHD or HND; any kernel): a page, a token in a page, a KV head. A page is below
+  // 2^31 bytes (launch_shape), so a copy's address is one 32 x 32-bit wide multiply plus a 32-bit in-page offset.
+  unsigned page_bytes, token_bytes, head_bytes;
+  int max_page;         // the last page id a copy may read, min(num_pages - 1, 2^31 - 1): bad ids are clamped to it
   int q_len;            // query tokens per request: a request owns q_len * num_qo_heads rows of q / output / lse
   int rows;             // rows of a CTA's Q tile, group * q_len <= 16: row r is token r / group, head r % group
   int kv_e5m2;          // the fp8 kernel: K/V are e5m2 (else e4m3)
@@ -430,27 +434,25 @@ struct Producer {
       const uint32_t k_smem = uint32_t(__cvta_generic_to_shared(kt));
       const uint32_t v_smem = uint32_t(__cvta_generic_to_shared(vt));
       const int chunk = lane % L::kKvChunksPerRow;
-      const long long max_page = a.num_pages - 1;
+      // This lane's 16 bytes of a token row: the same in every pass and chunk (32-bit: inside one page).
+      const unsigned lane_bytes = unsigned(kvh) * a.head_bytes + unsigned(chunk) * 16u;
+      const char* k_base = static_cast<const char*>(a.k);
+      const char* v_base = static_cast<const char*>(a.v);
 #pragma unroll
       for (int i = 0; i < L::kTokPerLane; ++i) {
         const int t = lane / L::kKvChunksPerRow + i * L::kTokPerPass;
         const int toff = offs[slot + t];
-        const long long page = min(max((long long)ids[slot + t], 0ll), max_page);  // bad ids stay in bounds
-        long long elem;
-        if constexpr (kMod) {
-          elem = page * a.stride_page + max(toff, 0) * a.stride_token + kvh * a.stride_head + chunk * (16 / sizeof(KV));
-        } else {
-          const long long row = page * a.page_size + max(toff, 0);
-          elem = (row * a.num_kv_heads + kvh) * D + chunk * 8;
-        }
+        const unsigned page = min(unsigned(max(ids[slot + t], 0)), unsigned(a.max_page));  // bad ids stay in bounds
+        const unsigned long long off =
+            (unsigned long long)page * a.page_bytes + (unsigned(max(toff, 0)) * a.token_bytes + lane_bytes);
         // fp8 tiles are [16][D] bytes, unswizzled (the conversion, not ldmatrix, reads them)
         const int so = sizeof(KV) == 1 ? t * D + chunk * 16 : tile_offset<D>(t, chunk) * 2;
         if constexpr (kPlain) {
-          cp_async16(k_smem + so, static_cast<const KV*>(a.k) + elem, toff >= 0);
-          cp_async16(v_smem + so, static_cast<const KV*>(a.v) + elem, toff >= 0);
+          cp_async16(k_smem + so, k_base + off, toff >= 0);
+          cp_async16(v_smem + so, v_base + off, toff >= 0);
         } else {
-          cp_async16(k_smem + so, static_cast<const KV*>(a.k) + elem, toff >= 0, policy);
-          cp_async16(v_smem + so, static_cast<const KV*>(a.v) + elem, toff >= 0, policy);
+          cp_async16(k_smem + so, k_base + off, toff >= 0, policy);
+          cp_async16(v_smem + so, v_base + off, toff >= 0, policy);
         }
       }
       ++seq;
@@ -797,17 +799,37 @@ __device__ __forceinline__ void update_local_state(WarpState<D>& st, const float
   mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 2));
   mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 1));
   mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 2));
-  // Finite in the plain kernel: a chunk has a valid token. The modified kernel's rows may have seen none yet (the
-  // window): they subtract 0 instead, so -inf - -inf gives no NaN and their p, l and O stay 0.
-  const float mn0 = fmaxf(st.m[0], mx0), mn1 = fmaxf(st.m[1], mx1);
-  float b0 = mn0, b1 = mn1;
-  if constexpr (kMod) {
-    b0 = mn0 == neg_inf ? 0.f : mn0;
-    b1 = mn1 == neg_inf ? 0.f : mn1;
+  // Lazy rescaling (as FlashAttention-4 does): a row's reference maximum m moves only when the chunk's maximum
+  // exceeds it by more than kRescaleSlack (log2 units), the first chunk included (m = -inf); otherwise P = 2^(x - m)
+  // stays <= 2^kRescaleSlack, exact enough in fp32 and in T, and O and l keep their scale. Decided for the whole warp,
+  // so the D / 2 multiplies of O are skipped together. lse = m + log2(l) and the merges hold for any such m.
+  if (__any_sync(0xffffffffu, mx0 > st.m[0] + kRescaleSlack || mx1 > st.m[1] + kRescaleSlack)) {
+    const float mn0 = fmaxf(st.m[0], mx0), mn1 = fmaxf(st.m[1], mx1);
+    // Finite in the plain kernel: a chunk has a valid token. The modified kernel's rows may have seen none yet (the
+    // window): they subtract 0 instead, so -inf - -inf gives no NaN and their p, l and O stay 0.
+    float b0 = mn0, b1 = mn1;
+    if constexpr (kMod) {
+      b0 = mn0 == neg_inf ? 0.f : mn0;
+      b1 = mn1 == neg_inf ? 0.f : mn1;
+    }
+    const float al0 = fast_exp2(st.m[0] - b0), al1 = fast_exp2(st.m[1] - b1);
+    st.m[0] = mn0;
+    st.m[1] = mn1;
+    st.l[0] *= al0;
+    st.l[1] *= al1;
+#pragma unroll
+    for (int j = 0; j < D / 8; ++j) {
+      st.o[j][0] *= al0;
+      st.o[j][1] *= al0;
+      st.o[j][2] *= al1;
+      st.o[j][3] *= al1;
+    }
   }
-  const float al0 = fast_exp2(st.m[0] - b0), al1 = fast_exp2(st.m[1] - b1);
-  st.m[0] = mn0;
-  st.m[1] = mn1;
+  float b0 = st.m[0], b1 = st.m[1];
+  if constexpr (kMod) {
+    b0 = b0 == neg_inf ? 0.f : b0;
+    b1 = b1 == neg_inf ? 0.f : b1;
+  }
   float p[2][4];
 #pragma unroll
   for (int nb = 0; nb < 2; ++nb) {
@@ -816,15 +838,8 @@ __device__ __forceinline__ void update_local_state(WarpState<D>& st, const float
     p[nb][2] = fast_exp2(x[nb][2] - b1);
     p[nb][3] = fast_exp2(x[nb][3] - b1);
   }
-  st.l[0] = st.l[0] * al0 + (p[0][0] + p[0][1] + p[1][0] + p[1][1]);
-  st.l[1] = st.l[1] * al1 + (p[0][2] + p[0][3] + p[1][2] + p[1][3]);
-#pragma unroll
-  for (int j = 0; j < D / 8; ++j) {
-    st.o[j][0] *= al0;
-    st.o[j][1] *= al0;
-    st.o[j][2] *= al1;
-    st.o[j][3] *= al1;
-  }
+  st.l[0] += (p[0][0] + p[0][1] + p[1][0] + p[1][1]);
+  st.l[1] += (p[0][2] + p[0][3] + p[1][2] + p[1][3]);
   pa[0] = Tr::pack(p[0][0], p[0][1]);
   pa[1] = Tr::pack(p[0][2], p[0][3]);
   pa[2] = Tr::pack(p[1][0], p[1][1]);
@@ -1554,7 +1569,6 @@ Args make_args(const kindex_paged_decode_params& p, const LaunchShape& shape, vo
   a.page_size = p.page_size;
   a.num_kv_indices = int(p.num_kv_indices);
   a.num_segments = int(shape.num_segments);
-  a.num_pages = p.num_pages;
   constexpr float kLog2e = 1.4426950408889634f;
   const float scale = p.sm_scale * p.k_scale;  // k = k_scale * k_cache: FlashInfer folds it into sm_scale
   a.scale_log2 = scale * kLog2e;
@@ -1563,10 +1577,12 @@ Args make_args(const kindex_paged_decode_params& p, const LaunchShape& shape, vo
   a.out_scale = p.v_scale;
   a.window_left = p.window_left;
   a.sinks = p.sinks;
-  const long long d = p.head_dim, ps = p.page_size, hkv = p.num_kv_heads;
-  a.stride_page = ps * hkv * d;
-  a.stride_token = p.kv_layout == KINDEX_KV_LAYOUT_HND ? d : hkv * d;
-  a.stride_head = p.kv_layout == KINDEX_KV_LAYOUT_HND ? ps * d : d;
+  const unsigned d = unsigned(p.head_dim) * unsigned(kv_element_bytes(p)), ps = unsigned(p.page_size),
+                 hkv = unsigned(p.num_kv_heads);  // d: bytes of a K/V row of one head
+  a.page_bytes = ps * hkv * d;  // < 2^31 (launch_shape)
+  a.token_bytes = p.kv_layout == KINDEX_KV_LAYOUT_HND ? d : hkv * d;
+  a.head_bytes = p.kv_layout == KINDEX_KV_LAYOUT_HND ? ps * d : d;
+  a.max_page = int(std::clamp<long long>(p.num_pages - 1, 0, INT32_MAX));
   a.q_len = p.q_len_per_req;
   a.rows = a.group * p.q_len_per_req;
   a.kv_e5m2 = p.kv_format == KINDEX_KV_FORMAT_FP8_E5M2;

@@ -65,6 +65,11 @@ constexpr int64_t kPlainCopiesL2Multiple = 6;
 // the same as before the variants existed.
 KernelKind kernel_kind(const kindex_paged_decode_params& p);
 
+// Bytes of one K (or V) element in the cache: 1 for fp8, else 2 (q's dtype).
+inline int kv_element_bytes(const kindex_paged_decode_params& p) {
+  return p.kv_format == KINDEX_KV_FORMAT_SAME_AS_Q ? 2 : 1;
+}
+
 // Checks every host-side field (throws kindex::Error naming the field and value) and sizes the launch.
 LaunchShape launch_shape(const kindex_paged_decode_params& p, const ShapeOverrides& overrides = {});
 

@@ -390,6 +390,21 @@ void run_bundled(const std::string& definition, DeviceCase& dev) {
               problem.workloads.size());
 }
 
+// Host arithmetic (no device): the run kernel's token -> page division for every page size, exhaustively below 2^17
+// and around every multiple of the page size near 2^31 (where the magic number's excess is largest).
+TEST(DecodeHost, PageDividerIsExactForEveryPageSize) {
+  for (uint32_t d = 1; d <= 128; ++d) {
+    const auto div = kindex::decode::PageDivider::of(int(d));
+    for (uint32_t t = 0; t < (1u << 17); ++t) ASSERT_EQ(t / d, div.quotient(t)) << "t " << t << " d " << d;
+    const uint32_t top = 0x7fffffffu;
+    for (uint32_t q = top / d - 300; q <= top / d; ++q)
+      for (uint32_t r = 0; r < d; ++r) {
+        const uint64_t t = uint64_t(q) * d + r;
+        if (t <= top) ASSERT_EQ(q, div.quotient(uint32_t(t))) << "t " << t << " d " << d;
+      }
+  }
+}
+
 TEST_F(Decode, SeedWorkloadsPs1AllFortyEight) {
   const auto problem = kindex::catalog::builtin_problem("gqa_paged_decode_h32_kv4_d128_ps1");
   EXPECT_EQ(48u, problem.workloads.size());

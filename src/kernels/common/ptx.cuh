@@ -14,13 +14,19 @@ namespace kindex::ptx {
 // ---- cp.async -------------------------------------------------------------------------------------------------
 // A 16-byte global -> shared copy; valid = false zero-fills the 16 bytes without reading src (masked rows read
 // as zeros, never as stale shared memory).
+// (The ignore-src predicate form: the copy's own predicate, no source size computed per copy.)
 __device__ __forceinline__ void cp_async16(uint32_t dst, const void* src, bool valid) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(valid ? 16 : 0));
+  asm volatile(
+      "{\n .reg .pred ignore;\n setp.eq.u32 ignore, %2, 0;\n"
+      " cp.async.cg.shared.global [%0], [%1], 16, ignore;\n}\n" ::"r"(dst),
+      "l"(src), "r"(unsigned(valid)));
 }
 // The same with an L2 eviction-priority policy (l2_policy).
 __device__ __forceinline__ void cp_async16(uint32_t dst, const void* src, bool valid, uint64_t policy) {
-  asm volatile("cp.async.cg.shared.global.L2::cache_hint [%0], [%1], 16, %2, %3;\n" ::"r"(dst), "l"(src),
-               "r"(valid ? 16 : 0), "l"(policy));
+  asm volatile(
+      "{\n .reg .pred ignore;\n setp.eq.u32 ignore, %2, 0;\n"
+      " cp.async.cg.shared.global.L2::cache_hint [%0], [%1], 16, ignore, %3;\n}\n" ::"r"(dst),
+      "l"(src), "r"(unsigned(valid)), "l"(policy));
 }
 // A 4-byte copy through L1 (page ids).
 __device__ __forceinline__ void cp_async4(uint32_t dst, const void* src) {

@@ -123,6 +123,7 @@ struct Args {
   // 2^31 bytes (launch_shape), so a copy's address is one 32 x 32-bit wide multiply plus a 32-bit in-page offset.
   unsigned page_bytes, token_bytes, head_bytes;
   int max_page;         // the last page id a copy may read, min(num_pages - 1, 2^31 - 1): bad ids are clamped to it
+  PageDivider per_page;  // token index -> page (page_size)
   int q_len;            // query tokens per request: a request owns q_len * num_qo_heads rows of q / output / lse
   int rows;             // rows of a CTA's Q tile, group * q_len <= 16: row r is token r / group, head r % group
   int kv_e5m2;          // the fp8 kernel: K/V are e5m2 (else e4m3)
@@ -397,7 +398,7 @@ struct Producer {
       const int t = fc * kChunk + lane;
       int off = -1;
       if (t < p.tokens) {
-        const int page = t / a.page_size;
+        const int page = int(a.per_page.quotient(unsigned(t)));
         off = t - page * a.page_size;
         cp_async4(uint32_t(__cvta_generic_to_shared(ids + slot)), a.indices + p.page_begin + page);
       }
@@ -434,25 +435,33 @@ struct Producer {
       const uint32_t k_smem = uint32_t(__cvta_generic_to_shared(kt));
       const uint32_t v_smem = uint32_t(__cvta_generic_to_shared(vt));
       const int chunk = lane % L::kKvChunksPerRow;
-      // This lane's 16 bytes of a token row: the same in every pass and chunk (32-bit: inside one page).
+      // Token lane % 16's row in the cache, computed once per chunk by a lane each and shuffled to the lanes copying
+      // it (not once per lane and pass): its byte offset from the base, K and V alike, a multiple of 16; bit 0 set
+      // past the piece's end (zero-filled).
+      unsigned long long row = 1;
+      {
+        const int toff = offs[slot + lane % kChunk];
+        const unsigned page = min(unsigned(max(ids[slot + lane % kChunk], 0)), unsigned(a.max_page));  // in bounds
+        if (toff >= 0) row = (unsigned long long)page * a.page_bytes + unsigned(toff) * a.token_bytes;
+      }
+      // This lane's 16 bytes of a row: the same in every pass and chunk (inside one page).
       const unsigned lane_bytes = unsigned(kvh) * a.head_bytes + unsigned(chunk) * 16u;
-      const char* k_base = static_cast<const char*>(a.k);
-      const char* v_base = static_cast<const char*>(a.v);
+      const char* k_lane = static_cast<const char*>(a.k) + lane_bytes;
+      const char* v_lane = static_cast<const char*>(a.v) + lane_bytes;
 #pragma unroll
       for (int i = 0; i < L::kTokPerLane; ++i) {
         const int t = lane / L::kKvChunksPerRow + i * L::kTokPerPass;
-        const int toff = offs[slot + t];
-        const unsigned page = min(unsigned(max(ids[slot + t], 0)), unsigned(a.max_page));  // bad ids stay in bounds
-        const unsigned long long off =
-            (unsigned long long)page * a.page_bytes + (unsigned(max(toff, 0)) * a.token_bytes + lane_bytes);
+        const unsigned long long r = __shfl_sync(0xffffffffu, row, t);
+        const bool valid = (r & 1) == 0;
+        const unsigned long long at = r & ~1ull;
         // fp8 tiles are [16][D] bytes, unswizzled (the conversion, not ldmatrix, reads them)
         const int so = sizeof(KV) == 1 ? t * D + chunk * 16 : tile_offset<D>(t, chunk) * 2;
         if constexpr (kPlain) {
-          cp_async16(k_smem + so, k_base + off, toff >= 0);
-          cp_async16(v_smem + so, v_base + off, toff >= 0);
+          cp_async16(k_smem + so, k_lane + at, valid);
+          cp_async16(v_smem + so, v_lane + at, valid);
         } else {
-          cp_async16(k_smem + so, k_base + off, toff >= 0, policy);
-          cp_async16(v_smem + so, v_base + off, toff >= 0, policy);
+          cp_async16(k_smem + so, k_lane + at, valid, policy);
+          cp_async16(v_smem + so, v_lane + at, valid, policy);
         }
       }
       ++seq;
@@ -1583,6 +1592,7 @@ Args make_args(const kindex_paged_decode_params& p, const LaunchShape& shape, vo
   a.token_bytes = p.kv_layout == KINDEX_KV_LAYOUT_HND ? d : hkv * d;
   a.head_bytes = p.kv_layout == KINDEX_KV_LAYOUT_HND ? ps * d : d;
   a.max_page = int(std::clamp<long long>(p.num_pages - 1, 0, INT32_MAX));
+  a.per_page = PageDivider::of(p.page_size);
   a.q_len = p.q_len_per_req;
   a.rows = a.group * p.q_len_per_req;
   a.kv_e5m2 = p.kv_format == KINDEX_KV_FORMAT_FP8_E5M2;

@@ -65,6 +65,20 @@ constexpr int64_t kPlainCopiesL2Multiple = 6;
 // the same as before the variants existed.
 KernelKind kernel_kind(const kindex_paged_decode_params& p);
 
+// t / d for 0 <= t < 2^31 and a page size 1 <= d <= 128 as one wide multiply and a shift (the run kernel's token ->
+// page step): magic = ceil(2^(31+k) / d), 2^(k-1) < d <= 2^k, fits 32 bits; its excess over 2^(31+k) / d adds less
+// than t / 2^(31+k) < 2^-k <= 1/d to t / d, whose fraction is at most 1 - 1/d: the quotient never carries.
+struct PageDivider {
+  uint32_t magic = 1u << 31;
+  int shift = 31;
+  static constexpr PageDivider of(int d) {
+    int k = 0;
+    while ((1 << k) < d) ++k;
+    return {uint32_t(((uint64_t(1) << (31 + k)) + uint64_t(d) - 1) / uint64_t(d)), 31 + k};
+  }
+  constexpr uint32_t quotient(uint32_t t) const { return uint32_t((uint64_t(t) * magic) >> shift); }
+};
+
 // Bytes of one K (or V) element in the cache: 1 for fp8, else 2 (q's dtype).
 inline int kv_element_bytes(const kindex_paged_decode_params& p) {
   return p.kv_format == KINDEX_KV_FORMAT_SAME_AS_Q ? 2 : 1;

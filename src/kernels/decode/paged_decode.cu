@@ -329,43 +329,36 @@ __device__ __forceinline__ void rope_pieces(uint4& x, uint4& y, const float2* ta
   y = make_uint4(ys[0], ys[1], ys[2], ys[3]);
 }
 
-// The CTA's Q tile ([16][D] of T, swizzled as tile_offset) rotated in place by all its threads, row r at position
-// pos0 + r / group. Thread i takes the pieces c = i % (D/16) of the first half (and their partners D/2 along) of
-// every (kThreads / (D/16))-th row. In shared memory once staged, with a barrier after: done in registers as Q is
-// staged, the rotation spilled at head_dim 256.
-template <int D, int kThreads, class T>
-__device__ __forceinline__ void rope_q_tile(T* tile, const float2* table, float pos0, int group) {
+// A [16][D] tile of T (swizzled as tile_offset) rotated in place, row t at position pos(t), by the threads u0, u0 +
+// step, ...: unit u is the 16-byte piece c = u % (D/16) of row u / (D/16)'s first half and its partner D/2 along.
+// step is a multiple of D/16, so a thread's c, and with it its frequencies, is the same in every unit.
+template <int D, class T, class Position>
+__device__ __forceinline__ void rope_tile(T* tile, const float2* table, int u0, int step, Position pos) {
   constexpr int kHalf = D / 16;  // 16-byte pieces in half a row
-  const int c = threadIdx.x % kHalf;
-#pragma unroll 1
-  for (int u = threadIdx.x; u < kRows * kHalf; u += kThreads) {
+  const int c = u0 % kHalf;
+#pragma unroll 1  // a loop, not D / 32 copies: at head_dim 256 the registers are the O accumulators
+  for (int u = u0; u < kRows * kHalf; u += step) {
     const int t = u / kHalf;
     uint4* lo = reinterpret_cast<uint4*>(tile + tile_offset<D>(t, c));
     uint4* hi = reinterpret_cast<uint4*>(tile + tile_offset<D>(t, c + kHalf));
     uint4 x = *lo, y = *hi;
-    rope_pieces<D, T>(x, y, table, c, pos0 + float(t / group));
+    rope_pieces<D, T>(x, y, table, c, pos(t));
     *lo = x;
     *hi = y;
   }
 }
 
-// A warp's K tile ([16][D] of T, swizzled as tile_offset) rotated in place, token t at position pos0 + t. Lane l takes
-// the pieces c = l % (D/16) of the first half (and their partners) of every (32 / (D/16))-th token: its frequencies
-// are the same for all of them.
+// The CTA's Q tile rotated by all its threads, row r at position pos0 + r / group: in shared memory once staged, with
+// a barrier after (done in registers as Q is staged, the rotation spilled at head_dim 256).
+template <int D, int kThreads, class T>
+__device__ __forceinline__ void rope_q_tile(T* tile, const float2* table, float pos0, int group) {
+  rope_tile<D, T>(tile, table, int(threadIdx.x), kThreads, [=](int t) { return pos0 + float(t / group); });
+}
+
+// A warp's K tile rotated in place by its lanes, token t at position pos0 + t.
 template <int D, class T>
 __device__ __forceinline__ void rope_keys(T* tile, const float2* table, float pos0, int lane) {
-  constexpr int kHalf = D / 16;
-  const int c = lane % kHalf;
-#pragma unroll 1  // a loop, not D / 32 copies: at head_dim 256 the registers are the O accumulators
-  for (int u = lane; u < kChunk * kHalf; u += 32) {
-    const int t = u / kHalf;
-    uint4* lo = reinterpret_cast<uint4*>(tile + tile_offset<D>(t, c));
-    uint4* hi = reinterpret_cast<uint4*>(tile + tile_offset<D>(t, c + kHalf));
-    uint4 x = *lo, y = *hi;
-    rope_pieces<D, T>(x, y, table, c, pos0 + float(t));
-    *lo = x;
-    *hi = y;
-  }
+  rope_tile<D, T>(tile, table, lane, 32, [=](int t) { return pos0 + float(t); });
 }
 
 // The per-warp producer walks this warp's chunks (piece k, chunk c = warp, warp + kWarps, ...) with two cursors: one

@@ -16,7 +16,8 @@ best rate any case reached). Prints the constants, then per case the segment cou
 counts up to the case's one-wave bound (as the library does), the fastest measured one, and what the model's pick
 costs against the fastest (the number that matters): the measured time at the swept count nearest the pick.
 
-  python3 benchmarks/gpu/fit_decode_cost.py sweep.json [more.json ...] [--chip-tb-per-s 3.0] [--json out.json]
+  python3 benchmarks/gpu/fit_decode_cost.py sweep.json [more.json ...] [--chip-tb-per-s 3.0] [--run-only]
+                                            [--json out.json]
 """
 import argparse
 import json
@@ -26,8 +27,9 @@ import re
 import sys
 
 
-def cases(docs):
-    """[(label, batch, kv_heads, kv_bytes, {segments: median_us})] from bench_decode documents."""
+def cases(docs, run_only=False):
+    """[(label, batch, kv_heads, kv_bytes, {segments: median_us})] from bench_decode documents: the plan + run
+    variants s<n>, or with run_only the run-alone ones s<n>r1 (a layer's call, the plan made once per step)."""
     out = []
     for doc in docs:
         for row in doc.get("workloads", []):
@@ -38,7 +40,7 @@ def cases(docs):
             kv_bytes = row["kv_tokens"] * kv_heads * head_dim * 2 * 2
             times = {}
             for name, v in row.get("variants", {}).items():
-                if re.fullmatch(r"s[1-9]\d*", name) and not v.get("run_only"):
+                if re.fullmatch(r"s[1-9]\d*(r1)?", name) and bool(v.get("run_only")) == run_only:
                     times[int(v["num_segments"])] = min(times.get(int(v["num_segments"]), math.inf), v["median_us"])
             if len(times) >= 2:
                 out.append((row["label"], int(row["batch_size"]), kv_heads, kv_bytes, times))
@@ -136,9 +138,11 @@ def main(argv=None):
     ap.add_argument("sweeps", nargs="+", help="bench_decode --json files of a sweep")
     ap.add_argument("--chip-tb-per-s", type=float, help="the device's streaming rate (default: best case reached)")
     ap.add_argument("--json", help="write the fit and the per-case table here")
+    ap.add_argument("--run-only", action="store_true",
+                    help="fit the run-alone timings (variants s<n>r1), as every layer after the plan sees them")
     args = ap.parse_args(argv)
     docs = [json.loads(pathlib.Path(p).read_text()) for p in args.sweeps]
-    cs = cases(docs)
+    cs = cases(docs, args.run_only)
     if not cs:
         print("error: no synthetic case with two or more forced segment counts in the input", file=sys.stderr)
         return 1

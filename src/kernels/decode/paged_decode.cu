@@ -72,11 +72,18 @@ struct SplitItem {
   int b, s0, s1;   // sequence, first and last segment holding a piece of it
   int task_begin;  // its first merge task
 };
+static_assert(sizeof(SplitItem) == 16, "prefix_offset counts 16 bytes an item");
 __host__ __device__ constexpr size_t align_up(size_t x, size_t a) { return (x + a - 1) / a * a; }
 __host__ __device__ constexpr size_t seg_table_offset() { return sizeof(PlanHeader); }
 __host__ __device__ constexpr size_t items_offset(long long segments) {
   return align_up(seg_table_offset() + size_t(segments + 1) * sizeof(int), 16);
 }
+// The plan kernel's scratch after the items: each sequence's first cost position (batch + 1 of them), where they do
+// not fit in its shared memory (kPlanSmemPrefix).
+__host__ __device__ constexpr size_t prefix_offset(long long segments, long long batch) {
+  return align_up(items_offset(segments) + size_t(batch) * 16, 16);
+}
+constexpr long long kPlanSmemPrefix = 4096;  // sequences whose cost positions the plan keeps in shared memory
 
 // Whole pages at the start of a sequence of `tokens` keys that none of its q_len query tokens sees under the window
 // (window_left >= 0; else 0): the plan leaves them out of its costs and cuts, and the modified kernel out of its
@@ -1422,58 +1429,55 @@ __global__ void __launch_bounds__(kPlanThreads) plan_kernel(const PlanArgs a) {
   };
   auto cost = [&](long long tokens) { return tokens > 0 ? tokens + a.piece_tokens : 0ll; };
 
-  // Pass 1: the total cost.
-  long long mine = 0;
-  for (int b = threadIdx.x; b < a.batch; b += kPlanThreads) {
-    int start, end;
-    long long tokens;
-    range(b, start, end, tokens);
-    mine += cost(tokens);
-  }
-  long long total = 0;
-  Scan(scan).ExclusiveSum(mine, mine, total);
-  // Cut s's target ceil(s * total / S) steps by total / S with remainder: no 64-bit division in the loop below,
-  // where one sequence may hold every cut (a lone long request: S of them in one thread).
-  const long long step_q = total / S, step_r = total % S;
   for (int s = threadIdx.x; s <= S; s += kPlanThreads) seg[s] = s == 0 ? 0 : N;  // unclaimed cuts fall at the end
   if (threadIdx.x == 0) carry = 0;
   __syncthreads();
 
-  // Pass 2: the cuts, each written by the sequence whose cost range holds it.
+  // Pass 1: each sequence's first cost position (prefix[b]; prefix[batch] = total), in shared memory where it fits.
+  long long* prefix = a.batch + 1 <= kPlanSmemPrefix
+                          ? reinterpret_cast<long long*>(seg + align_up(size_t(S) + 1, 2))
+                          : reinterpret_cast<long long*>(a.plan + prefix_offset(S, a.batch));
   for (int base = 0; base < a.batch; base += kPlanThreads) {
     const int b = base + threadIdx.x;
-    int start = 0, end = 0;
+    int start, end;
     long long tokens = 0;
     if (b < a.batch) range(b, start, end, tokens);
-    const long long c = b < a.batch ? cost(tokens) : 0;
     long long begin, chunk;
-    Scan(scan).ExclusiveSum(c, begin, chunk);
-    begin += carry;
-    if (c > 0 && total > 0) {
-      long long s = max(1ll, begin * S / total);
-      long long q = s * total / S, r = s * total - q * S;  // s * total = q * S + r, 0 <= r < S
-      for (; s < S; ++s) {
-        const long long target = q + (r > 0);
-        q += step_q;
-        r += step_r;
-        if (r >= S) {
-          r -= S;
-          ++q;
-        }
-        if (target >= begin + c) break;
-        if (target < begin) continue;
-        const long long into = target - begin - a.piece_tokens;  // tokens of this sequence before the cut
-        const int pages = end - start;
-        const long long half_up = into + a.page_size / 2;  // a 32-bit division where it fits (it nearly always does)
-        const long long cut = half_up <= 0x7fffffffll ? (long long)(unsigned(half_up) / unsigned(a.page_size))
-                                                      : half_up / a.page_size;
-        seg[s] = into <= 0 ? start : start + int(min((long long)pages, cut));
-      }
-    }
+    Scan(scan).ExclusiveSum(cost(tokens), begin, chunk);
+    if (b < a.batch) prefix[b] = carry + begin;
     __syncthreads();  // everyone has read carry
     if (threadIdx.x == 0) carry += chunk;
     __syncthreads();
   }
+  const long long total = carry;
+  if (threadIdx.x == 0) prefix[a.batch] = total;
+  __syncthreads();
+
+  // Pass 2: the cuts, in parallel. Cut s (1 <= s < S) at cost position ceil(s * total / S) belongs to the sequence
+  // whose cost range [prefix[b], prefix[b + 1]) holds it (the last b with prefix[b] <= target: a sequence of cost 0
+  // never is), placed at the nearest page boundary (a cut in a sequence's fixed cost moves the whole sequence to the
+  // next segment); a target at or past the total stays unclaimed.
+  if (total > 0) {
+    for (int s = threadIdx.x + 1; s < S; s += kPlanThreads) {
+      const long long target = ((long long)s * total + S - 1) / S;
+      if (target >= total) continue;
+      int lo = 0, hi = a.batch - 1;
+      while (lo < hi) {
+        const int mid = (lo + hi + 1) / 2;
+        if (prefix[mid] <= target) lo = mid;
+        else hi = mid - 1;
+      }
+      int start, end;
+      long long tokens;
+      range(lo, start, end, tokens);
+      const long long into = target - prefix[lo] - a.piece_tokens;  // tokens of this sequence before the cut
+      const long long half_up = into + a.page_size / 2;
+      const long long cut = half_up <= 0x7fffffffll ? (long long)(unsigned(half_up) / unsigned(a.page_size))
+                                                    : half_up / a.page_size;
+      seg[s] = into <= 0 ? start : start + int(min((long long)(end - start), cut));
+    }
+  }
+  __syncthreads();
 
   // Pass 3: the cut sequences (a cut strictly inside), their segments and merge tasks, in batch order.
   auto segment_of = [&](int page) {  // the segment holding page position `page`: seg[s] <= page < seg[s + 1]
@@ -1744,7 +1748,8 @@ int launch_validate(const kindex_paged_decode_params& p, unsigned long long* fir
 
 size_t plan_bytes(int64_t num_segments, int64_t batch) {
   if (num_segments <= 1) return 0;  // one segment: no cuts, nothing to merge, no plan
-  return align_up(items_offset(num_segments) + size_t(batch) * sizeof(SplitItem), 256);
+  const bool scratch = batch + 1 > kPlanSmemPrefix;  // the cost positions go to the workspace
+  return align_up(prefix_offset(num_segments, batch) + (scratch ? size_t(batch + 1) * sizeof(long long) : 0), 256);
 }
 
 int launch_plan(const kindex_paged_decode_params& p, const LaunchShape& shape, void* workspace, cudaStream_t stream) {
@@ -1762,8 +1767,10 @@ int launch_plan(const kindex_paged_decode_params& p, const LaunchShape& shape, v
   a.q_len = p.q_len_per_req;
   a.window_left = p.window_left;
   a.warps = with_config(p.head_dim, shape.stages, []<int D, int S>() { return Layout<D, S>::kWarps; });
-  return launch(plan_kernel, dim3(1), dim3(kPlanThreads), size_t(shape.num_segments + 1) * sizeof(int), stream, false,
-                a);
+  // seg[S + 1], then (8-byte aligned) the sequences' cost positions where they fit (plan_kernel's pass 1)
+  const size_t smem = align_up(size_t(shape.num_segments) + 1, 2) * sizeof(int) +
+                      (p.batch_size + 1 <= kPlanSmemPrefix ? size_t(p.batch_size + 1) * sizeof(long long) : 0);
+  return launch(plan_kernel, dim3(1), dim3(kPlanThreads), smem, stream, false, a);
 }
 
 int launch_run(const kindex_paged_decode_params& p, const LaunchShape& shape, void* workspace, cudaStream_t stream) {

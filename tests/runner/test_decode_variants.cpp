@@ -251,36 +251,34 @@ TEST(DecodeVariants, CallFieldsComeFromTheNamedInputs) {
   }
 }
 
+// f() must throw an Error naming `field`, with `value` in its message.
+template <class F>
+void expect_refused(F f, const std::string& field, const std::string& value) {
+  try {
+    f();
+    ADD_FAILURE() << "accepted " << field << " " << value;
+  } catch (const Error& e) {
+    EXPECT_EQ(e.field(), field);
+    EXPECT_NE(std::string(e.what()).find(value), std::string::npos) << e.what();
+  }
+}
+
 TEST(DecodeVariants, BadVariantInputsAreRefusedNamingFieldAndValue) {
   const Problem& swa = *std::find_if(problems().begin(), problems().end(),
                                      [](const Problem& p) { return p.definition.name.ends_with("_swa_sink"); });
   auto c = make_call(swa.definition, adversarial(swa));
   c->args.scalars["window_left"] = 12.5;
-  try {
-    decode_abi_params(c->args);
-    ADD_FAILURE() << "accepted window_left 12.5";
-  } catch (const Error& e) {
-    EXPECT_EQ(e.field(), "window_left");
-    EXPECT_NE(std::string(e.what()).find("12.5"), std::string::npos) << e.what();
-  }
+  expect_refused([&] { decode_abi_params(c->args); }, "window_left", "12.5");
   catalog::Inputs bad = c->inputs;
   bad.scalars["window_left"] = -2;
-  try {
-    catalog::check_inputs(swa.definition, catalog::resolve_axes(swa.definition, adversarial(swa)), bad, "test");
-    ADD_FAILURE() << "check_inputs accepted window_left -2";
-  } catch (const Error& e) {
-    EXPECT_EQ(e.field(), "window_left");
-  }
+  expect_refused(
+      [&] { catalog::check_inputs(swa.definition, catalog::resolve_axes(swa.definition, adversarial(swa)), bad, "test"); },
+      "window_left", "-2");
   const Problem& fp8 = *std::find_if(problems().begin(), problems().end(),
                                      [](const Problem& p) { return p.definition.name.ends_with("_e4m3"); });
   c = make_call(fp8.definition, adversarial(fp8));
   c->args.scalars["k_scale"] = 0;
-  try {
-    decode_abi_params(c->args);
-    ADD_FAILURE() << "accepted k_scale 0";
-  } catch (const Error& e) {
-    EXPECT_EQ(e.field(), "k_scale");
-  }
+  expect_refused([&] { decode_abi_params(c->args); }, "k_scale", "0");
   // Rows that are not a whole number per request.
   c = make_call(swa.definition, adversarial(swa));
   c->args.inputs["q"].shape[0] += 1;

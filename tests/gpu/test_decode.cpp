@@ -1029,6 +1029,17 @@ TEST_F(Decode, SeveralTokensPerRequestMatchTheReference) {
 // CTA pieces and cut sequences all appear across them).
 const int64_t kRopeSegments[] = {1, 0, 3, 8, kMostSegments};
 
+// The case make(" segments N") builds, checked at each of those counts (its variant appended to its name).
+template <class Make>
+void check_at_rope_segments(DeviceCase& dev, Make make) {
+  for (int64_t segments : kRopeSegments) {
+    SegmentsScope scope(dev, segments);
+    Case c = make(" segments " + std::to_string(segments));
+    c.name += describe_variant(c);
+    EXPECT_EQ("", check_case(c, dev));
+  }
+}
+
 // RoPE alone (the modified kernel with nothing else set): every head_dim, bf16 and fp16, groups 1..16, page sizes
 // 1, 16, 7, 64, adversarial tables (empty, 1-token and partial last pages: each key at its own position whatever
 // page or chunk it lands in), default and model-like rope_scale / rope_theta.
@@ -1046,18 +1057,15 @@ TEST_F(Decode, RopeMatchesTheReference) {
       const int ps = page_sizes[i % 4], hkv = 1 + i % 3, group = 1 + (5 * i) % 16;
       const kindex_dtype dt = i % 2 ? KINDEX_DTYPE_FP16 : KINDEX_DTYPE_BF16;
       const int64_t n = ps == 1 ? 900 : std::max(24, 1800 / ps);
-      for (int64_t segments : kRopeSegments) {
-        SegmentsScope scope(dev, segments);
+      check_at_rope_segments(dev, [&](const std::string& segments) {
         Case c = generated_case("rope " + std::to_string(i) + " group " + std::to_string(group) + " d" +
-                                    std::to_string(d) + " ps" + std::to_string(ps) + " segments " +
-                                    std::to_string(segments),
+                                    std::to_string(d) + " ps" + std::to_string(ps) + segments,
                                 dt, group * hkv, hkv, d, ps, 9, 40 * n + 500, n, 600 + i, true);
         c.rope = true;
         c.rope_scale = r.scale;
         c.rope_theta = r.theta;
-        c.name += describe_variant(c);
-        EXPECT_EQ("", check_case(c, dev));
-      }
+        return c;
+      });
     }
   }
 }
@@ -1073,10 +1081,9 @@ TEST_F(Decode, RopeWithFp8CachesMatchesTheReference) {
         ++i;
         const int ps = page_sizes[i % 3], hkv = 1 + i % 2, group = 1 + (7 * i) % 16;
         const int64_t n = ps == 1 ? 800 : std::max(24, 1600 / ps);
-        for (int64_t segments : kRopeSegments) {
-          SegmentsScope scope(dev, segments);
+        check_at_rope_segments(dev, [&](const std::string& segments) {
           Case c = generated_case("rope fp8 d" + std::to_string(d) + " group " + std::to_string(group) + " ps" +
-                                      std::to_string(ps) + " segments " + std::to_string(segments),
+                                      std::to_string(ps) + segments,
                                   i % 2 ? KINDEX_DTYPE_FP16 : KINDEX_DTYPE_BF16, group * hkv, hkv, d, ps, 8,
                                   40 * n + 500, n, 700 + i, true);
           c.kv_format = format;
@@ -1086,9 +1093,8 @@ TEST_F(Decode, RopeWithFp8CachesMatchesTheReference) {
             c.k_scale = 0.37f;  // as in Fp8CachesMatchTheReference: |V| stays small enough for P's rounding
             c.v_scale = 0.4f;
           }
-          c.name += describe_variant(c);
-          EXPECT_EQ("", check_case(c, dev));
-        }
+          return c;
+        });
       }
     }
   }
@@ -1105,10 +1111,9 @@ TEST_F(Decode, RopeWithWindowSeveralTokensAndHndMatchesTheReference) {
       ++i;
       const int ps = page_sizes[i % 3], hkv = 1 + i % 2, group = mods == 0 ? 5 : 1 + i % 5;  // 3 x group <= 16
       const int64_t n = ps == 1 ? 700 : std::max(24, 1400 / ps);
-      for (int64_t segments : kRopeSegments) {
-        SegmentsScope scope(dev, segments);
+      check_at_rope_segments(dev, [&](const std::string& segments) {
         Case c = generated_case("rope window q_len 3 HND d" + std::to_string(d) + " group " + std::to_string(group) +
-                                    " ps" + std::to_string(ps) + " segments " + std::to_string(segments),
+                                    " ps" + std::to_string(ps) + segments,
                                 i % 2 ? KINDEX_DTYPE_FP16 : KINDEX_DTYPE_BF16, group * hkv, hkv, d, ps, 7,
                                 40 * n + 500, n, 800 + i, true);
         c.rope = true;
@@ -1121,9 +1126,8 @@ TEST_F(Decode, RopeWithWindowSeveralTokensAndHndMatchesTheReference) {
           c.soft_cap = 20;
           c.sinks = make_sinks(c.num_qo_heads, c.seed);
         }
-        c.name += describe_variant(c);
-        EXPECT_EQ("", check_case(c, dev));
-      }
+        return c;
+      });
     }
   }
 }

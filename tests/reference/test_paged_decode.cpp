@@ -371,20 +371,29 @@ TEST(PagedDecodeReference, SoftCapIsCapTimesTanh) {
   }
 }
 
-// A window of w keys left of a query is the sequence cut to its last w + 1 tokens (page_size 1: drop page ids).
+namespace {
+// The reference over one 30-token request (page_size 1) with window_left w, and over the same request cut to its
+// last w + 1 tokens (page ids dropped) with no window; m adds the rest of the variant to both.
+std::pair<Problem, Problem> window_and_cut(int w, uint64_t seed, Mods m) {
+  Problem full({4, 2, 64, 1, DType::bf16, {30}, false, seed});
+  m.window_left = w;
+  reference::paged_decode(full.params(m));
+  Problem cut = full;  // shares q and the caches (Tensor copies share data); its own output
+  cut.output = Tensor(full.output.dtype(), full.output.shape());
+  const int keep = std::min(30, w + 1);
+  cut.indices.erase(cut.indices.begin(), cut.indices.end() - keep);
+  cut.indptr = {0, keep};
+  cut.c.seq_tokens = {keep};
+  m.window_left = -1;
+  reference::paged_decode(cut.params(m));
+  return {std::move(full), std::move(cut)};
+}
+}  // namespace
+
+// A window of w keys left of a query is the sequence cut to its last w + 1 tokens.
 TEST(PagedDecodeReference, WindowEqualsTheTruncatedSequence) {
   for (int w : {0, 5, 29, 30, 100}) {
-    Problem full({4, 2, 64, 1, DType::bf16, {30}, false, 31});
-    Mods m;
-    m.window_left = w;
-    reference::paged_decode(full.params(m));
-    Problem cut = full;  // shares q and the caches (Tensor copies share data); its own output
-    cut.output = Tensor(full.output.dtype(), full.output.shape());
-    const int keep = std::min(30, w + 1);
-    cut.indices.erase(cut.indices.begin(), cut.indices.end() - keep);
-    cut.indptr = {0, keep};
-    cut.c.seq_tokens = {keep};
-    reference::paged_decode(cut.params());
+    const auto [full, cut] = window_and_cut(w, 31, Mods{});
     for (int64_t i = 0; i < full.output.numel(); ++i) ASSERT_EQ(full.output.get(i), cut.output.get(i)) << "w " << w;
     EXPECT_EQ(full.lse, cut.lse) << "w " << w;
   }
@@ -423,25 +432,32 @@ TEST(PagedDecodeReference, SinkEqualsAnExtraKeyWithAZeroValueRow) {
   for (size_t h = 0; h < 3; ++h) EXPECT_FLOAT_EQ(empty.lse[h], float(m.sinks[h] / std::log(2.0)));
 }
 
-// HND holds the same tokens as NHD with the page's token and head axes swapped.
-TEST(PagedDecodeReference, HndEqualsNhdPermuted) {
-  Problem nhd({3, 3, 64, 16, DType::bf16, {40, 1, 16}, true, 34});
+namespace {
+// The reference on case c (NHD) and on the same tokens in HND (the page's token and head axes swapped) under m: the
+// same numbers exactly.
+void expect_hnd_equals_nhd(const Case& c, const Mods& m) {
+  Problem nhd(c);
   Problem hnd = nhd;  // shares q (Tensor copies share data); its own caches and output
   hnd.c.hnd = true;
   hnd.k_cache = Tensor(nhd.k_cache.dtype(), nhd.k_cache.shape());
   hnd.v_cache = Tensor(nhd.v_cache.dtype(), nhd.v_cache.shape());
   hnd.output = Tensor(nhd.output.dtype(), nhd.output.shape());
   for (int64_t pg = 0; pg < nhd.num_pages; ++pg)
-    for (int s = 0; s < 16; ++s)
-      for (int kv = 0; kv < 3; ++kv)
-        for (int d = 0; d < 64; ++d) {
+    for (int s = 0; s < nhd.ps; ++s)
+      for (int kv = 0; kv < nhd.hkv; ++kv)
+        for (int d = 0; d < nhd.dim; ++d) {
           hnd.k_cache.set(hnd.kv_row(pg, s, kv) + d, nhd.k_cache.get(nhd.kv_row(pg, s, kv) + d));
           hnd.v_cache.set(hnd.kv_row(pg, s, kv) + d, nhd.v_cache.get(nhd.kv_row(pg, s, kv) + d));
         }
-  reference::paged_decode(nhd.params());
-  reference::paged_decode(hnd.params());
+  reference::paged_decode(nhd.params(m));
+  reference::paged_decode(hnd.params(m));
   for (int64_t i = 0; i < nhd.output.numel(); ++i) ASSERT_EQ(nhd.output.get(i), hnd.output.get(i)) << i;
   EXPECT_EQ(nhd.lse, hnd.lse);
+}
+}  // namespace
+
+TEST(PagedDecodeReference, HndEqualsNhdPermuted) {
+  expect_hnd_equals_nhd({3, 3, 64, 16, DType::bf16, {40, 1, 16}, true, 34}, Mods{});
 }
 
 // k_scale multiplies the logits as sm_scale does; v_scale multiplies the output (exactly, for a power of two) and
@@ -612,19 +628,9 @@ TEST(PagedDecodeReference, RopeAtLongPositionsMatchesNaive) {
 // tokens (every position moved by the same amount; equal up to the fp64 angles' rounding).
 TEST(PagedDecodeReference, RopeWindowEqualsTheTruncatedSequence) {
   for (int w : {0, 5, 29}) {
-    Problem full({4, 2, 64, 1, DType::bf16, {30}, false, 42});
     Mods m;
     m.rope = true;
-    m.window_left = w;
-    reference::paged_decode(full.params(m));
-    Problem cut = full;  // shares q and the caches; its own output
-    cut.output = Tensor(full.output.dtype(), full.output.shape());
-    const int keep = w + 1;
-    cut.indices.erase(cut.indices.begin(), cut.indices.end() - keep);
-    cut.indptr = {0, keep};
-    cut.c.seq_tokens = {keep};
-    m.window_left = -1;
-    reference::paged_decode(cut.params(m));
+    const auto [full, cut] = window_and_cut(w, 42, m);
     for (int64_t i = 0; i < full.output.numel(); ++i)
       ASSERT_LE(std::fabs(full.output.get(i) - cut.output.get(i)), ulp(DType::bf16, full.output.get(i)))
           << "w " << w << " " << i;
@@ -701,25 +707,9 @@ TEST(PagedDecodeReference, RopeScaleAndThetaChangeTheResult) {
 
 // HND holds the same tokens as NHD: with RoPE too (the positions are the sequence's, not the layout's).
 TEST(PagedDecodeReference, RopeHndEqualsNhd) {
-  Problem nhd({2, 3, 128, 16, DType::bf16, {40, 1, 16}, true, 45});
-  Problem hnd = nhd;
-  hnd.c.hnd = true;
-  hnd.k_cache = Tensor(nhd.k_cache.dtype(), nhd.k_cache.shape());
-  hnd.v_cache = Tensor(nhd.v_cache.dtype(), nhd.v_cache.shape());
-  hnd.output = Tensor(nhd.output.dtype(), nhd.output.shape());
-  for (int64_t pg = 0; pg < nhd.num_pages; ++pg)
-    for (int s = 0; s < 16; ++s)
-      for (int kv = 0; kv < 3; ++kv)
-        for (int d = 0; d < 128; ++d) {
-          hnd.k_cache.set(hnd.kv_row(pg, s, kv) + d, nhd.k_cache.get(nhd.kv_row(pg, s, kv) + d));
-          hnd.v_cache.set(hnd.kv_row(pg, s, kv) + d, nhd.v_cache.get(nhd.kv_row(pg, s, kv) + d));
-        }
   Mods m;
   m.rope = true;
-  reference::paged_decode(nhd.params(m));
-  reference::paged_decode(hnd.params(m));
-  for (int64_t i = 0; i < nhd.output.numel(); ++i) ASSERT_EQ(nhd.output.get(i), hnd.output.get(i)) << i;
-  EXPECT_EQ(nhd.lse, hnd.lse);
+  expect_hnd_equals_nhd({2, 3, 128, 16, DType::bf16, {40, 1, 16}, true, 45}, m);
 }
 
 // Llama's frequencies need pairs: an odd head_dim is refused with RoPE, by name.

@@ -72,7 +72,6 @@ struct SplitItem {
   int b, s0, s1;   // sequence, first and last segment holding a piece of it
   int task_begin;  // its first merge task
 };
-static_assert(sizeof(SplitItem) == 16, "prefix_offset counts 16 bytes an item");
 __host__ __device__ constexpr size_t align_up(size_t x, size_t a) { return (x + a - 1) / a * a; }
 __host__ __device__ constexpr size_t seg_table_offset() { return sizeof(PlanHeader); }
 __host__ __device__ constexpr size_t items_offset(long long segments) {
@@ -81,7 +80,7 @@ __host__ __device__ constexpr size_t items_offset(long long segments) {
 // The plan kernel's scratch after the items: each sequence's first cost position (batch + 1 of them), where they do
 // not fit in its shared memory (kPlanSmemPrefix).
 __host__ __device__ constexpr size_t prefix_offset(long long segments, long long batch) {
-  return align_up(items_offset(segments) + size_t(batch) * 16, 16);
+  return align_up(items_offset(segments) + size_t(batch) * sizeof(SplitItem), 16);
 }
 constexpr long long kPlanSmemPrefix = 4096;  // sequences whose cost positions the plan keeps in shared memory
 
@@ -336,36 +335,43 @@ __device__ __forceinline__ void rope_pieces(uint4& x, uint4& y, const float2* ta
   y = make_uint4(ys[0], ys[1], ys[2], ys[3]);
 }
 
-// A [16][D] tile of T (swizzled as tile_offset) rotated in place, row t at position pos(t), by the threads u0, u0 +
-// step, ...: unit u is the 16-byte piece c = u % (D/16) of row u / (D/16)'s first half and its partner D/2 along.
-// step is a multiple of D/16, so a thread's c, and with it its frequencies, is the same in every unit.
-template <int D, class T, class Position>
-__device__ __forceinline__ void rope_tile(T* tile, const float2* table, int u0, int step, Position pos) {
+// The CTA's Q tile ([16][D] of T, swizzled as tile_offset) rotated in place by all its threads, row r at position
+// pos0 + r / group. Thread i takes the pieces c = i % (D/16) of the first half (and their partners D/2 along) of
+// every (kThreads / (D/16))-th row. In shared memory once staged, with a barrier after: done in registers as Q is
+// staged, the rotation spilled at head_dim 256.
+template <int D, int kThreads, class T>
+__device__ __forceinline__ void rope_q_tile(T* tile, const float2* table, float pos0, int group) {
   constexpr int kHalf = D / 16;  // 16-byte pieces in half a row
-  const int c = u0 % kHalf;
-#pragma unroll 1  // a loop, not D / 32 copies: at head_dim 256 the registers are the O accumulators
-  for (int u = u0; u < kRows * kHalf; u += step) {
+  const int c = threadIdx.x % kHalf;
+#pragma unroll 1
+  for (int u = threadIdx.x; u < kRows * kHalf; u += kThreads) {
     const int t = u / kHalf;
     uint4* lo = reinterpret_cast<uint4*>(tile + tile_offset<D>(t, c));
     uint4* hi = reinterpret_cast<uint4*>(tile + tile_offset<D>(t, c + kHalf));
     uint4 x = *lo, y = *hi;
-    rope_pieces<D, T>(x, y, table, c, pos(t));
+    rope_pieces<D, T>(x, y, table, c, pos0 + float(t / group));
     *lo = x;
     *hi = y;
   }
 }
 
-// The CTA's Q tile rotated by all its threads, row r at position pos0 + r / group: in shared memory once staged, with
-// a barrier after (done in registers as Q is staged, the rotation spilled at head_dim 256).
-template <int D, int kThreads, class T>
-__device__ __forceinline__ void rope_q_tile(T* tile, const float2* table, float pos0, int group) {
-  rope_tile<D, T>(tile, table, int(threadIdx.x), kThreads, [=](int t) { return pos0 + float(t / group); });
-}
-
-// A warp's K tile rotated in place by its lanes, token t at position pos0 + t.
+// A warp's K tile ([16][D] of T, swizzled as tile_offset) rotated in place, token t at position pos0 + t. Lane l takes
+// the pieces c = l % (D/16) of the first half (and their partners) of every (32 / (D/16))-th token: its frequencies
+// are the same for all of them.
 template <int D, class T>
 __device__ __forceinline__ void rope_keys(T* tile, const float2* table, float pos0, int lane) {
-  rope_tile<D, T>(tile, table, lane, 32, [=](int t) { return pos0 + float(t); });
+  constexpr int kHalf = D / 16;
+  const int c = lane % kHalf;
+#pragma unroll 1  // a loop, not D / 32 copies: at head_dim 256 the registers are the O accumulators
+  for (int u = lane; u < kChunk * kHalf; u += 32) {
+    const int t = u / kHalf;
+    uint4* lo = reinterpret_cast<uint4*>(tile + tile_offset<D>(t, c));
+    uint4* hi = reinterpret_cast<uint4*>(tile + tile_offset<D>(t, c + kHalf));
+    uint4 x = *lo, y = *hi;
+    rope_pieces<D, T>(x, y, table, c, pos0 + float(t));
+    *lo = x;
+    *hi = y;
+  }
 }
 
 // The per-warp producer walks this warp's chunks (piece k, chunk c = warp, warp + kWarps, ...) with two cursors: one

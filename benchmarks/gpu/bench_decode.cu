@@ -13,8 +13,10 @@
 //                [--synthetic B:N:PS,...] [--flush memset|read|none]
 //   --variants: comma-separated variants, each a run of letter-number knobs: s<segments> (0 = the cost model's
 //               choice, else that many, capped to one wave) and r<0|1> (1: time the run alone, planned once
-//               before timing, as every layer after the first sees it; 0: plan + run, the one-call entry point);
-//               e.g. s0,s0r1,s132; the first is the one reported as "kindex".
+//               before timing, as every layer after the first sees it; 0: plan + run, the one-call entry point)
+//               and f<0|1|2> (the KV cache as q's bf16, fp8 e4m3 or fp8 e5m2: the random bf16 buffers' bytes read
+//               as fp8, every byte a finite value to the kernel); e.g. s0,s0r1,s132,s0f1; the first is the one
+//               reported as "kindex".
 //   --synthetic: extra workloads B:N:PS[:HQ:HKV:D] (generated page tables, exponential lengths; h32/kv4/d128 unless
 //                given): batch B, N page ids, page size PS, query heads HQ, KV heads HKV, head_dim D.
 //   --flush: cold L2 by zeroing a 2 x L2 buffer (the protocol, default), by reading one, or not at all
@@ -85,6 +87,7 @@ struct Variant {
   std::string name;
   kindex::decode::ShapeOverrides overrides;
   bool run_only = false;
+  kindex_kv_format kv_format = KINDEX_KV_FORMAT_SAME_AS_Q;
 };
 
 Variant parse_variant(const std::string& s) {
@@ -107,6 +110,14 @@ Variant parse_variant(const std::string& s) {
     switch (key) {
       case 's': v.overrides.num_segments = value; break;
       case 'r': v.run_only = value != 0; break;
+      case 'f':
+        if (value < 0 || value > 2) {
+          std::fprintf(stderr, "bad variant '%s': f takes 0 (bf16), 1 (e4m3) or 2 (e5m2)\n", s.c_str());
+          std::exit(2);
+        }
+        v.kv_format = value == 1 ? KINDEX_KV_FORMAT_FP8_E4M3 : value == 2 ? KINDEX_KV_FORMAT_FP8_E5M2
+                                                                         : KINDEX_KV_FORMAT_SAME_AS_Q;
+        break;
       default:
         std::fprintf(stderr, "bad variant '%s': unknown knob '%c'\n", s.c_str(), key);
         std::exit(2);
@@ -355,7 +366,9 @@ int main(int argc, char** argv) {
       Stats event_stats;
       std::vector<double> medians;
       for (const Variant& var : variants) {
-        const kindex::decode::LaunchShape shape = kindex::decode::launch_shape(p, var.overrides);
+        p.kv_format = var.kv_format;
+        const kindex::decode::LaunchShape shape = kindex::decode::launch_shape(
+            p, var.run_only ? kindex::decode::Entry::plan_and_runs : kindex::decode::Entry::one_call, var.overrides);
         void* ws = nullptr;
         if (shape.workspace_bytes()) CHECK_CUDA(cudaMalloc(&ws, shape.workspace_bytes()));
         try {
@@ -410,10 +423,15 @@ int main(int argc, char** argv) {
         if (ws) CHECK_CUDA(cudaFree(ws));
         const Stats s = summarize(us);
         medians.push_back(s.median_us);
+        // An fp8 cache moves half the K/V bytes of the bf16 floor's.
+        const bool fp8 = var.kv_format != KINDEX_KV_FORMAT_SAME_AS_Q;
+        const double var_bytes = fp8 ? bytes - double(tokens) * hkv * d * 2.0 : bytes;
         per_variant[var.name] = {{"median_us", s.median_us}, {"min_us", s.min_us}, {"p05_us", s.p05_us},
                                  {"p95_us", s.p95_us}, {"mean_us", s.mean_us},
-                                 {"achieved_tb_per_s", bytes / (s.median_us * 1e-6) / 1e12},
-                                 {"ratio_to_floor", s.median_us / floor_us},
+                                 {"kv_format", fp8 ? (var.kv_format == KINDEX_KV_FORMAT_FP8_E4M3 ? "e4m3" : "e5m2")
+                                                   : "bf16"},
+                                 {"achieved_tb_per_s", var_bytes / (s.median_us * 1e-6) / 1e12},
+                                 {"ratio_to_floor", s.median_us / (floor_us * var_bytes / bytes)},
                                  {"num_segments", shape.num_segments}, {"piece_tokens", shape.piece_tokens},
                                  {"stages", shape.stages}, {"workspace_bytes", shape.workspace_bytes()},
                                  {"run_only", var.run_only}, {"plain_copies", shape.plain_copies}};

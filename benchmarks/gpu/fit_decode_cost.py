@@ -16,6 +16,10 @@ best rate any case reached). Prints the constants, then per case the segment cou
 counts up to the case's one-wave bound (as the library does), the fastest measured one, and what the model's pick
 costs against the fastest (the number that matters): the measured time at the swept count nearest the pick.
 
+With --run-only the fit is of the run kernel alone (variants s<n>r1: a layer's call, the plan made once per step):
+the library's constants. The plan's own cost (kPlanUs, weighed only by the one-call entry point) is then printed too:
+the median over the cases and counts > 1 of plan + run (s<n>) minus run alone (s<n>r1), where the sweep has both.
+
   python3 benchmarks/gpu/fit_decode_cost.py sweep.json [more.json ...] [--chip-tb-per-s 3.0] [--run-only]
                                             [--json out.json]
 """
@@ -133,6 +137,24 @@ def fit(cs, chip):
     return (cta, *linear), e
 
 
+def plan_cost(docs):
+    """The median over synthetic cases and segment counts > 1 of s<n> (plan + run) minus s<n>r1 (run alone), or
+    None where no case has both."""
+    diffs = []
+    for doc in docs:
+        for row in doc.get("workloads", []):
+            v = row.get("variants", {})
+            for name, x in v.items():
+                m = re.fullmatch(r"s([1-9]\d*)", name)
+                if m and x.get("num_segments", 1) > 1 and f"{name}r1" in v:
+                    diffs.append(x["median_us"] - v[f"{name}r1"]["median_us"])
+    if not diffs:
+        return None
+    diffs.sort()
+    n = len(diffs)
+    return diffs[n // 2] if n % 2 else (diffs[n // 2 - 1] + diffs[n // 2]) / 2
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("sweeps", nargs="+", help="bench_decode --json files of a sweep")
@@ -170,12 +192,15 @@ def main(argv=None):
         print(f"{r['label']:44} {r['model_choice']:7} {r['model_segments']:8} {r['fastest_segments']:7} {r['model_pick_us']:9.2f} "
               f"{r['fastest_us']:8.2f} {r['pick_over_fastest']:6.3f}")
     print(f"geomean of the model's pick over the fastest measured: {geo:.4f}")
+    plan_us = plan_cost(docs) if args.run_only else None
+    if plan_us is not None:
+        print(f"kPlanUs = {plan_us:.3g} (median of plan + run minus run alone over counts > 1)")
     if args.json:
         pathlib.Path(args.json).write_text(json.dumps(
             {"inputs": args.sweeps, "chip_bytes_per_us": chip, "p": P,
              "fit": {"cta_bytes_per_us": cta, "piece_us": piece, "merge_us": merge,
                      "merge_us_per_segment": merge_per_segment, "fixed_us": fixed, "squared_relative_error": loss},
-             "cases": rows, "geomean_pick_over_fastest": geo}, indent=1) + "\n")
+             "cases": rows, "geomean_pick_over_fastest": geo, "plan_us": plan_us}, indent=1) + "\n")
     return 0
 
 

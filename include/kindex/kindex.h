@@ -64,7 +64,8 @@ KINDEX_API const char* kindex_version(void);
  * Since struct version 2 (the fields after `validate`), FlashInfer's decode variants, with its semantics:
  *   kv_format   KV pages in dtype (default) or fp8 e4m3 / e5m2: k = k_scale * fp8 value, v = v_scale * fp8 value.
  *               k_scale / v_scale apply to every format (FlashInfer folds k_scale into sm_scale and multiplies the
- *               output by v_scale); finite and > 0, default 1.
+ *               output by v_scale); finite and > 0, default 1. An fp8 cache is computed in fp16 (every fp8 value is
+ *               exact in it): q of a bf16 call is rounded to fp16 and saturates at +-65504.
  *   kv_layout   NHD (default: [num_pages, page_size, num_kv_heads, head_dim]) or HND ([num_pages, num_kv_heads,
  *               page_size, head_dim]).
  *   q_len_per_req  query tokens per request, 1 (default) .. 8: q and output are [batch_size * q_len_per_req,

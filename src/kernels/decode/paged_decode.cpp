@@ -20,22 +20,25 @@ namespace {
 
 constexpr const char* kWhere = "kindex_paged_decode";
 
-// The cost model's constants, fitted to two segment sweeps on H100 SXMs (2026-12-07, results/decode/v6_h100/ and
-// v6b_h100/ sweep.json, benchmarks/gpu/fit_decode_cost.py --chip-tb-per-s 2.98, this code's H100 chip rate: 11
-// model-shaped cases x 9 forced segment counts, twice; the model's choice among all counts lies nearest the fastest
-// measured one in all 22). Not yet measured on the H200; its chip rate comes from the device.
-constexpr double kCtaBytesPerUs = 4.00e4;       // one CTA streaming alone: ~40 GB/s
-constexpr double kPieceUs = 0.623;              // a sequence piece's fixed cost in a CTA
-constexpr double kMergeUs = 11.1;               // grid barrier and merge, once
-constexpr double kMergeUsPerSegment = 0.311;    // ... and per segment: a cut row sums one partial per segment
+// The cost model's constants, fitted to a segment sweep of the run kernel alone on an H100 SXM (2026-12-08,
+// results/decode/v8_h100/sweep_call1_parsed.json, fit_decode_cost.py --run-only --chip-tb-per-s 2.98, this code's
+// H100 chip rate: 11 model-shaped cases x 8 forced segment counts; the model's pick 1.007x the fastest measured count,
+// geomean). The plan's cost is the same sweep's plan + run minus run alone at each count > 1: 4.8-5.5 us (the fit of
+// plan + run gives the same constants with merge 7.78 = 2.76 + 5.0). Not yet measured on the H200; its chip rate
+// comes from the device.
+constexpr double kCtaBytesPerUs = 5.48e4;       // one CTA streaming alone: ~55 GB/s
+constexpr double kPieceUs = 0.883;              // a sequence piece's fixed cost in a CTA
+constexpr double kMergeUs = 2.76;               // grid barrier and merge, once
+constexpr double kMergeUsPerSegment = 0.055;    // ... and per segment: a cut row sums one partial per segment
+constexpr double kPlanUs = 5.1;                 // the plan kernel, in a call that makes its plan (median 5.14)
+constexpr double kPlanHereUs = 1.0;             // the plan in the run kernel's prologue: an estimate, not measured yet
+// The fp8 kernel's CTA streams an element ~1.2x slower than the bf16 one (the same sweep, run alone at the fastest
+// count, CTA-bound cases: 1.06-1.31x): its conversion, not its halved bytes, sets a CTA's rate. Counting fp8 bytes
+// there had it split 2-4x too little (1.34-1.67x the fastest count on small calls).
+constexpr double kFp8CtaCost = 1.2;
 
 [[noreturn]] void bad(const std::string& field, const std::string& value, const std::string& problem) {
   throw Error(kWhere, "params." + field, value, problem);
-}
-
-[[noreturn]] void not_yet(const std::string& field, const std::string& value) {
-  throw capi::Failure(KINDEX_STATUS_NOT_SUPPORTED,
-                      format_error(kWhere, "params." + field, value, "not supported by this version's kernels yet"));
 }
 
 // The version-2 fields (kindex.h): their ranges, each refused by name and value.
@@ -170,6 +173,8 @@ CostModel device_cost(const DeviceLimits& device) {
   c.piece_us = kPieceUs;
   c.merge_us = kMergeUs;
   c.merge_us_per_segment = kMergeUsPerSegment;
+  c.plan_us = kPlanUs;
+  c.plan_here_us = kPlanHereUs;
   return c;
 }
 
@@ -183,15 +188,16 @@ KernelKind kernel_kind(const kindex_paged_decode_params& p) {
   return modified ? KernelKind::modified : KernelKind::plain;
 }
 
-int64_t choose_segments(const CostModel& cost, int64_t kv_bytes, int64_t batch, int64_t kv_heads,
-                        int64_t max_segments) {
+int64_t choose_segments(const CostModel& cost, int64_t kv_bytes, int64_t cta_bytes, int64_t batch, int64_t kv_heads,
+                        int64_t max_segments, double plan_us) {
   int64_t best = 1;
   double best_us = 0;
+  const double chip_us = double(kv_bytes) / cost.chip_bytes_per_us;
   for (int64_t s = 1; s <= std::max<int64_t>(1, max_segments); ++s) {
-    const double chip = 1.0 / cost.chip_bytes_per_us, ctas = 1.0 / (double(s * kv_heads) * cost.cta_bytes_per_us);
-    const double stream_us = double(kv_bytes) * std::sqrt(std::sqrt(std::pow(chip, 4) + std::pow(ctas, 4)));
-    const double us = stream_us + cost.piece_us * double((batch + 2 * s - 2) / s) +
-                      (s > 1 ? cost.merge_us + cost.merge_us_per_segment * double(s) : 0.0);
+    const double ctas_us = double(cta_bytes) / (double(s * kv_heads) * cost.cta_bytes_per_us);
+    const double stream_us = std::sqrt(std::sqrt(std::pow(chip_us, 4) + std::pow(ctas_us, 4)));
+    const double split_us = cost.merge_us + cost.merge_us_per_segment * double(s) + plan_us;
+    const double us = stream_us + cost.piece_us * double((batch + 2 * s - 2) / s) + (s > 1 ? split_us : 0.0);
     if (s == 1 || us < best_us * (1.0 - 1e-9)) {
       best = s;
       best_us = us;
@@ -200,7 +206,7 @@ int64_t choose_segments(const CostModel& cost, int64_t kv_bytes, int64_t batch, 
   return best;
 }
 
-LaunchShape launch_shape(const kindex_paged_decode_params& p, const ShapeOverrides& overrides) {
+LaunchShape launch_shape(const kindex_paged_decode_params& p, Entry entry, const ShapeOverrides& overrides) {
   if (p.dtype != KINDEX_DTYPE_BF16 && p.dtype != KINDEX_DTYPE_FP16)
     bad("dtype", std::to_string(int(p.dtype)), "must be KINDEX_DTYPE_BF16 or KINDEX_DTYPE_FP16");
   if (p.batch_size < 0) bad("batch_size", std::to_string(p.batch_size), "must be >= 0");
@@ -224,11 +230,6 @@ LaunchShape launch_shape(const kindex_paged_decode_params& p, const ShapeOverrid
   if (int64_t(p.page_size) * p.num_kv_heads * p.head_dim * kv_element_bytes(p) > INT32_MAX)
     bad("num_kv_heads", std::to_string(p.num_kv_heads),
         "makes a page of page_size x num_kv_heads x head_dim elements 2^31 bytes or more");
-  // A request's query rows (its tokens x the group) fill one 16-row MMA tile; more would need a loop over tiles.
-  if ((p.num_qo_heads / p.num_kv_heads) * p.q_len_per_req > kMaxGroup)
-    not_yet("q_len_per_req", std::to_string(p.q_len_per_req) + " with group size " +
-                                 std::to_string(p.num_qo_heads / p.num_kv_heads) +
-                                 " (q_len_per_req x group > " + std::to_string(kMaxGroup) + ")");
 
   LaunchShape shape;
   if (p.batch_size == 0) return shape;
@@ -243,8 +244,11 @@ LaunchShape launch_shape(const kindex_paged_decode_params& p, const ShapeOverrid
                                          std::to_string(limit)));
   shape.kind = kernel_kind(p);
   const int64_t slots = resident_ctas(device, p.dtype, p.head_dim, shape.stages, shape.kind);
-  // One wave: S segments x num_kv_heads CTAs all resident, so the merge can follow a grid-wide barrier.
-  const int64_t max_segments = std::max<int64_t>(1, slots / p.num_kv_heads);
+  // A KV head's query rows (the group x q_len_per_req tokens) take one CTA per 16 (the MMA's rows).
+  const int64_t row_tiles = (int64_t(p.num_qo_heads / p.num_kv_heads) * p.q_len_per_req + kMaxGroup - 1) / kMaxGroup;
+  const int64_t heads = p.num_kv_heads * row_tiles;  // CTAs per segment, each streaming its KV head's bytes
+  // One wave: S segments x num_kv_heads x row_tiles CTAs all resident, so the merge can follow a grid-wide barrier.
+  const int64_t max_segments = std::max<int64_t>(1, slots / heads);
   const int64_t element_bytes = kv_element_bytes(p);
   const int64_t token_bytes = int64_t(p.head_dim) * 2 * element_bytes;  // K and V of one token and KV head
   // A window leaves each request at most window_left + q_len tokens, from the page holding the first of them (the
@@ -253,12 +257,20 @@ LaunchShape launch_shape(const kindex_paged_decode_params& p, const ShapeOverrid
   if (p.window_left >= 0)
     tokens = std::min(tokens, p.batch_size * (int64_t(p.window_left) + p.q_len_per_req + p.page_size - 1));
   const int64_t kv_bytes = tokens * p.num_kv_heads * token_bytes;
+  // A CTA's rate counts 16-bit K/V bytes, an fp8 one's conversion included (kFp8CtaCost).
+  const double cta_token_bytes = double(p.head_dim) * 2 * 2 * (element_bytes == 1 ? kFp8CtaCost : 1.0);
+  const int64_t cta_bytes = int64_t(double(tokens * heads) * cta_token_bytes);
   const CostModel cost = device_cost(device);
   if (p.num_kv_indices > 0)
     shape.num_segments = overrides.num_segments > 0
                              ? std::min(overrides.num_segments, max_segments)
-                             : choose_segments(cost, kv_bytes, p.batch_size, p.num_kv_heads, max_segments);
-  shape.piece_tokens = int(std::lround(cost.piece_us * cost.cta_bytes_per_us / double(token_bytes)));
+                             : choose_segments(cost, kv_bytes, cta_bytes, p.batch_size, heads, max_segments,
+                                               entry == Entry::plan_and_runs ? 0.0
+                                               : p.batch_size <= kPlanHereMaxBatch ? cost.plan_here_us
+                                                                                    : cost.plan_us);
+  shape.piece_tokens = int(std::lround(cost.piece_us * cost.cta_bytes_per_us / cta_token_bytes));
+  shape.plan_here = entry == Entry::one_call && shape.num_segments > 1 && p.batch_size <= kPlanHereMaxBatch &&
+                    shape.num_segments <= kPlanHereMaxSegments;
   // Long streams go faster without the cache-policy operand, shorter ones with evict-first (kPlainCopiesL2Multiple).
   shape.plain_copies = kv_bytes >= kPlainCopiesL2Multiple * device.l2_bytes;
   if (p.validate) shape.validate_bytes = 256;
@@ -270,16 +282,17 @@ LaunchShape launch_shape(const kindex_paged_decode_params& p, const ShapeOverrid
 }
 
 size_t workspace_size(const kindex_paged_decode_params& p, const ShapeOverrides& overrides) {
-  return launch_shape(p, overrides).workspace_bytes();
+  return std::max(launch_shape(p, Entry::one_call, overrides).workspace_bytes(),
+                  launch_shape(p, Entry::plan_and_runs, overrides).workspace_bytes());
 }
 
 namespace {
 
 // The checks plan and run share: sizes, pointers, workspace; then validation mode's device check of the index
 // arrays. Returns the launch shape, or nothing to do (batch 0).
-LaunchShape checked_shape(const kindex_paged_decode_params& p, void* workspace, size_t workspace_bytes,
+LaunchShape checked_shape(const kindex_paged_decode_params& p, Entry entry, void* workspace, size_t workspace_bytes,
                           cudaStream_t stream, const ShapeOverrides& overrides, bool plan_only = false) {
-  const LaunchShape shape = launch_shape(p, overrides);
+  const LaunchShape shape = launch_shape(p, entry, overrides);
   check_pointers(p, plan_only);
   if (workspace_bytes < shape.workspace_bytes() || (shape.workspace_bytes() > 0 && !workspace))
     throw capi::Failure(KINDEX_STATUS_WORKSPACE_TOO_SMALL,
@@ -303,22 +316,23 @@ LaunchShape checked_shape(const kindex_paged_decode_params& p, void* workspace, 
 
 void plan(const kindex_paged_decode_params& p, void* workspace, size_t workspace_bytes, cudaStream_t stream,
           const ShapeOverrides& overrides) {
-  const LaunchShape shape = checked_shape(p, workspace, workspace_bytes, stream, overrides, true);
+  const LaunchShape shape = checked_shape(p, Entry::plan_and_runs, workspace, workspace_bytes, stream, overrides, true);
   if (p.batch_size > 0)
     check_cuda(cudaError_t(detail::launch_plan(p, shape, workspace, stream)), "plan kernel launch");
 }
 
 void run(const kindex_paged_decode_params& p, void* workspace, size_t workspace_bytes, cudaStream_t stream,
          const ShapeOverrides& overrides) {
-  const LaunchShape shape = checked_shape(p, workspace, workspace_bytes, stream, overrides);
+  const LaunchShape shape = checked_shape(p, Entry::plan_and_runs, workspace, workspace_bytes, stream, overrides);
   if (p.batch_size > 0) check_cuda(cudaError_t(detail::launch_run(p, shape, workspace, stream)), "kernel launch");
 }
 
 void paged_decode(const kindex_paged_decode_params& p, void* workspace, size_t workspace_bytes, cudaStream_t stream,
                   const ShapeOverrides& overrides) {
-  const LaunchShape shape = checked_shape(p, workspace, workspace_bytes, stream, overrides);
+  const LaunchShape shape = checked_shape(p, Entry::one_call, workspace, workspace_bytes, stream, overrides);
   if (p.batch_size == 0) return;
-  check_cuda(cudaError_t(detail::launch_plan(p, shape, workspace, stream)), "plan kernel launch");
+  if (!shape.plan_here)
+    check_cuda(cudaError_t(detail::launch_plan(p, shape, workspace, stream)), "plan kernel launch");
   check_cuda(cudaError_t(detail::launch_run(p, shape, workspace, stream)), "kernel launch");
 }
 

@@ -270,7 +270,7 @@ __device__ __forceinline__ void seq_range(const Args& a, int b, int& start, int&
 // tensor-core path (several query tokens) puts token j of qo_len at kv_len - qo_len + j (attention/prefill.cuh:
 // 1091-1095) and rounds the rotated q and k back to 16 bits in shared memory (prefill.cuh:469-485).
 // Here: the same definition, q and k rotated in fp32 and rounded once to T (the MMAs' inputs, as the tensor-core
-// path), but the angle kept exact: the fp32 angle pos * freq is off by up to half an ulp of pos (2^-7 rad at 128k),
+// path; fp16 with an fp8 cache), but the angle kept exact: the fp32 angle pos * freq is off by up to half an ulp of pos (2^-7 rad at 128k),
 // and __sincosf's own reduction of large arguments is no better. Each pair's frequency, in turns per position, is
 // a float pair (hi + lo, from fp64 once per CTA); pos * hi is split exactly into its rounded value and error (fma),
 // the integer turns dropped, and the remainder (|r| <= 1/2 turn) goes to __sincosf, whose error there is ~2^-21.
@@ -315,6 +315,22 @@ __device__ __forceinline__ float2 unpack2(uint32_t bits) {
     __half2 h;
     memcpy(&h, &bits, 4);
     return __half22float2(h);
+  }
+}
+
+// A pair of O values as a pair of T (the fp8 kernel's queries, bf16 -> fp16: exact for magnitudes 2^-14 .. 65504;
+// larger ones saturate at +-65504 rather than turn into infinities; NaN stays NaN).
+template <class O, class T>
+__device__ __forceinline__ uint32_t convert2(uint32_t bits) {
+  if constexpr (std::is_same_v<O, T>) {
+    return bits;
+  } else {
+    float2 f = unpack2<O>(bits);
+    if constexpr (std::is_same_v<T, __half>) {
+      f.x = fabsf(f.x) > 65504.f ? copysignf(65504.f, f.x) : f.x;
+      f.y = fabsf(f.y) > 65504.f ? copysignf(65504.f, f.y) : f.y;
+    }
+    return Mma<T>::pack(f.x, f.y);
   }
 }
 
@@ -480,8 +496,9 @@ struct Producer {
 };
 
 // The Q tile of one sequence (its group's rows, zeros below) moves global -> registers -> shared memory one piece
-// ahead, so a piece never waits on its Q. (RoPE rotates the tile in shared memory once stored: rope_q_tile.)
-template <int D, int S, class T, bool kMod>
+// ahead, so a piece never waits on its Q. (RoPE rotates the tile in shared memory once stored: rope_q_tile.) Q is
+// read as O and stored as T.
+template <int D, int S, class T, bool kMod, class O = T>
 struct QStage {
   using L = Layout<D, S>;
   uint4 v[L::kQVec];
@@ -493,11 +510,11 @@ struct QStage {
       if constexpr (kMod) {
         if (idx < L::kQPieces && row < a.rows)
           v[i] = __ldg(reinterpret_cast<const uint4*>(
-                           static_cast<const T*>(a.q) +
+                           static_cast<const O*>(a.q) +
                            ((long long)b * request_rows<kMod>(a) + request_row<kMod>(a, kvh, row)) * D) + col);
       } else {
         if (idx < L::kQPieces && row < a.group)
-          v[i] = __ldg(reinterpret_cast<const uint4*>(static_cast<const T*>(a.q) +
+          v[i] = __ldg(reinterpret_cast<const uint4*>(static_cast<const O*>(a.q) +
                                                       ((long long)b * a.num_qo_heads + kvh * a.group + row) * D) + col);
       }
     }
@@ -506,7 +523,9 @@ struct QStage {
 #pragma unroll
     for (int i = 0; i < L::kQVec; ++i) {
       const int idx = threadIdx.x + i * L::kThreads, row = idx / L::kChunksPerRow, col = idx % L::kChunksPerRow;
-      if (idx < L::kQPieces) *reinterpret_cast<uint4*>(q_tile + tile_offset<D>(row, col)) = v[i];
+      if (idx < L::kQPieces)
+        *reinterpret_cast<uint4*>(q_tile + tile_offset<D>(row, col)) =
+            make_uint4(convert2<O, T>(v[i].x), convert2<O, T>(v[i].y), convert2<O, T>(v[i].z), convert2<O, T>(v[i].w));
     }
   }
 };
@@ -520,8 +539,8 @@ __device__ __forceinline__ void load_q_fragment(uint32_t q_smem, int kk, int lan
 
 // The same fragments straight from global memory (a solo piece; rows >= group are zero). kMod with RoPE: rotated
 // at the rows' positions (request token 0 at pos0), each lane holding both halves of its pairs (k-steps kk and
-// kk + D / 32).
-template <int D, class T, bool kMod>
+// kk + D / 32). Q is read as O, the fragments are T.
+template <int D, class T, bool kMod, class O = T>
 __device__ __forceinline__ void load_q_global(const Args& a, int b, int kvh, int lane, uint32_t (&f)[D / 16][4],
                                               const float2* rope_table, float pos0) {
   const int g = lane / 4, t4 = lane % 4;
@@ -529,13 +548,13 @@ __device__ __forceinline__ void load_q_global(const Args& a, int b, int kvh, int
   const uint32_t* r1;
   bool v0, v1;
   if constexpr (kMod) {  // rows g and g + 8 need not be 8 rows apart in q
-    const T* q = static_cast<const T*>(a.q) + (long long)b * request_rows<kMod>(a) * D;
+    const O* q = static_cast<const O*>(a.q) + (long long)b * request_rows<kMod>(a) * D;
     r0 = reinterpret_cast<const uint32_t*>(q + (long long)request_row<kMod>(a, kvh, g) * D);
     r1 = reinterpret_cast<const uint32_t*>(q + (long long)request_row<kMod>(a, kvh, g + 8) * D);
     v0 = g < a.rows;
     v1 = g + 8 < a.rows;
   } else {
-    r0 = reinterpret_cast<const uint32_t*>(static_cast<const T*>(a.q) +
+    r0 = reinterpret_cast<const uint32_t*>(static_cast<const O*>(a.q) +
                                            ((long long)b * a.num_qo_heads + kvh * a.group + g) * D);
     r1 = r0 + 8 * D / 2;
     v0 = g < a.group;
@@ -543,10 +562,10 @@ __device__ __forceinline__ void load_q_global(const Args& a, int b, int kvh, int
   }
 #pragma unroll
   for (int kk = 0; kk < D / 16; ++kk) {
-    f[kk][0] = v0 ? __ldg(r0 + kk * 8 + t4) : 0u;
-    f[kk][1] = v1 ? __ldg(r1 + kk * 8 + t4) : 0u;
-    f[kk][2] = v0 ? __ldg(r0 + kk * 8 + 4 + t4) : 0u;
-    f[kk][3] = v1 ? __ldg(r1 + kk * 8 + 4 + t4) : 0u;
+    f[kk][0] = v0 ? convert2<O, T>(__ldg(r0 + kk * 8 + t4)) : 0u;
+    f[kk][1] = v1 ? convert2<O, T>(__ldg(r1 + kk * 8 + t4)) : 0u;
+    f[kk][2] = v0 ? convert2<O, T>(__ldg(r0 + kk * 8 + 4 + t4)) : 0u;
+    f[kk][3] = v1 ? convert2<O, T>(__ldg(r1 + kk * 8 + 4 + t4)) : 0u;
   }
   if constexpr (kMod) {
     if (a.rope) {
@@ -974,7 +993,7 @@ __device__ __forceinline__ void publish_state(const Args& a, const Shared<D, S, 
 // End of a CTA piece, step 2 (after a barrier): the warps' states merged in fixed order (deterministic) into the
 // output or the segment's partial. Each row's weights first: lane group (row r, warp w) of kWarps consecutive
 // threads, reduced by shuffles.
-template <int D, int S, class T, bool kMod, int KB>
+template <int D, int S, class T, bool kMod, class O, int KB>
 __device__ __forceinline__ void merge_warps(const Args& a, const Shared<D, S, T, KB>& sh, const Piece& piece, int seg,
                                             int kvh) {
   using L = Layout<D, S>;
@@ -1020,7 +1039,7 @@ __device__ __forceinline__ void merge_warps(const Args& a, const Shared<D, S, T,
       }
     }
     if (piece.whole) {
-      static_cast<T*>(a.out)[(head0 + q) * D + d] = Mma<T>::from_float(acc);
+      static_cast<O*>(a.out)[(head0 + q) * D + d] = Mma<O>::from_float(acc);
       if (d == 0 && a.lse) a.lse[head0 + q] = sh.merge_lse[r];
     } else {
       a.part_o[(slot_head0 + q) * D + d] = acc;
@@ -1057,7 +1076,7 @@ struct RowSlice {
 // sequence cut into ns segments gets merge_warps_per_row(ns) warps; each folds every such warp's share of the
 // segments (its loads in flight together), and the warps' sums are added in warp order. Every sum runs in a fixed
 // order, so results are bit-identical run to run.
-template <int D, int S, class T, bool kMod, int KB>
+template <int D, int S, class T, bool kMod, class O, int KB>
 __device__ __forceinline__ void merge_split(const Args& a, const Shared<D, S, T, KB>& sh) {
   using L = Layout<D, S>;
   cooperative_groups::this_grid().sync();
@@ -1155,9 +1174,9 @@ __device__ __forceinline__ void merge_split(const Args& a, const Shared<D, S, T,
       float inv, lse = 0.f;
       if constexpr (kMod) inv = finish_row(a, mx, sum, true, head % a.num_qo_heads, lse);
       else inv = 1.f / sum;
-      T* out = static_cast<T*>(a.out) + row0 * D;
+      O* out = static_cast<O*>(a.out) + row0 * D;
 #pragma unroll
-      for (int i = 0; i < RowSlice<D>::kFloats; ++i) out[RowSlice<D>::column(lane, i)] = Mma<T>::from_float(acc.v[i] * inv);
+      for (int i = 0; i < RowSlice<D>::kFloats; ++i) out[RowSlice<D>::column(lane, i)] = Mma<O>::from_float(acc.v[i] * inv);
       if (lane == 0 && a.lse) a.lse[row0] = kMod ? lse : mx + log2f(sum);
     }
   }
@@ -1215,8 +1234,10 @@ __device__ __forceinline__ void convert_stage(const uint8_t* stage, T* pair, int
 
 // kMod: the modified kernel (launch_run picks it when a version-2 variant is set): soft-cap, window, sinks,
 // v_scale, HND strides, several tokens per request; kFp8 (with kMod): fp8 K/V, converted per chunk in shared
-// memory. The plain kernel (kMod false) compiles to the same code as before the variants existed.
-template <int D, int S, class T, bool kPlain, bool kMod, bool kFp8 = false>
+// memory. The plain kernel (kMod false) compiles to the same code as before the variants existed. T: the MMAs'
+// operands; O: q and the output (T, but fp16 for an fp8 cache whatever O: every e4m3/e5m2 value is exact in it and
+// the rotated and scored values keep 3 more bits than in bf16 - the RoPE cases' scores need them).
+template <int D, int S, class T, bool kPlain, bool kMod, bool kFp8 = false, class O = T>
 __global__ void __launch_bounds__((Layout<D, S>::kThreads), 1) decode_kernel(const Args a) {
   static_assert(!kFp8 || kMod, "fp8 K/V run in the modified kernel");
   constexpr int KB = kFp8 ? 1 : 2;
@@ -1255,7 +1276,7 @@ __global__ void __launch_bounds__((Layout<D, S>::kThreads), 1) decode_kernel(con
     // A workspace without the plan of these sizes: say so with NaN everywhere rather than read a stale work list.
     if (h.magic != kPlanMagic || h.num_segments != a.num_segments || h.batch != a.batch ||
         h.num_kv_indices != a.num_kv_indices || h.page_size != a.page_size) {
-      if (seg == 0 && kvh == 0) poison_outputs<D, T, kMod>(a);
+      if (seg == 0 && kvh == 0) poison_outputs<D, O, kMod>(a);
       return;  // every CTA sees the same header: none reaches the grid barrier
     }
     seg_begin = clampi(bound0, 0, a.num_kv_indices);
@@ -1271,14 +1292,14 @@ __global__ void __launch_bounds__((Layout<D, S>::kThreads), 1) decode_kernel(con
   prod.ids = sh.id_ring + warp * L::kIdSlots * kChunk;
   prod.offs = sh.off_ring + warp * L::kIdSlots * kChunk;
   prod.policy = l2_policy(true);
-  QStage<D, S, T, kMod> qnext;
+  QStage<D, S, T, kMod, O> qnext;
   // Solo pieces read their Q fragments from global memory, so only where Q lives in registers.
   const int solo_tokens = L::kQInRegisters ? kSoloTokens : 0;
   const int solo_alone_tokens = L::kQInRegisters ? kSoloAloneTokens : 0;
   int deal = 0;  // the deal counter (Deal) at the next piece, the same in every warp
   for (int tb = range.x; tb < range.y; tb += kTable) {
     const int n = min(kTable, range.y - tb);
-    prefetch_q_rows<D, S, T, kMod>(a, tb, n, kvh);
+    prefetch_q_rows<D, S, O, kMod>(a, tb, n, kvh);
     __syncthreads();  // the previous batch's table is no longer read
     build_table<kMod>(a, sh, tb, n, seg_begin, seg_end, solo_tokens, solo_alone_tokens, cta_mask);
     __syncthreads();
@@ -1336,7 +1357,7 @@ __global__ void __launch_bounds__((Layout<D, S>::kThreads), 1) decode_kernel(con
         uint32_t qf[L::kQInRegisters ? D / 16 : 1][4];
         if constexpr (L::kQInRegisters) {
           if (piece.solo) {
-            load_q_global<D, T, kMod>(a, piece.b, kvh, lane, qf, sh.rope, rope_q0);
+            load_q_global<D, T, kMod, O>(a, piece.b, kvh, lane, qf, sh.rope, rope_q0);
           } else {
 #pragma unroll
             for (int kk = 0; kk < D / 16; ++kk) load_q_fragment<D>(q_smem, kk, lane, qf[kk]);
@@ -1380,12 +1401,12 @@ __global__ void __launch_bounds__((Layout<D, S>::kThreads), 1) decode_kernel(con
       }
       st.reduce_l();
       if (piece.solo) {  // the owner alone writes the result from its registers: no merge, no barrier
-        if (piece.tokens > c0 * kChunk) write_solo_result<D, T, kMod>(a, st, piece, seg, kvh, g, t4);
+        if (piece.tokens > c0 * kChunk) write_solo_result<D, O, kMod>(a, st, piece, seg, kvh, g, t4);
         continue;
       }
       publish_state<D, S, T, kMod>(a, sh, st, warp, (consumed + S - 1) % S, lane);
       __syncthreads();
-      if (piece.whole >= 0) merge_warps<D, S, T, kMod>(a, sh, piece, seg, kvh);
+      if (piece.whole >= 0) merge_warps<D, S, T, kMod, O>(a, sh, piece, seg, kvh);
       // Every warp read this piece's Q before the barrier above: stage the next CTA piece's, fetch the one after.
       const int next = next_cta(k);
       if (next < n) {
@@ -1398,7 +1419,7 @@ __global__ void __launch_bounds__((Layout<D, S>::kThreads), 1) decode_kernel(con
     }
     cp_async_wait<0>();  // nothing real is left in flight, but leave no group behind
   }
-  if (a.num_segments > 1) merge_split<D, S, T, kMod>(a, sh);
+  if (a.num_segments > 1) merge_split<D, S, T, kMod, O>(a, sh);
 }
 
 
@@ -1640,12 +1661,14 @@ cudaError_t launch(Kernel kernel, dim3 grid, dim3 block, size_t smem, cudaStream
   return err;
 }
 
+// T: the query / output type (the fp8 kernel computes in fp16 whatever T).
 template <int D, int S, class T, bool kPlain, bool kMod, bool kFp8>
 cudaError_t run_kernel(const Args& a, cudaStream_t stream) {
   // The shared-memory limit was raised when the launch shape asked for this kernel's occupancy (ctas_per_sm).
   // S > 1 is one wave by construction (launch_shape): a cooperative launch, merged after a grid barrier.
   using L = Layout<D, S, kFp8 ? 1 : 2>;
-  return launch(decode_kernel<D, S, T, kPlain, kMod, kFp8>, dim3(a.num_segments, a.num_kv_heads), dim3(L::kThreads),
+  using C = std::conditional_t<kFp8, __half, T>;
+  return launch(decode_kernel<D, S, C, kPlain, kMod, kFp8, T>, dim3(a.num_segments, a.num_kv_heads), dim3(L::kThreads),
                 kMod ? L::kModSmemBytes : L::kSmemBytes, stream, a.num_segments > 1, a);
 }
 
@@ -1683,7 +1706,7 @@ int occupancy(KernelKind kind) {
     kernels[0] = kernel(decode_kernel<D, S, T, false, true, false>, Layout<D, S>{}, true);
     count = 1;
   } else if (kind == KernelKind::fp8) {
-    kernels[0] = kernel(decode_kernel<D, S, T, false, true, true>, Layout<D, S, 1>{}, true);
+    kernels[0] = kernel(decode_kernel<D, S, __half, false, true, true, T>, Layout<D, S, 1>{}, true);
     count = 1;
   }
   int fewest = 1 << 20;

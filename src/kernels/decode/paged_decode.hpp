@@ -31,7 +31,19 @@ struct CostModel {
   double piece_us = 0;           // fixed cost of a sequence piece in a CTA (its table entry, Q tile, warp merge)
   double merge_us = 0;           // grid barrier and merge of the sequences cut over several segments, once ...
   double merge_us_per_segment = 0;  // ... plus this per segment (a cut row sums one partial per segment it spans)
+  double plan_us = 0;            // the plan kernel, paid by a call that plans too (Entry::one_call) when S > 1, ...
+  double plan_here_us = 0;       // ... or the plan made in the run kernel's prologue instead (LaunchShape::plan_here)
 };
+
+// A call that plans and runs (Entry::one_call) makes its plan in the run kernel when the plan's scratch fits in the
+// ring's shared memory: up to this many sequences and segments (else it launches the plan kernel first).
+constexpr int64_t kPlanHereMaxBatch = 2048;
+constexpr int64_t kPlanHereMaxSegments = 1024;
+
+// Which entry point a launch shape is for. A plan made once per batch step serves every layer's run, so its cost is
+// not the run's to weigh; the one-call entry point plans in every call, and splits only where that pays too. plan()
+// and run() use the same shape (their S must match); the workspace fits both.
+enum class Entry { one_call, plan_and_runs };
 
 // The run kernel's three instantiation families (kernel_kind).
 enum class KernelKind { plain, modified, fp8 };
@@ -43,6 +55,7 @@ struct LaunchShape {
   bool plain_copies = false;  // K/V copies without a cache-policy operand (long streams, kPlainCopiesL2Multiple)
   KernelKind kind = KernelKind::plain;  // which run kernel (kernel_kind)
   int piece_tokens = 0;       // a piece's fixed cost in tokens, for the device plan
+  bool plan_here = false;     // S > 1, one call: the run kernel makes the plan (kPlanHereMaxBatch), no plan kernel
   // Workspace, in this order: the validation slot, the plan, the partial outputs and lse.
   size_t validate_bytes = 0;  // validation mode's first-bad-entry slot
   size_t plan_bytes = 0;      // the device plan (detail::plan_bytes)
@@ -85,9 +98,9 @@ inline int kv_element_bytes(const kindex_paged_decode_params& p) {
 }
 
 // Checks every host-side field (throws kindex::Error naming the field and value) and sizes the launch.
-LaunchShape launch_shape(const kindex_paged_decode_params& p, const ShapeOverrides& overrides = {});
+LaunchShape launch_shape(const kindex_paged_decode_params& p, Entry entry, const ShapeOverrides& overrides = {});
 
-// Bytes of workspace plan + run need for these sizes.
+// Bytes of workspace either entry needs for these sizes (the larger of their shapes').
 size_t workspace_size(const kindex_paged_decode_params& p, const ShapeOverrides& overrides = {});
 
 // Enqueue the device plan (reads kv_indptr and kv_last_page_len), the run (reads the plan), or both. Throw
@@ -101,12 +114,14 @@ void paged_decode(const kindex_paged_decode_params& p, void* workspace, size_t w
                   const ShapeOverrides& overrides = {});
 
 // The segment count the cost model picks: the S in [1, max_segments] that minimises
-//   kv_bytes * (chip rate^-4 + (S * kv_heads * CTA rate)^-4)^(1/4) + piece_us * ceil((batch + S - 1) / S)
-//     + (merge_us + merge_us_per_segment * S) * [S > 1]
+//   ((kv_bytes / chip rate)^4 + (cta_bytes / (S * kv_heads * CTA rate))^4)^(1/4) + piece_us * ceil((batch + S - 1) / S)
+//     + (merge_us + merge_us_per_segment * S + plan_us) * [S > 1]
 // (the stream at the rate S segments reach: a smooth minimum of the chip's and the CTAs' rates, since CTAs keep
-// adding a little until every SM streams; the pieces of the busiest CTA; the merge). Host-only arithmetic.
-int64_t choose_segments(const CostModel& cost, int64_t kv_bytes, int64_t batch, int64_t kv_heads,
-                        int64_t max_segments);
+// adding a little until every SM streams; the pieces of the busiest CTA; the merge, and the plan when the call makes
+// it: plan_us, 0 for a layer's run of a plan made once). kv_bytes are the bytes read; cta_bytes the same work as a
+// CTA's rate counts it (16-bit K/V bytes, times the fp8 kernel's conversion cost). Host-only arithmetic.
+int64_t choose_segments(const CostModel& cost, int64_t kv_bytes, int64_t cta_bytes, int64_t batch, int64_t kv_heads,
+                        int64_t max_segments, double plan_us);
 
 // ---- implemented in paged_decode.cu ----
 namespace detail {

@@ -31,7 +31,6 @@ constexpr double kPieceUs = 0.883;              // a sequence piece's fixed cost
 constexpr double kMergeUs = 2.76;               // grid barrier and merge, once
 constexpr double kMergeUsPerSegment = 0.055;    // ... and per segment: a cut row sums one partial per segment
 constexpr double kPlanUs = 5.1;                 // the plan kernel, in a call that makes its plan (median 5.14)
-constexpr double kPlanHereUs = 1.0;             // the plan in the run kernel's prologue: an estimate, not measured yet
 // The fp8 kernel's CTA streams an element ~1.2x slower than the bf16 one (the same sweep, run alone at the fastest
 // count, CTA-bound cases: 1.06-1.31x): its conversion, not its halved bytes, sets a CTA's rate. Counting fp8 bytes
 // there had it split 2-4x too little (1.34-1.67x the fastest count on small calls).
@@ -39,6 +38,11 @@ constexpr double kFp8CtaCost = 1.2;
 
 [[noreturn]] void bad(const std::string& field, const std::string& value, const std::string& problem) {
   throw Error(kWhere, "params." + field, value, problem);
+}
+
+[[noreturn]] void not_yet(const std::string& field, const std::string& value) {
+  throw capi::Failure(KINDEX_STATUS_NOT_SUPPORTED,
+                      format_error(kWhere, "params." + field, value, "not supported by this version's kernels yet"));
 }
 
 // The version-2 fields (kindex.h): their ranges, each refused by name and value.
@@ -174,7 +178,6 @@ CostModel device_cost(const DeviceLimits& device) {
   c.merge_us = kMergeUs;
   c.merge_us_per_segment = kMergeUsPerSegment;
   c.plan_us = kPlanUs;
-  c.plan_here_us = kPlanHereUs;
   return c;
 }
 
@@ -230,6 +233,11 @@ LaunchShape launch_shape(const kindex_paged_decode_params& p, Entry entry, const
   if (int64_t(p.page_size) * p.num_kv_heads * p.head_dim * kv_element_bytes(p) > INT32_MAX)
     bad("num_kv_heads", std::to_string(p.num_kv_heads),
         "makes a page of page_size x num_kv_heads x head_dim elements 2^31 bytes or more");
+  // A request's query rows (its tokens x the group) fill one 16-row MMA tile; more would need a loop over tiles.
+  if ((p.num_qo_heads / p.num_kv_heads) * p.q_len_per_req > kMaxGroup)
+    not_yet("q_len_per_req", std::to_string(p.q_len_per_req) + " with group size " +
+                                 std::to_string(p.num_qo_heads / p.num_kv_heads) +
+                                 " (q_len_per_req x group > " + std::to_string(kMaxGroup) + ")");
 
   LaunchShape shape;
   if (p.batch_size == 0) return shape;
@@ -244,11 +252,8 @@ LaunchShape launch_shape(const kindex_paged_decode_params& p, Entry entry, const
                                          std::to_string(limit)));
   shape.kind = kernel_kind(p);
   const int64_t slots = resident_ctas(device, p.dtype, p.head_dim, shape.stages, shape.kind);
-  // A KV head's query rows (the group x q_len_per_req tokens) take one CTA per 16 (the MMA's rows).
-  const int64_t row_tiles = (int64_t(p.num_qo_heads / p.num_kv_heads) * p.q_len_per_req + kMaxGroup - 1) / kMaxGroup;
-  const int64_t heads = p.num_kv_heads * row_tiles;  // CTAs per segment, each streaming its KV head's bytes
-  // One wave: S segments x num_kv_heads x row_tiles CTAs all resident, so the merge can follow a grid-wide barrier.
-  const int64_t max_segments = std::max<int64_t>(1, slots / heads);
+  // One wave: S segments x num_kv_heads CTAs all resident, so the merge can follow a grid-wide barrier.
+  const int64_t max_segments = std::max<int64_t>(1, slots / p.num_kv_heads);
   const int64_t element_bytes = kv_element_bytes(p);
   const int64_t token_bytes = int64_t(p.head_dim) * 2 * element_bytes;  // K and V of one token and KV head
   // A window leaves each request at most window_left + q_len tokens, from the page holding the first of them (the
@@ -259,18 +264,14 @@ LaunchShape launch_shape(const kindex_paged_decode_params& p, Entry entry, const
   const int64_t kv_bytes = tokens * p.num_kv_heads * token_bytes;
   // A CTA's rate counts 16-bit K/V bytes, an fp8 one's conversion included (kFp8CtaCost).
   const double cta_token_bytes = double(p.head_dim) * 2 * 2 * (element_bytes == 1 ? kFp8CtaCost : 1.0);
-  const int64_t cta_bytes = int64_t(double(tokens * heads) * cta_token_bytes);
+  const int64_t cta_bytes = int64_t(double(tokens * p.num_kv_heads) * cta_token_bytes);
   const CostModel cost = device_cost(device);
   if (p.num_kv_indices > 0)
     shape.num_segments = overrides.num_segments > 0
                              ? std::min(overrides.num_segments, max_segments)
-                             : choose_segments(cost, kv_bytes, cta_bytes, p.batch_size, heads, max_segments,
-                                               entry == Entry::plan_and_runs ? 0.0
-                                               : p.batch_size <= kPlanHereMaxBatch ? cost.plan_here_us
-                                                                                    : cost.plan_us);
+                             : choose_segments(cost, kv_bytes, cta_bytes, p.batch_size, p.num_kv_heads, max_segments,
+                                               entry == Entry::one_call ? cost.plan_us : 0.0);
   shape.piece_tokens = int(std::lround(cost.piece_us * cost.cta_bytes_per_us / cta_token_bytes));
-  shape.plan_here = entry == Entry::one_call && shape.num_segments > 1 && p.batch_size <= kPlanHereMaxBatch &&
-                    shape.num_segments <= kPlanHereMaxSegments;
   // Long streams go faster without the cache-policy operand, shorter ones with evict-first (kPlainCopiesL2Multiple).
   shape.plain_copies = kv_bytes >= kPlainCopiesL2Multiple * device.l2_bytes;
   if (p.validate) shape.validate_bytes = 256;
@@ -331,8 +332,7 @@ void paged_decode(const kindex_paged_decode_params& p, void* workspace, size_t w
                   const ShapeOverrides& overrides) {
   const LaunchShape shape = checked_shape(p, Entry::one_call, workspace, workspace_bytes, stream, overrides);
   if (p.batch_size == 0) return;
-  if (!shape.plan_here)
-    check_cuda(cudaError_t(detail::launch_plan(p, shape, workspace, stream)), "plan kernel launch");
+  check_cuda(cudaError_t(detail::launch_plan(p, shape, workspace, stream)), "plan kernel launch");
   check_cuda(cudaError_t(detail::launch_run(p, shape, workspace, stream)), "kernel launch");
 }
 

@@ -31,14 +31,8 @@ struct CostModel {
   double piece_us = 0;           // fixed cost of a sequence piece in a CTA (its table entry, Q tile, warp merge)
   double merge_us = 0;           // grid barrier and merge of the sequences cut over several segments, once ...
   double merge_us_per_segment = 0;  // ... plus this per segment (a cut row sums one partial per segment it spans)
-  double plan_us = 0;            // the plan kernel, paid by a call that plans too (Entry::one_call) when S > 1, ...
-  double plan_here_us = 0;       // ... or the plan made in the run kernel's prologue instead (LaunchShape::plan_here)
+  double plan_us = 0;            // the plan kernel, paid by a call that plans too (Entry::one_call) when S > 1
 };
-
-// A call that plans and runs (Entry::one_call) makes its plan in the run kernel when the plan's scratch fits in the
-// ring's shared memory: up to this many sequences and segments (else it launches the plan kernel first).
-constexpr int64_t kPlanHereMaxBatch = 2048;
-constexpr int64_t kPlanHereMaxSegments = 1024;
 
 // Which entry point a launch shape is for. A plan made once per batch step serves every layer's run, so its cost is
 // not the run's to weigh; the one-call entry point plans in every call, and splits only where that pays too. plan()
@@ -55,7 +49,6 @@ struct LaunchShape {
   bool plain_copies = false;  // K/V copies without a cache-policy operand (long streams, kPlainCopiesL2Multiple)
   KernelKind kind = KernelKind::plain;  // which run kernel (kernel_kind)
   int piece_tokens = 0;       // a piece's fixed cost in tokens, for the device plan
-  bool plan_here = false;     // S > 1, one call: the run kernel makes the plan (kPlanHereMaxBatch), no plan kernel
   // Workspace, in this order: the validation slot, the plan, the partial outputs and lse.
   size_t validate_bytes = 0;  // validation mode's first-bad-entry slot
   size_t plan_bytes = 0;      // the device plan (detail::plan_bytes)

@@ -558,6 +558,39 @@ TEST_F(Decode, EverySegmentCountPasses) {
   }
 }
 
+// The split model alone (host arithmetic: these run without a device), at an H100's copy rate, head_dim 128 bf16
+// bytes (512 per token and KV head).
+TEST(DecodeHost, TheSplitModelChargesThePlanOnlyToACallThatMakesIt) {
+  const kindex::decode::CostModel cost = kindex::decode::cost_model(2.98e6);
+  ASSERT_GT(cost.plan_us, 0);
+  const int64_t bytes = 512 * 8 * 512;  // batch 4 x 128 tokens, 8 KV heads: 2 MB
+  EXPECT_EQ(1, kindex::decode::choose_segments(cost, bytes, bytes, 4, 8, 16, cost.plan_us));
+  EXPECT_GT(kindex::decode::choose_segments(cost, bytes, bytes, 4, 8, 16, 0.0), 1);
+}
+
+TEST(DecodeHost, TheSplitModelSpreadsLongStreamsToTheWaveAndLeavesShortOnesWhole) {
+  const kindex::decode::CostModel cost = kindex::decode::cost_model(2.98e6);
+  for (const double plan_us : {cost.plan_us, 0.0}) {
+    const int64_t long_stream = int64_t(1) << 30, short_stream = 32 * 512;  // 1 GB; 32 tokens of one KV head
+    EXPECT_EQ(16, kindex::decode::choose_segments(cost, long_stream, long_stream, 256, 8, 16, plan_us));
+    EXPECT_EQ(1, kindex::decode::choose_segments(cost, short_stream, short_stream, 1, 1, 132, plan_us));
+    EXPECT_EQ(1, kindex::decode::choose_segments(cost, 0, 0, 1, 1, 132, plan_us));  // nothing to read
+    // One KV head of one 32k-token request: more than a quarter of the chip.
+    EXPECT_GT(kindex::decode::choose_segments(cost, 32768 * 512, 32768 * 512, 1, 1, 132, plan_us), 33);
+  }
+}
+
+// An fp8 cache: half the bytes for the chip, but a CTA's work is its conversion to 16 bits, so it splits at least
+// as finely as bf16 (v7 counted fp8 bytes for both and split small fp8 calls half as much: 1.3-1.7x slower).
+TEST(DecodeHost, TheSplitModelSplitsAnFp8CacheAtLeastAsFinely) {
+  const kindex::decode::CostModel cost = kindex::decode::cost_model(2.98e6);
+  for (const int64_t tokens : {int64_t(512), int64_t(4096), int64_t(32768)}) {
+    const int64_t bf16 = tokens * 512;
+    const int64_t as_bf16 = kindex::decode::choose_segments(cost, bf16, bf16, 1, 1, 132, 0.0);
+    EXPECT_GE(kindex::decode::choose_segments(cost, bf16 / 2, bf16 * 6 / 5, 1, 1, 132, 0.0), as_bf16) << tokens;
+  }
+}
+
 // The sizes alone of a bf16 decode call, head_dim 128, page size 16 (what launch_shape reads: no device memory).
 kindex_paged_decode_params shape_only(int batch, int qo_heads, int kv_heads, int64_t num_pages, int64_t pages_read) {
   kindex_paged_decode_params p = KINDEX_PAGED_DECODE_PARAMS_INIT;

@@ -169,10 +169,16 @@ std::string describe_bad_entry(const kindex_paged_decode_params& p, unsigned lon
 
 // The cost model on this device: the chip rate from its memory clock and bus width, the rest the constants above.
 CostModel device_cost(const DeviceLimits& device) {
-  CostModel c;
   // Peak DRAM rate (double data rate x bus width) times the copy efficiency measured on the H200 (4.28 of 4.8 TB/s).
   const double peak_bytes_per_us = 2.0 * double(device.memory_clock_khz) * 1e-3 * double(device.bus_bits) / 8.0;
-  c.chip_bytes_per_us = peak_bytes_per_us > 0 ? 0.89 * peak_bytes_per_us : 3.0e6;
+  return cost_model(peak_bytes_per_us > 0 ? 0.89 * peak_bytes_per_us : 3.0e6);
+}
+
+}  // namespace
+
+CostModel cost_model(double chip_bytes_per_us) {
+  CostModel c;
+  c.chip_bytes_per_us = chip_bytes_per_us;
   c.cta_bytes_per_us = kCtaBytesPerUs;
   c.piece_us = kPieceUs;
   c.merge_us = kMergeUs;
@@ -180,8 +186,6 @@ CostModel device_cost(const DeviceLimits& device) {
   c.plan_us = kPlanUs;
   return c;
 }
-
-}  // namespace
 
 KernelKind kernel_kind(const kindex_paged_decode_params& p) {
   if (p.kv_format != KINDEX_KV_FORMAT_SAME_AS_Q) return KernelKind::fp8;

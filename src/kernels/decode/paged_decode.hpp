@@ -115,6 +115,9 @@ void paged_decode(const kindex_paged_decode_params& p, void* workspace, size_t w
 // CTA's rate counts it (16-bit K/V bytes, times the fp8 kernel's conversion cost). Host-only arithmetic.
 int64_t choose_segments(const CostModel& cost, int64_t kv_bytes, int64_t cta_bytes, int64_t batch, int64_t kv_heads,
                         int64_t max_segments, double plan_us);
+// The cost model with this code's constants on a device streaming chip_bytes_per_us (launch_shape takes it from
+// the device's memory clock and bus width).
+CostModel cost_model(double chip_bytes_per_us);
 
 // ---- implemented in paged_decode.cu ----
 namespace detail {

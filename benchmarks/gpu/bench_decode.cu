@@ -423,15 +423,17 @@ int main(int argc, char** argv) {
         if (ws) CHECK_CUDA(cudaFree(ws));
         const Stats s = summarize(us);
         medians.push_back(s.median_us);
-        // An fp8 cache moves half the K/V bytes of the bf16 floor's.
+        // The variant's own floor bytes (an fp8 cache: 1-byte K/V elements).
         const bool fp8 = var.kv_format != KINDEX_KV_FORMAT_SAME_AS_Q;
-        const double var_bytes = fp8 ? bytes - double(tokens) * hkv * d * 2.0 : bytes;
+        kindex_paged_decode_params var_counted = counted;
+        var_counted.kv_format = var.kv_format;
+        const double var_bytes = fp8 ? kindex::runner::paged_decode_work(var_counted, 2.0).referenced_bytes : bytes;
         per_variant[var.name] = {{"median_us", s.median_us}, {"min_us", s.min_us}, {"p05_us", s.p05_us},
                                  {"p95_us", s.p95_us}, {"mean_us", s.mean_us},
                                  {"kv_format", fp8 ? (var.kv_format == KINDEX_KV_FORMAT_FP8_E4M3 ? "e4m3" : "e5m2")
                                                    : "bf16"},
                                  {"achieved_tb_per_s", var_bytes / (s.median_us * 1e-6) / 1e12},
-                                 {"ratio_to_floor", s.median_us / (floor_us * var_bytes / bytes)},
+                                 {"ratio_to_floor", s.median_us / (var_bytes / copy_bytes_per_s * 1e6)},
                                  {"num_segments", shape.num_segments}, {"piece_tokens", shape.piece_tokens},
                                  {"stages", shape.stages}, {"workspace_bytes", shape.workspace_bytes()},
                                  {"run_only", var.run_only}, {"plain_copies", shape.plain_copies}};

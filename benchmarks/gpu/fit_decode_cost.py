@@ -28,6 +28,7 @@ import json
 import math
 import pathlib
 import re
+import statistics
 import sys
 
 
@@ -148,11 +149,7 @@ def plan_cost(docs):
                 m = re.fullmatch(r"s([1-9]\d*)", name)
                 if m and x.get("num_segments", 1) > 1 and f"{name}r1" in v:
                     diffs.append(x["median_us"] - v[f"{name}r1"]["median_us"])
-    if not diffs:
-        return None
-    diffs.sort()
-    n = len(diffs)
-    return diffs[n // 2] if n % 2 else (diffs[n // 2 - 1] + diffs[n // 2]) / 2
+    return statistics.median(diffs) if diffs else None
 
 
 def main(argv=None):

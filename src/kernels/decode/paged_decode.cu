@@ -1661,15 +1661,18 @@ cudaError_t launch(Kernel kernel, dim3 grid, dim3 block, size_t smem, cudaStream
   return err;
 }
 
-// T: the query / output type (the fp8 kernel computes in fp16 whatever T).
+// The MMAs' operand type of a kernel whose query / output type is T: fp16 for an fp8 cache whatever T
+// (decode_kernel's O).
+template <class T, bool kFp8>
+using MmaType = std::conditional_t<kFp8, __half, T>;
+
 template <int D, int S, class T, bool kPlain, bool kMod, bool kFp8>
 cudaError_t run_kernel(const Args& a, cudaStream_t stream) {
   // The shared-memory limit was raised when the launch shape asked for this kernel's occupancy (ctas_per_sm).
   // S > 1 is one wave by construction (launch_shape): a cooperative launch, merged after a grid barrier.
   using L = Layout<D, S, kFp8 ? 1 : 2>;
-  using C = std::conditional_t<kFp8, __half, T>;
-  return launch(decode_kernel<D, S, C, kPlain, kMod, kFp8, T>, dim3(a.num_segments, a.num_kv_heads), dim3(L::kThreads),
-                kMod ? L::kModSmemBytes : L::kSmemBytes, stream, a.num_segments > 1, a);
+  return launch(decode_kernel<D, S, MmaType<T, kFp8>, kPlain, kMod, kFp8, T>, dim3(a.num_segments, a.num_kv_heads),
+                dim3(L::kThreads), kMod ? L::kModSmemBytes : L::kSmemBytes, stream, a.num_segments > 1, a);
 }
 
 template <int D, int S>
@@ -1706,7 +1709,7 @@ int occupancy(KernelKind kind) {
     kernels[0] = kernel(decode_kernel<D, S, T, false, true, false>, Layout<D, S>{}, true);
     count = 1;
   } else if (kind == KernelKind::fp8) {
-    kernels[0] = kernel(decode_kernel<D, S, __half, false, true, true, T>, Layout<D, S, 1>{}, true);
+    kernels[0] = kernel(decode_kernel<D, S, MmaType<T, true>, false, true, true, T>, Layout<D, S, 1>{}, true);
     count = 1;
   }
   int fewest = 1 << 20;
